@@ -1,0 +1,5 @@
+import sys
+
+from nasutil.cli import main
+
+sys.exit(main())

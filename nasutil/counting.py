@@ -1,0 +1,151 @@
+"""FLOP and memory-traffic counts of one forward pass, per image and per layer.
+
+FLOPs come from `torch.utils.flop_counter.FlopCounterMode` (a multiply-add counts
+2; pooling, normalisation and element-wise ops count 0, as in that counter).
+Per-layer figures are taken with forward hooks on the leaf modules, reading the
+counter's running total before and after each one. Memory traffic is the
+element count of each leaf's inputs, outputs and parameters: a lower bound on
+what an unfused kernel moves, scaled by the dtype's size where bytes are asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+from torch.utils.flop_counter import FlopCounterMode
+
+_CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+
+@dataclass(frozen=True)
+class LayerStats:
+    """One leaf module's share of a forward pass of a single image."""
+
+    name: str
+    kind: str
+    module: str
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    params: int
+    flops: int
+    input_elems: int
+    output_elems: int
+
+    def bytes(self, elem_size: int = 4) -> int:
+        return (self.input_elems + self.output_elems + self.params) * elem_size
+
+    def arithmetic_intensity(self, elem_size: int = 4) -> float:
+        moved = self.bytes(elem_size)
+        return self.flops / moved if moved else 0.0
+
+
+@dataclass(frozen=True)
+class ModelCounts:
+    """Counts of a whole network for one image."""
+
+    params: int
+    flops_per_image: int
+    input_size: int
+    layers: list[LayerStats] = field(default_factory=list)
+
+    def bytes_per_image(self, elem_size: int = 4) -> int:
+        """Activation traffic of every leaf for one image plus the weights read once."""
+        return sum((l.input_elems + l.output_elems) * elem_size for l in self.layers) + self.params * elem_size
+
+    def to_dict(self, with_layers: bool = True) -> dict:
+        out = {"params": self.params, "flops_per_image": self.flops_per_image, "input_size": self.input_size,
+               "bytes_per_image_fp32": self.bytes_per_image(4)}
+        if with_layers:
+            out["layers"] = [asdict(l) for l in self.layers]
+        return out
+
+
+def layer_kind(module: nn.Module) -> str:
+    """A coarse operator class: what decides how well a layer can use a GPU."""
+    if isinstance(module, _CONV_TYPES):
+        groups, cin, cout = module.groups, module.in_channels, module.out_channels
+        k = module.kernel_size[0] if isinstance(module.kernel_size, tuple) else module.kernel_size
+        if groups == 1:
+            return "conv1x1" if all(s == 1 for s in module.kernel_size) else f"conv{k}x{k}"
+        if groups == cin and cout % cin == 0:
+            return f"dwconv{k}x{k}"
+        return f"gconv{k}x{k}"
+    if isinstance(module, nn.Linear):
+        return "linear"
+    if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.LayerNorm)):
+        return "norm"
+    if isinstance(module, (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
+        return "pool"
+    if isinstance(module, (nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh)):
+        return "act"
+    return type(module).__name__.lower()
+
+
+def _elems(value: object) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel()
+    if isinstance(value, (tuple, list)):
+        return sum(_elems(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_elems(v) for v in value.values())
+    return 0
+
+
+def _shape(value: object) -> tuple[int, ...]:
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape[1:])
+    if isinstance(value, (tuple, list)) and value:
+        return _shape(value[0])
+    return ()
+
+
+def _is_leaf(module: nn.Module) -> bool:
+    return next(module.children(), None) is None
+
+
+def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_layer: bool = True) -> ModelCounts:
+    """Count one forward pass of a single image (eval mode, no gradients, on CPU or the model's device)."""
+    param = next(model.parameters(), None)
+    device = param.device if param is not None else torch.device("cpu")
+    dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
+    x = torch.zeros(1, in_channels, input_size, input_size, device=device, dtype=dtype)
+    was_training = model.training
+    model.eval()
+    counter = FlopCounterMode(display=False)
+    layers: list[LayerStats] = []
+    handles = []
+    if per_layer:
+        starts: dict[int, int] = {}
+        for name, module in model.named_modules():
+            if not _is_leaf(module):
+                continue
+
+            def pre_hook(mod, args):
+                starts[id(mod)] = counter.get_total_flops()
+
+            def post_hook(mod, args, output, _name=name):
+                flops = counter.get_total_flops() - starts.pop(id(mod), counter.get_total_flops())
+                layers.append(LayerStats(
+                    name=_name or type(mod).__name__, kind=layer_kind(mod), module=type(mod).__name__,
+                    input_shape=_shape(args), output_shape=_shape(output),
+                    params=sum(p.numel() for p in mod.parameters(recurse=False)), flops=int(flops),
+                    input_elems=_elems(args), output_elems=_elems(output)))
+
+            handles.append(module.register_forward_pre_hook(pre_hook))
+            handles.append(module.register_forward_hook(post_hook))
+    try:
+        with torch.no_grad(), counter:
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    params = sum(p.numel() for p in model.parameters())
+    return ModelCounts(params=params, flops_per_image=int(counter.get_total_flops()), input_size=input_size,
+                       layers=layers)
+
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,22 @@
+"""Errors a user can cause and fix; the CLI turns them into one line and exit code 2."""
+
+from __future__ import annotations
+
+
+class NasutilError(Exception):
+    """Base class of every user-facing error (bad input, unknown names, missing data)."""
+
+
+class UnknownSpaceError(NasutilError, KeyError):
+    """A search-space name that no registered plugin provides."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else "unknown search space"
+
+
+class InvalidArchError(NasutilError, ValueError):
+    """An architecture string that is malformed or names an invalid architecture."""
+
+
+class NotEnumerableError(NasutilError):
+    """Asked to enumerate a space that is infinite or too large to list."""

@@ -1,0 +1,85 @@
+"""The search-space protocol every built-in and third-party space implements.
+
+A space samples architectures (from a numpy Generator or through an Optuna
+trial), parses and prints them, encodes them for predictors, builds them into
+`torch.nn.Module`s, and enumerates them where it is finite.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+from nasutil.arch import Arch
+from nasutil.errors import NasutilError, NotEnumerableError
+
+if TYPE_CHECKING:
+    import optuna
+    import torch.nn as nn
+
+A = TypeVar("A", bound=Arch)
+
+
+class SearchSpace(ABC, Generic[A]):
+    """A family of CNNs. Subclass it, then register the class under the
+    `nasutil.search_spaces` entry-point group (or call `nasutil.registry.register`)."""
+
+    #: registry name, e.g. "nb201"
+    name: ClassVar[str]
+    #: one line for `nasutil spaces`
+    description: ClassVar[str] = ""
+    #: input resolution the space was designed for
+    default_input_size: ClassVar[int] = 32
+    #: channels of the input images
+    in_channels: ClassVar[int] = 3
+
+    @abstractmethod
+    def sample(self, rng: np.random.Generator) -> A:
+        """Draw one valid architecture."""
+
+    @abstractmethod
+    def suggest(self, trial: optuna.Trial) -> A:
+        """Let an Optuna trial choose the architecture (one parameter per decision)."""
+
+    @abstractmethod
+    def parse(self, text: str) -> A:
+        """Parse the space's string form; raises `InvalidArchError` with a one-line reason."""
+
+    @abstractmethod
+    def build(self, arch: A, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        """A freshly initialised network for `arch` (CPU, float32, train mode)."""
+
+    @property
+    @abstractmethod
+    def encoding_size(self) -> int:
+        """Length of `arch.encode()` for every arch of this space."""
+
+    @classmethod
+    def from_option(cls, option: str) -> SearchSpace:
+        """Build a variant from the text after the colon in `NAME:OPTION` (e.g. `nni:ProxylessNAS`)."""
+        raise NasutilError(f"search space {cls.name!r} takes no option (got {option!r})")
+
+    def size(self) -> int | None:
+        """Number of distinct architectures, or None where unknown/unbounded."""
+        return None
+
+    def enumerate(self) -> Iterator[A]:
+        """Every distinct architecture, in a fixed order. Finite spaces override this."""
+        raise NotEnumerableError(f"search space {self.name!r} cannot be enumerated")
+
+    def to_string(self, arch: A) -> str:
+        return arch.to_string()
+
+    def encode(self, arch: A) -> np.ndarray:
+        return arch.encode()
+
+    def sample_many(self, n: int, seed: int | None = None) -> list[A]:
+        """`n` architectures drawn from one seeded Generator (duplicates possible)."""
+        rng = np.random.default_rng(seed)
+        return [self.sample(rng) for _ in range(n)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"

@@ -1,0 +1,177 @@
+"""NAS-Bench-201: the canonical network and its 15,625 cells.
+
+Network (Dong & Yang, ICLR 2020): a 3x3 conv stem, three stages of N=5 cells at
+C=16/32/64 joined by residual reduction blocks, BN+ReLU, global pooling and a
+linear classifier. A cell is a 4-node DAG; each of its 6 edges carries one of 5
+ops. Every op is computed, `none` included, as in the reference implementation,
+so FLOPs match the canonical network for the same cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from nasutil.arch import Arch
+from nasutil.errors import InvalidArchError
+from nasutil.space import SearchSpace
+from nasutil_search_spaces._blocks import ReLUConvBN, Zero
+
+if TYPE_CHECKING:
+    import optuna
+
+OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+NUM_NODES = 4
+#: edges (to, from) in the order of the cell string
+EDGES: tuple[tuple[int, int], ...] = tuple((i, j) for i in range(1, NUM_NODES) for j in range(i))
+_TOKEN = re.compile(r"^([a-z0-9_]+)~(\d+)$")
+
+
+@dataclass(frozen=True)
+class NB201Arch(Arch):
+    """One cell: the op on each of the 6 edges, in `EDGES` order."""
+
+    ops: tuple[str, ...]
+    space = "nb201"
+
+    def to_string(self) -> str:
+        nodes, k = [], 0
+        for i in range(1, NUM_NODES):
+            nodes.append("|" + "|".join(f"{self.ops[k + j]}~{j}" for j in range(i)) + "|")
+            k += i
+        return "+".join(nodes)
+
+    def encode(self) -> np.ndarray:
+        vec = np.zeros((len(EDGES), len(OPS)), dtype=np.float32)
+        for e, op in enumerate(self.ops):
+            vec[e, OPS.index(op)] = 1.0
+        return vec.ravel()
+
+    def edge(self, to: int, frm: int) -> str:
+        return self.ops[EDGES.index((to, frm))]
+
+
+def parse_cell(text: str) -> NB201Arch:
+    """Parse `|op~0|+|op~0|op~1|+|op~0|op~1|op~2|` with a precise reason on failure."""
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise InvalidArchError("empty NAS-Bench-201 cell string")
+    nodes = text.split("+")
+    if len(nodes) != NUM_NODES - 1:
+        raise InvalidArchError(
+            f"NAS-Bench-201 cell needs {NUM_NODES - 1} nodes separated by '+', got {len(nodes)} in {text!r}")
+    ops: list[str] = []
+    for i, node in enumerate(nodes, start=1):
+        if not (node.startswith("|") and node.endswith("|")) or len(node) < 2:
+            raise InvalidArchError(f"node {i} of {text!r} must look like |op~0|...|, got {node!r}")
+        tokens = node[1:-1].split("|")
+        if len(tokens) != i:
+            raise InvalidArchError(f"node {i} needs {i} incoming edge(s), got {len(tokens)} in {node!r}")
+        for j, token in enumerate(tokens):
+            m = _TOKEN.match(token)
+            if not m:
+                raise InvalidArchError(f"malformed edge {token!r} in node {i} (expected op~input)")
+            op, src = m.group(1), int(m.group(2))
+            if op not in OPS:
+                raise InvalidArchError(f"unknown NAS-Bench-201 op {op!r} (ops: {', '.join(OPS)})")
+            if src != j:
+                raise InvalidArchError(f"edge {token!r} of node {i} must come from node {j}, not {src}")
+            ops.append(op)
+    return NB201Arch(tuple(ops))
+
+
+def _make_op(op: str, channels: int) -> nn.Module:
+    if op == "none":
+        return Zero()
+    if op == "skip_connect":
+        return nn.Identity()
+    if op == "nor_conv_1x1":
+        return ReLUConvBN(channels, channels, 1, 1, 0)
+    if op == "nor_conv_3x3":
+        return ReLUConvBN(channels, channels, 3, 1, 1)
+    if op == "avg_pool_3x3":
+        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+    raise InvalidArchError(f"unknown NAS-Bench-201 op {op!r}")
+
+
+class Cell(nn.Module):
+    """A searched cell: node i is the sum of op(i<-j)(node j) over j < i; the output is the last node."""
+
+    def __init__(self, arch: NB201Arch, channels: int) -> None:
+        super().__init__()
+        self.edges = nn.ModuleDict({f"{i}<-{j}": _make_op(op, channels) for (i, j), op in zip(EDGES, arch.ops)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        nodes = [x]
+        for i in range(1, NUM_NODES):
+            nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+        return nodes[-1]
+
+
+class ResidualReduction(nn.Module):
+    """The fixed reduction block: a stride-2 basic residual block with an avgpool+1x1 shortcut."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv_a = ReLUConvBN(c_in, c_out, 3, 2, 1)
+        self.conv_b = ReLUConvBN(c_out, c_out, 3, 1, 1)
+        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2), nn.Conv2d(c_in, c_out, 1, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.downsample(x) + self.conv_b(self.conv_a(x))
+
+
+class NB201Network(nn.Module):
+    def __init__(self, arch: NB201Arch, num_classes: int = 10, channels: int = 16, cells_per_stage: int = 5,
+                 in_channels: int = 3) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
+        blocks: list[nn.Module] = []
+        c = channels
+        for stage in range(3):
+            if stage > 0:
+                blocks.append(ResidualReduction(c, c * 2))
+                c *= 2
+            blocks.extend(Cell(arch, c) for _ in range(cells_per_stage))
+        self.cells = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.classifier = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.head(self.cells(self.stem(x))))
+
+
+class NasBench201Space(SearchSpace[NB201Arch]):
+    name = "nb201"
+    description = "NAS-Bench-201 cells: 6 edges x 5 ops, 15,625 cells, C=16 network (Dong & Yang 2020)"
+    default_input_size = 32
+
+    def sample(self, rng: np.random.Generator) -> NB201Arch:
+        return NB201Arch(tuple(OPS[i] for i in rng.integers(len(OPS), size=len(EDGES))))
+
+    def suggest(self, trial: optuna.Trial) -> NB201Arch:
+        return NB201Arch(tuple(trial.suggest_categorical(f"edge_{i}<-{j}", OPS) for i, j in EDGES))
+
+    def parse(self, text: str) -> NB201Arch:
+        return parse_cell(text)
+
+    def build(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        return NB201Network(arch, num_classes=num_classes, in_channels=self.in_channels)
+
+    @property
+    def encoding_size(self) -> int:
+        return len(EDGES) * len(OPS)
+
+    def size(self) -> int:
+        return len(OPS) ** len(EDGES)
+
+    def enumerate(self) -> Iterator[NB201Arch]:
+        for ops in itertools.product(OPS, repeat=len(EDGES)):
+            yield NB201Arch(ops)

@@ -1,0 +1,70 @@
+"""The CLI as a user meets it: listing, sampling, describing, and one-line errors for bad input."""
+
+import json
+
+import pytest
+
+NB201_CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def test_spaces_lists_the_builtins(cli):
+    result = cli("spaces", "--json")
+    assert result.returncode == 0, result.stderr
+    names = {json.loads(line)["name"] for line in result.stdout.splitlines()}
+    assert {"nb201", "nb101", "darts", "mbconv", "nni"} <= names
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert not [r for r in rows if r["description"].startswith("unavailable")]
+
+
+def test_sample_is_seeded_and_parseable(cli):
+    first = cli("sample", "nb201", "-n", "5", "--seed", "7")
+    again = cli("sample", "nb201", "-n", "5", "--seed", "7")
+    other = cli("sample", "nb201", "-n", "5", "--seed", "8")
+    assert first.returncode == 0 and first.stdout == again.stdout != other.stdout
+    assert len(first.stdout.splitlines()) == 5
+
+
+def test_describe_json_reports_flops_and_layers(cli):
+    result = cli("describe", "nb201", NB201_CELL, "--json")
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    assert info["arch"] == NB201_CELL
+    assert info["flops_per_image"] == sum(layer["flops"] for layer in info["layers"]) > 0
+    assert info["params"] > 0 and len(info["layers"]) > 50
+
+
+def test_describe_table(cli):
+    result = cli("describe", "nb201", NB201_CELL, "--top", "3")
+    assert result.returncode == 0, result.stderr
+    assert "FLOPs per image" in result.stdout and "top 3 of" in result.stdout
+
+
+BAD_INPUTS = [
+    ("describe", "nb201", ""),
+    ("describe", "nb201", "|nor_conv_3x3~0|+|nor_conv_3x3~0|"),
+    ("describe", "nb201", "|conv_9x9~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|none~0|none~1|none~2|"),
+    ("describe", "nb201", "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|+|none~0|"),
+    ("describe", "nb101", "ops=conv3x3-bn-relu;adj=01/00/11"),
+    ("describe", "nb101", "ops=input,conv3x3-bn-relu,output;adj=011/001/100"),
+    ("describe", "darts", "Genotype(normal=[('sep_conv_3x3', 0)]"),
+    ("describe", "darts", "__import__('os').system('true')"),
+    ("describe", "mbconv", "k3e6"),
+    ("describe", "nni", "not json"),
+    ("describe", "nosuchspace", "x"),
+    ("sample", "nosuchspace"),
+    ("sample", "nb201", "-n", "0"),
+    ("sample", "nb201", "--seed", "abc"),
+    ("describe", "nb201", NB201_CELL, "--input-size", "-1"),
+    ("nosuchcommand",),
+    (),
+]
+
+
+@pytest.mark.parametrize("args", BAD_INPUTS, ids=lambda a: " ".join(a)[:60] or "no-args")
+def test_bad_input_gives_one_line_and_exit_2(cli, args):
+    result = cli(*args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert lines[0].startswith("nasutil")
