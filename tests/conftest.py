@@ -38,3 +38,24 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+PLUGIN_SITE = os.path.join(os.path.dirname(__file__), "plugin_site")
+
+
+@pytest.fixture
+def installed_plugin(monkeypatch):
+    """Put the tiny third-party space (a dist-info with an entry point) on the path, as pip would."""
+    path = os.pathsep.join(filter(None, [PLUGIN_SITE, os.environ.get("PYTHONPATH")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.syspath_prepend(PLUGIN_SITE)
+    return {"PYTHONPATH": path}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Small networks run faster on one thread, and tests sharing two cores stop fighting over them."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -22,13 +22,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from nasutil import __version__
-    from nasutil.cli import space_commands
+    from nasutil.cli import measure_command, space_commands
 
     parser = OneLineParser(prog="nasutil", description="Utilization-aware neural architecture search.")
     parser.add_argument("--version", action="version", version=f"nasutil {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     space_commands.register(sub)
+    measure_command.register(sub)
     return parser
 
 

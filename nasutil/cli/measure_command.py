@@ -1,0 +1,228 @@
+"""`nasutil measure`: measure architectures or known models on real hardware."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from nasutil.cli.output import console, human_count, print_json
+from nasutil.cli.space_commands import positive_int
+from nasutil.devices import DTYPES
+from nasutil.errors import NasutilError
+from nasutil.evaluator.cache import MeasurementCache, default_cache_path
+from nasutil.evaluator.candidate import Candidate
+from nasutil.evaluator.config import MODES, MeasureConfig
+from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator.measurement import Measurement
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("measure", help="measure latency, throughput, utilization and counters on a device",
+                       description="Measure one architecture (SPACE ARCH), many (SPACE --sample N or --archs FILE) "
+                                   "or a known model (--model torchvision:resnet50 / timm:NAME).")
+    p.add_argument("space", nargs="?", help="search space (NAME or NAME:OPTION)")
+    p.add_argument("arch", nargs="?", help="one architecture string")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--sample", type=positive_int, metavar="N", help="measure N sampled architectures")
+    what.add_argument("--archs", type=Path, metavar="FILE", help="file with one architecture string per line")
+    what.add_argument("--model", action="append", metavar="ZOO:NAME",
+                      help="torchvision:NAME or timm:NAME (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="default 256 on cuda, 8 on cpu")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default fp16 on cuda, fp32 on cpu")
+    p.add_argument("--mode", choices=MODES, default=None, help="default cudagraph on cuda, eager on cpu")
+    p.add_argument("--no-channels-last", dest="channels_last", action="store_false",
+                   help="keep NCHW (default: channels_last)")
+    p.add_argument("--input-size", type=positive_int, default=None)
+    p.add_argument("--num-classes", type=positive_int, default=None, help="default 10 (1000 for --model)")
+    p.add_argument("--repeats", type=positive_int, default=7, help="timed windows (default 7)")
+    p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
+    p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
+    p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
+    p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
+    p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per candidate (default 300)")
+    p.add_argument("--cache", type=Path, default=None, help=f"SQLite cache (default {default_cache_path()})")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--remeasure", action="store_true", help="measure again even if cached")
+    p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--out", type=Path, default=None, help="append JSON lines to FILE as results arrive")
+    p.set_defaults(handler=cmd_measure)
+
+
+def _config(args: argparse.Namespace) -> MeasureConfig:
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_gpu = device.startswith("cuda")
+    num_classes = args.num_classes or (1000 if args.model else 10)
+    return MeasureConfig(
+        device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
+        batch_size=args.batch_size or (256 if on_gpu else 8), mode=args.mode or ("cudagraph" if on_gpu else "eager"),
+        channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
+        repeats=max(args.repeats, 2), counters=args.counters, per_layer=args.per_layer)
+
+
+def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:
+    if args.model:
+        if args.space or args.arch:
+            raise NasutilError("give either --model or SPACE [ARCH], not both")
+        return [Candidate.model(spec) for spec in args.model], len(args.model)
+    if not args.space:
+        raise NasutilError("name a search space (or --model torchvision:NAME)")
+    from nasutil.registry import get_space
+
+    space = get_space(args.space)  # fail fast on an unknown space
+    if args.arch is not None:
+        if args.sample or args.archs:
+            raise NasutilError("give either ARCH, --sample or --archs")
+        space.parse(args.arch)
+        return [Candidate(args.space, args.arch)], 1
+    if args.sample:
+        import numpy as np
+
+        rng = np.random.default_rng(args.seed)
+        return [Candidate(args.space, space.sample(rng).to_string()) for _ in range(args.sample)], args.sample
+    if args.archs:
+        try:
+            lines = [line.strip() for line in args.archs.read_text().splitlines()]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NasutilError(f"cannot read {str(args.archs)!r}: {exc}") from None
+        archs = [line for line in lines if line and not line.startswith("#")]
+        if not archs:
+            raise NasutilError(f"{str(args.archs)!r} holds no architecture strings")
+        for number, text in enumerate(archs, start=1):
+            try:
+                space.parse(text)
+            except NasutilError as exc:
+                raise NasutilError(f"{args.archs}: entry {number}: {exc}") from None
+        return [Candidate(args.space, text) for text in archs], len(archs)
+    raise NasutilError("give an ARCH, --sample N or --archs FILE")
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    if args.slo_ms is not None and not args.sweep:
+        raise NasutilError("--slo-ms needs --sweep")
+    config = _config(args)
+    candidates, total = _candidates(args)
+    if args.cache and args.no_cache:
+        raise NasutilError("--cache and --no-cache contradict each other")
+    cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_path())
+    out_file = None
+    if args.out is not None:
+        try:
+            out_file = args.out.open("a")
+        except OSError as exc:
+            raise NasutilError(f"cannot write {str(args.out)!r}: {exc}") from None
+    failures = 0
+    try:
+        with Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
+                       remeasure=args.remeasure) as evaluator:
+            if args.sweep:
+                return _sweep(evaluator, list(candidates), args, out_file)
+            results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),
+                                             total=total)
+            rows: list[Measurement] = []
+            for m in results:
+                failures += not m.ok
+                if out_file:
+                    out_file.write(m.to_json() + "\n")
+                    out_file.flush()
+                if args.json:
+                    print_json(m.to_dict())
+                else:
+                    rows.append(m)
+            if not args.json:
+                _print_table(rows, config)
+    finally:
+        if out_file:
+            out_file.close()
+        if cache:
+            cache.close()
+    if failures and failures == total:
+        return 1
+    return 0
+
+
+def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:
+    from nasutil.evaluator.sweep import sweep_batch
+
+    for candidate in candidates:
+        result = sweep_batch(evaluator, candidate, slo_ms=args.slo_ms)
+        record = {"space": candidate.space, "arch": candidate.arch, **result.to_dict()}
+        if out_file:
+            out_file.write(json.dumps(record) + "\n")
+        if args.json:
+            print_json(record)
+        else:
+            _print_table(result.points, evaluator.config)
+            console().print(f"throughput saturates at batch {result.saturation_batch} "
+                            f"({human_count(result.best_throughput_per_s or 0)} images/s)"
+                            + (f"; largest batch within {args.slo_ms} ms: {result.slo_batch}" if args.slo_ms else ""))
+    return 0
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _print_table(rows: list[Measurement], config: MeasureConfig) -> None:
+    out = console()
+    device = next((m.device_name for m in rows if m.device_name), config.device)
+    table = Table("arch", "batch", "latency ms (cv)", "images/s", "TFLOP/s", "utilization", "SM act.", "tensor act.",
+                  "DRAM BW", "SM MHz", title=f"{escape(device)}, {config.dtype}, {config.mode}")
+    for m in rows:
+        label = escape(m.arch if len(m.arch) < 60 else m.arch[:57] + "...")
+        if not m.ok:
+            table.add_row(label, str(m.batch_size), f"[red]failed: {escape(m.error or '')}[/]", *[""] * 7)
+            continue
+        c = m.counters or {}
+        pct = lambda key: "-" if c.get(key) is None else f"{c[key]:.0f}%"
+        table.add_row(label, str(m.batch_size), f"{m.latency_ms:.3f} ({100 * m.latency_cv:.1f}%)" + (" noisy" if m.noisy else ""),
+                      human_count(m.throughput_per_s), f"{m.achieved_tflops:.2f}", _pct(m.utilization),
+                      pct("sm_activity"), pct("tensor_activity"), pct("dram_bw_util"),
+                      "-" if m.sm_clock_mhz is None else f"{m.sm_clock_mhz:.0f}")
+    out.print(table)
+    peak = next((m for m in rows if m.ok), None)
+    if peak is not None:
+        out.print(f"utilization = achieved FLOP/s / {peak.peak_source} peak {peak.peak_tflops:.1f} TFLOP/s "
+                  f"(measured GEMM peak {peak.measured_peak_tflops:.1f}); FLOPs per image x batch / median latency")
+    for m in rows:
+        if m.ok and m.layers:
+            _print_layers(m)
+
+
+def _print_layers(m: Measurement, top: int = 10) -> None:
+    layers = [l for l in m.layers or [] if l.get("time_ms")]
+    total = sum(l["time_ms"] for l in layers) or 1.0
+    table = Table("layer", "kind", "output", "time ms", "share", "TFLOP/s", "utilization", "wasted ms",
+                  title=f"layers wasting the most GPU time: {escape(m.arch[:60])}")
+    for l in sorted(layers, key=lambda l: -(l["wasted_ms"] or 0))[:top]:
+        table.add_row(escape(l["name"]), l["kind"], "x".join(map(str, l["output_shape"])), f"{l['time_ms']:.4f}",
+                      f"{100 * l['time_ms'] / total:.1f}%", f"{l['achieved_tflops'] or 0:.2f}", _pct(l["utilization"]),
+                      f"{l['wasted_ms']:.4f}")
+    console().print(table)
+    kernel = m.timing.get("kernel_time_ms")
+    if kernel and m.latency_ms:
+        console().print(f"kernel time per batch (eager, profiled) {kernel:.3f} ms; the measured {m.mode} latency is "
+                        f"{m.latency_ms:.3f} ms")

@@ -1,0 +1,58 @@
+"""What to measure: an architecture of a registered space, or a torchvision/timm model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+from nasutil.zoo import build_zoo_model, check_zoo_model, is_zoo, split_model_spec, zoo_input_size
+
+
+@dataclass(frozen=True)
+class Candidate:
+    space: str  # a space spec (e.g. "nb201", "nni:ProxylessNAS") or a zoo ("torchvision", "timm")
+    arch: str  # the arch string, or the zoo model name
+
+    @classmethod
+    def model(cls, spec: str) -> Candidate:
+        zoo, name = split_model_spec(spec)
+        check_zoo_model(zoo, name)
+        return cls(zoo, name)
+
+
+@dataclass
+class BuiltCandidate:
+    model: nn.Module
+    arch: str  # canonical string
+    arch_hash: str
+    input_size: int
+    in_channels: int
+    space: str
+
+
+def resolve(candidate: Candidate, input_size: int | None) -> tuple[str, str, int, int]:
+    """Validate without building: canonical arch string, hash, input size, input channels."""
+    if is_zoo(candidate.space):
+        check_zoo_model(candidate.space, candidate.arch)
+        return candidate.arch, f"{candidate.space}:{candidate.arch}", input_size or zoo_input_size(
+            candidate.space, candidate.arch), 3
+    from nasutil.registry import get_space
+
+    space = get_space(candidate.space)
+    arch = space.parse(candidate.arch)
+    return arch.to_string(), arch.canonical_hash(), input_size or space.default_input_size, space.in_channels
+
+
+def build(candidate: Candidate, input_size: int | None, num_classes: int) -> BuiltCandidate:
+    if is_zoo(candidate.space):
+        size = input_size or zoo_input_size(candidate.space, candidate.arch)
+        model = build_zoo_model(candidate.space, candidate.arch, num_classes)
+        return BuiltCandidate(model, candidate.arch, f"{candidate.space}:{candidate.arch}", size, 3, candidate.space)
+    from nasutil.registry import get_space
+
+    space = get_space(candidate.space)
+    arch = space.parse(candidate.arch)
+    size = input_size or space.default_input_size
+    model = space.build(arch, num_classes=num_classes, input_size=size)
+    return BuiltCandidate(model, arch.to_string(), arch.canonical_hash(), size, space.in_channels, candidate.space)

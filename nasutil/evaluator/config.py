@@ -1,0 +1,49 @@
+"""How to measure: device, dtype, batch size, execution mode and timing budget."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from nasutil.devices import DTYPES
+from nasutil.errors import NasutilError
+
+MODES = ("eager", "cudagraph", "compile")
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    device: str = "cuda"
+    dtype: str = "fp16"
+    batch_size: int = 256
+    mode: str = "cudagraph"
+    channels_last: bool = True
+    input_size: int | None = None  # None: the space's default
+    num_classes: int = 10
+    warmup: int = 3
+    repeats: int = 7  # timed windows
+    min_window_ms: float = 5.0  # each window runs enough iterations to last this long
+    max_iters_per_window: int = 200
+    cv_threshold: float = 0.05  # a result noisier than this is re-measured, then flagged
+    counters: bool = True  # NVML GPM counters over an extra window of >= counter_window_ms
+    counter_window_ms: float = 120.0
+    per_layer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise NasutilError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
+        if self.mode not in MODES:
+            raise NasutilError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
+        if self.batch_size < 1:
+            raise NasutilError(f"batch size must be positive, got {self.batch_size}")
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
+        if self.repeats < 2 or self.warmup < 0:
+            raise NasutilError("need at least 2 timed repeats and a non-negative warm-up")
+        if self.input_size is not None and self.input_size < 1:
+            raise NasutilError(f"input size must be positive, got {self.input_size}")
+
+    def with_(self, **changes) -> MeasureConfig:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

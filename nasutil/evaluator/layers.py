@@ -1,0 +1,79 @@
+"""Per-layer breakdown: kernel time per leaf module (torch.profiler) joined with its FLOPs.
+
+Each leaf module's forward is wrapped in a profiler range; the device time of the
+kernels launched inside that range is the layer's time (CPU time on CPU). A
+layer's utilization is its FLOPs / its kernel time / the peak, and the GPU time
+it wastes is its kernel time x (1 - utilization).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.autograd.profiler import record_function
+from torch.profiler import ProfilerActivity, profile
+
+from nasutil.counting import ModelCounts
+
+_PREFIX = "nasutil.layer::"
+
+
+def _leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    return [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
+
+
+def profile_layer_times_ms(model: nn.Module, x: torch.Tensor, iters: int = 3) -> tuple[dict[str, float], float]:
+    """Mean time per forward of each leaf module (ms), and the total kernel time per forward."""
+    stack: list[record_function] = []
+    handles = []
+    for name, module in _leaf_modules(model):
+        def pre(mod, args, _name=name):
+            rf = record_function(_PREFIX + _name)
+            rf.__enter__()
+            stack.append(rf)
+
+        def post(mod, args, out):
+            stack.pop().__exit__(None, None, None)
+
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    on_gpu = x.device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    try:
+        model(x)  # one un-profiled pass so that lazy initialisation is not counted
+        with profile(activities=activities) as prof:
+            for _ in range(iters):
+                model(x)
+            if on_gpu:
+                torch.cuda.synchronize(x.device)
+    finally:
+        for h in handles:
+            h.remove()
+    times: dict[str, float] = {}
+    for event in prof.events():
+        if not event.name.startswith(_PREFIX) or getattr(event, "device_type", None) != torch.autograd.DeviceType.CPU:
+            continue
+        us = event.device_time_total if on_gpu else event.cpu_time_total
+        key = event.name[len(_PREFIX):]
+        times[key] = times.get(key, 0.0) + us / 1e3 / iters
+    if on_gpu:
+        total = sum(e.self_device_time_total for e in prof.key_averages()) / 1e3 / iters
+    else:
+        total = sum(times.values())
+    return times, total
+
+
+def layer_breakdown(counts: ModelCounts, times_ms: dict[str, float], batch_size: int,
+                    peak_tflops: float | None) -> list[dict]:
+    """One row per leaf layer: FLOPs per batch, time, achieved TFLOP/s, utilization, wasted time."""
+    rows = []
+    for layer in counts.layers:
+        t = times_ms.get(layer.name)
+        flops = layer.flops * batch_size
+        achieved = flops / (t * 1e-3) / 1e12 if t else None
+        util = achieved / peak_tflops if achieved is not None and peak_tflops else None
+        rows.append({
+            "name": layer.name, "kind": layer.kind, "output_shape": list(layer.output_shape),
+            "flops_per_batch": flops, "time_ms": t, "achieved_tflops": achieved, "utilization": util,
+            "wasted_ms": t * (1 - min(util, 1.0)) if t is not None and util is not None else t,
+        })
+    return rows

@@ -1,0 +1,122 @@
+"""Measure one module in this process: FLOPs, latency, throughput, utilization, counters, layers."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import torch
+import torch.nn as nn
+
+from nasutil.counting import count_model
+from nasutil.devices import cpu_name, datasheet_peak_tflops
+from nasutil.evaluator.config import MeasureConfig
+from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_counters
+from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
+from nasutil.evaluator.layers import layer_breakdown, profile_layer_times_ms
+from nasutil.evaluator.measurement import Measurement
+from nasutil.evaluator.modes import prepare
+from nasutil.evaluator.peak import measured_peak_tflops
+from nasutil.evaluator.timing import time_windows
+from nasutil.errors import NasutilError
+
+
+def resolve_device(name: str) -> torch.device:
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise NasutilError("no CUDA device is available here (use --device cpu)")
+        device = torch.device(name)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise NasutilError(f"{name} does not exist ({torch.cuda.device_count()} CUDA device(s))")
+        return device
+    return torch.device("cpu")
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+
+
+_nvml_cache: dict[str, NvmlDevice] = {}
+
+
+def _nvml(device: torch.device) -> NvmlDevice | None:
+    if device.type != "cuda":
+        return None
+    key = str(device)
+    if key not in _nvml_cache:
+        _nvml_cache[key] = NvmlDevice.for_torch_device(device)
+    return _nvml_cache[key]
+
+
+def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "model", arch: str = "",
+                  arch_hash: str | None = None, input_size: int = 224, in_channels: int = 3) -> Measurement:
+    """Time `model` as `config` says. Raises torch.cuda.OutOfMemoryError and friends to the caller."""
+    device = resolve_device(config.device)
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    dtype = torch_dtype(config.dtype)
+    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+    model = model.eval().to(device=device, dtype=dtype, memory_format=memory_format)
+    phases["to_device_s"] = time.perf_counter() - t0
+
+    with matmul_precision(config.dtype), torch.inference_mode():
+        t0 = time.perf_counter()
+        counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
+        phases["count_s"] = time.perf_counter() - t0
+
+        x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
+        x = x.contiguous(memory_format=memory_format)
+        run = prepare(model, x, config.mode)
+        phases["prepare_s"] = run.setup_s
+
+        t0 = time.perf_counter()
+        timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
+                              min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window)
+        remeasured = False
+        if timing.cv > config.cv_threshold:
+            remeasured = True
+            timing = time_windows(run.fn, device, warmup=1, repeats=2 * config.repeats,
+                                  min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window)
+        phases["time_s"] = time.perf_counter() - t0
+
+        nvml = _nvml(device)
+        counters = empty_counters() if device.type == "cuda" else {}
+        sm_clock = nvml.sm_clock_mhz() if nvml else None
+        if nvml is not None and config.counters:
+            t0 = time.perf_counter()
+            counters = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms)
+            sm_clock = nvml.sm_clock_mhz()
+            phases["counters_s"] = time.perf_counter() - t0
+
+        name = device_name(device)
+        measured_peak = measured_peak_tflops(str(device), config.dtype)
+        datasheet = datasheet_peak_tflops(name, config.dtype) if device.type == "cuda" else None
+        peak, source = (datasheet, "datasheet") if datasheet else (measured_peak, "measured_gemm")
+
+        latency_s = timing.median_ms * 1e-3
+        flops_per_batch = counts.flops_per_image * config.batch_size
+        achieved = flops_per_batch / latency_s / 1e12
+
+        layers = None
+        if config.per_layer:
+            t0 = time.perf_counter()
+            times, kernel_total_ms = profile_layer_times_ms(model, x)
+            layers = layer_breakdown(counts, times, config.batch_size, peak)
+            phases["layers_s"] = time.perf_counter() - t0
+            phases["kernel_time_ms"] = kernel_total_ms
+        del run
+
+    return Measurement(
+        space=space, arch=arch, arch_hash=arch_hash, device=device.type, device_name=name, dtype=config.dtype,
+        batch_size=config.batch_size, mode=config.mode, channels_last=config.channels_last, input_size=input_size,
+        num_classes=config.num_classes, params=counts.params, flops_per_image=counts.flops_per_image,
+        latency_ms=timing.median_ms, latency_cv=timing.cv, latency_iqr_ms=timing.iqr_ms,
+        throughput_per_s=config.batch_size / latency_s, achieved_tflops=achieved, peak_tflops=peak,
+        peak_source=source, measured_peak_tflops=measured_peak, utilization=achieved / peak if peak else None,
+        sm_clock_mhz=sm_clock, counters=counters, noisy=timing.cv > config.cv_threshold,
+        timing={"windows_ms": list(timing.window_ms), "iters_per_window": timing.iters_per_window,
+                "remeasured": remeasured, **phases},
+        layers=layers, torch_version=torch.__version__,
+        driver_version=nvml.driver_version if nvml else None,
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )

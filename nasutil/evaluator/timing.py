@@ -1,0 +1,82 @@
+"""Repeated timed windows after warm-up: CUDA events on GPU, perf_counter on CPU."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-iteration latency (ms) of each timed window."""
+
+    window_ms: tuple[float, ...]
+    iters_per_window: int
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.window_ms)
+
+    @property
+    def cv(self) -> float:
+        mean = statistics.fmean(self.window_ms)
+        return statistics.pstdev(self.window_ms) / mean if mean > 0 else math.inf
+
+    @property
+    def iqr_ms(self) -> float:
+        q = statistics.quantiles(self.window_ms, n=4, method="inclusive")
+        return q[2] - q[0]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_once_ms(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall time of one synchronised call, for calibrating window lengths."""
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return (time.perf_counter() - start) * 1e3
+
+
+def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, per_call_ms: float) -> int:
+    """Call `fn` back to back for about `duration_ms`; returns the number of calls."""
+    n = max(1, math.ceil(duration_ms / max(per_call_ms, 1e-3)))
+    for _ in range(n):
+        fn()
+    _sync(device)
+    return n
+
+
+def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
+                 min_window_ms: float, max_iters: int) -> Timing:
+    """Warm up, size windows to last >= min_window_ms, then time `repeats` windows."""
+    for _ in range(warmup):
+        fn()
+    estimate = time_once_ms(fn, device)
+    iters = int(min(max_iters, max(1, math.ceil(min_window_ms / max(estimate, 1e-3)))))
+    windows: list[float] = []
+    if device.type == "cuda":
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        for start, end in events:
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+        torch.cuda.synchronize(device)
+        windows = [start.elapsed_time(end) / iters for start, end in events]
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            windows.append((time.perf_counter() - t0) * 1e3 / iters)
+    return Timing(tuple(windows), iters)

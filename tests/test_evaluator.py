@@ -1,0 +1,141 @@
+"""The evaluator on CPU: the same API as on GPU, isolation, cache, CLI. Real timings, small models."""
+
+import json
+
+import pytest
+import torch
+
+from nasutil.evaluator.cache import MeasurementCache
+from nasutil.evaluator.candidate import Candidate
+from nasutil.evaluator.config import MeasureConfig
+from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator.sweep import sweep_batch
+from nasutil.errors import NasutilError
+
+CPU = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False, repeats=3,
+                    min_window_ms=1.0, input_size=16)
+
+
+def test_measure_on_cpu_reports_every_field(installed_plugin):
+    with Evaluator(CPU, isolate=False) as ev:
+        m = ev.measure(Candidate("tiny", "w16"))
+    assert m.ok, m.error
+    assert m.device == "cpu" and m.device_name
+    assert m.flops_per_image == 2 * 3 * 16 * 9 * 16 * 16 + 2 * 16 * 10
+    assert m.latency_ms > 0 and m.latency_cv >= 0 and m.latency_iqr_ms >= 0
+    assert m.throughput_per_s == pytest.approx(2 / (m.latency_ms / 1e3))
+    assert m.achieved_tflops == pytest.approx(m.flops_per_image * 2 / (m.latency_ms / 1e3) / 1e12)
+    assert m.peak_source == "measured_gemm" and m.peak_tflops == m.measured_peak_tflops > 0
+    assert m.utilization == pytest.approx(m.achieved_tflops / m.peak_tflops)
+    assert m.sm_clock_mhz is None and m.counters == {}
+    assert len(m.timing["windows_ms"]) >= 3
+    assert json.loads(m.to_json())["arch"] == "w16"
+
+
+def test_nb201_on_cpu_with_per_layer_breakdown():
+    cell = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+    config = CPU.with_(batch_size=1, input_size=None, per_layer=True, repeats=2)
+    with Evaluator(config, isolate=False) as ev:
+        m = ev.measure(Candidate("nb201", cell))
+    assert m.ok, m.error
+    assert m.input_size == 32 and m.params == 802426
+    convs = [l for l in m.layers if l["kind"] == "conv3x3"]
+    assert convs and all(l["time_ms"] > 0 and 0 < l["utilization"] for l in convs)
+    assert sum(l["flops_per_batch"] for l in m.layers) == m.flops_per_image
+
+
+def test_isolation_survives_hang_crash_and_errors(installed_plugin):
+    with Evaluator(CPU, isolate=True, timeout_s=20) as ev:
+        results = list(ev.measure_many([Candidate("tiny", a) for a in ("w8", "hang", "crash", "raise", "w32")]))
+    status = [(m.arch, m.status) for m in results]
+    assert status == [("w8", "ok"), ("hang", "failed"), ("crash", "failed"), ("raise", "failed"), ("w32", "ok")]
+    assert "timed out" in results[1].error
+    assert "died" in results[2].error and "3" in results[2].error
+    assert "cannot be built" in results[3].error
+
+
+def test_cache_skips_remeasuring(installed_plugin, tmp_path):
+    cache = MeasurementCache(tmp_path / "m.db")
+    with Evaluator(CPU, cache=cache, isolate=False) as ev:
+        first = ev.measure(Candidate("tiny", "w8"))
+        again = ev.measure(Candidate("tiny", "w8"))
+        other = ev.measure(Candidate("tiny", "w8"), CPU.with_(batch_size=4))
+    assert ev.cache_hits == 1 and again.latency_ms == first.latency_ms and other.batch_size == 4
+    assert len(cache) == 2
+    with Evaluator(CPU, cache=cache, isolate=False, remeasure=True) as ev:
+        fresh = ev.measure(Candidate("tiny", "w8"))
+    assert ev.cache_hits == 0 and fresh.timestamp >= first.timestamp
+
+
+def test_batch_sweep_finds_a_saturation_point(installed_plugin):
+    with Evaluator(CPU.with_(repeats=2), isolate=False) as ev:
+        result = sweep_batch(ev, Candidate("tiny", "w8"), max_batch=16, slo_ms=1e6)
+    sizes = [p.batch_size for p in result.points]
+    assert sizes[:3] == [1, 2, 4]
+    assert result.saturation_batch in sizes and result.slo_batch == sizes[-1]
+
+
+def test_bad_configs_are_user_errors():
+    for bad in (dict(dtype="fp8"), dict(mode="jit"), dict(batch_size=0), dict(device="tpu"), dict(repeats=1)):
+        with pytest.raises(NasutilError):
+            MeasureConfig(**bad)
+
+
+def test_cudagraph_on_cpu_is_a_clear_failure(installed_plugin):
+    with Evaluator(CPU.with_(mode="cudagraph"), isolate=False) as ev:
+        m = ev.measure(Candidate("tiny", "w8"))
+    assert not m.ok and "needs a CUDA device" in m.error
+
+
+def test_cli_measure_json_and_out(cli, installed_plugin, tmp_path):
+    out = tmp_path / "results.jsonl"
+    archs = tmp_path / "archs.txt"
+    archs.write_text("w8\n# a comment\nw16\n")
+    common = ("--device", "cpu", "--batch-size", "2", "--input-size", "16", "--repeats", "2", "--no-cache")
+    r = cli("measure", "tiny", "--archs", str(archs), "--json", "--out", str(out), *common, env=installed_plugin)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["arch"] for row in rows] == ["w8", "w16"]
+    required = {"space", "arch", "device", "dtype", "batch_size", "mode", "flops_per_image", "latency_ms",
+                "latency_cv", "throughput_per_s", "achieved_tflops", "peak_tflops", "utilization", "sm_clock_mhz",
+                "counters"}
+    assert required <= set(rows[0])
+    r2 = cli("measure", "tiny", "w32", "--out", str(out), *common, env=installed_plugin)
+    assert r2.returncode == 0 and "utilization" in r2.stdout
+    assert [json.loads(line)["arch"] for line in out.read_text().splitlines()] == ["w8", "w16", "w32"]
+
+
+def test_cli_measure_torchvision_model(cli):
+    pytest.importorskip("torchvision")
+    r = cli("measure", "--model", "torchvision:resnet18", "--device", "cpu", "--batch-size", "1", "--input-size", "64",
+            "--repeats", "2", "--no-cache", "--json", "--in-process")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)
+    assert row["space"] == "torchvision" and row["arch"] == "resnet18" and row["params"] == 11689512
+
+
+@pytest.mark.parametrize("args", [
+    ("measure", "nb201", "|bad~0|", "--device", "cpu"),
+    ("measure", "--model", "torchvision:no_such_net", "--device", "cpu"),
+    ("measure", "--model", "keras:resnet50"),
+    ("measure", "nb201", "--archs", "/no/such/file"),
+    ("measure", "nb201", "--sample", "2", "--dtype", "fp8"),
+    ("measure", "nb201", "--sample", "2", "--mode", "xla"),
+    ("measure", "nb201", "--sample", "2", "--batch-size", "0"),
+    ("measure", "nb201", "--sample", "2", "--slo-ms", "5"),
+    ("measure",),
+] + ([] if torch.cuda.is_available() else [("measure", "nb201", "--sample", "1", "--device", "cuda")]),
+    ids=lambda a: " ".join(a[1:])[:50] or "nothing")
+def test_cli_measure_bad_input(cli, args):
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_cli_measure_bad_line_in_archs_file(cli, tmp_path):
+    archs = tmp_path / "archs.txt"
+    good = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+    archs.write_text(f"{good}\n|nor_conv_3x3~0|+oops\n")
+    r = cli("measure", "nb201", "--archs", str(archs), "--device", "cpu")
+    assert r.returncode == 2 and "entry 2" in r.stderr and len(r.stderr.strip().splitlines()) == 1

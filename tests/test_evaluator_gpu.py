@@ -1,0 +1,65 @@
+"""The evaluator on a CUDA device (skipped without one)."""
+
+import pytest
+import torch
+
+from nasutil.devices import datasheet_peak_tflops
+from nasutil.evaluator.candidate import Candidate
+from nasutil.evaluator.config import MeasureConfig
+from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator.peak import measured_peak_tflops
+
+pytestmark = pytest.mark.gpu
+
+CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+GPU = MeasureConfig(device="cuda", dtype="fp16", batch_size=64, mode="cudagraph")
+
+
+def test_cudagraph_beats_eager_on_a_launch_bound_cell():
+    with Evaluator(GPU, isolate=False) as ev:
+        graph = ev.measure(Candidate("nb201", CELL))
+        eager = ev.measure(Candidate("nb201", CELL), GPU.with_(mode="eager"))
+    for m in (graph, eager):
+        assert m.ok, m.error
+        assert m.device == "cuda" and m.peak_source == "datasheet"
+        assert 0 < m.utilization < 1 and m.sm_clock_mhz and m.sm_clock_mhz > 0
+        assert set(m.counters) >= {"sm_activity", "sm_occupancy", "tensor_activity", "dram_bw_util", "nvml_gpu_util"}
+    assert graph.latency_ms < eager.latency_ms
+
+
+def test_gpm_counters_on_hopper():
+    name = torch.cuda.get_device_name()
+    if not any(k in name for k in ("H100", "H200", "B200", "GH200")):
+        pytest.skip(f"GPM needs Hopper or newer, this is {name}")
+    with Evaluator(GPU.with_(batch_size=256), isolate=False) as ev:
+        m = ev.measure(Candidate("nb201", CELL))
+    assert m.counters["sm_activity"] is not None and 0 < m.counters["sm_activity"] <= 100
+    assert m.counters["tensor_activity"] is not None
+
+
+def test_measured_gemm_peak_is_below_the_datasheet():
+    measured = measured_peak_tflops("cuda", "fp16")
+    datasheet = datasheet_peak_tflops(torch.cuda.get_device_name(), "fp16")
+    assert measured > 0
+    if datasheet:
+        assert 0.3 * datasheet < measured < 1.1 * datasheet
+
+
+def test_out_of_memory_fails_one_candidate_and_the_run_goes_on():
+    huge = GPU.with_(batch_size=1 << 20, mode="eager", counters=False)
+    with Evaluator(huge, isolate=True, timeout_s=300) as ev:
+        first = ev.measure(Candidate("nb201", CELL), GPU)
+        oom = ev.measure(Candidate.model("torchvision:vgg16"))
+        after = ev.measure(Candidate("nb201", CELL), GPU)
+    assert first.ok and after.ok
+    assert not oom.ok and "out of memory" in oom.error
+
+
+def test_per_layer_breakdown_on_gpu():
+    with Evaluator(GPU.with_(per_layer=True, mode="eager"), isolate=False) as ev:
+        m = ev.measure(Candidate.model("torchvision:resnet18"))
+    assert m.ok, m.error
+    timed = [l for l in m.layers if l["time_ms"]]
+    convs = [l for l in timed if l["kind"].startswith("conv")]
+    assert len(convs) >= 20 and all(0 < l["utilization"] < 1 for l in convs)
+    assert sum(l["time_ms"] for l in timed) <= m.timing["kernel_time_ms"] * 1.05
