@@ -65,6 +65,7 @@ def part_resnet50(args, base: MeasureConfig) -> dict:
     rows = []
     batches = (1, 16, 128) if not args.smoke else (1,)
     modes = ("eager", "cudagraph", "compile") if base.device != "cpu" else ("eager", "compile")
+    base = base.with_(num_classes=1000)
     with Evaluator(base, isolate=True, timeout_s=900) as ev:
         for batch in batches:
             for mode in modes:
@@ -81,14 +82,14 @@ def part_resnet50(args, base: MeasureConfig) -> dict:
 
 def part_repeatability(args, base: MeasureConfig) -> dict:
     cells = _cells(5 if args.smoke else 50, seed=1)
-    config = base.with_(counters=False)
+    config = _fast(base) if args.fast else base.with_(counters=False)
     runs = []
     for _ in range(2):
-        with Evaluator(config, isolate=True) as ev:
+        with Evaluator(config, isolate=True, workers=args.workers) as ev:
             runs.append(list(ev.measure_many(cells)))
     diffs = [abs(a.latency_ms - b.latency_ms) / a.latency_ms for a, b in zip(*runs) if a.ok and b.ok]
-    _write_csv(args.out / "repeatability.csv", runs[0] + runs[1])
-    summary = {"cells": len(cells), "pairs": len(diffs),
+    _write_csv(args.out / f"repeatability{args.tag}.csv", runs[0] + runs[1])
+    summary = {"cells": len(cells), "pairs": len(diffs), "workers": args.workers, "config": config.to_dict(),
                "median_rel_diff": statistics.median(diffs), "p90_rel_diff": float(np.quantile(diffs, 0.9)),
                "max_rel_diff": max(diffs), "median_cv": statistics.median(m.latency_cv for m in runs[0] if m.ok),
                "noisy": sum(m.noisy for r in runs for m in r)}
@@ -96,12 +97,17 @@ def part_repeatability(args, base: MeasureConfig) -> dict:
     return {"repeatability": summary}
 
 
+def _fast(base: MeasureConfig) -> MeasureConfig:
+    """The survey configuration: fewer, shorter windows, no counters."""
+    return base.with_(counters=False, warmup=2, repeats=5, min_window_ms=2.0)
+
+
 def part_throughput(args, base: MeasureConfig) -> dict:
     n = 10 if args.smoke else args.throughput_cells
     cells = _cells(n, seed=2)
-    config = base.with_(counters=False)
+    config = _fast(base) if args.fast else base.with_(counters=False)
     t_start = time.perf_counter()
-    with Evaluator(config, isolate=True) as ev:
+    with Evaluator(config, isolate=True, workers=args.workers) as ev:
         t_worker = time.perf_counter()
         ev.info
         startup = time.perf_counter() - t_worker
@@ -114,11 +120,13 @@ def part_throughput(args, base: MeasureConfig) -> dict:
         phases[key] = statistics.fmean(values) if values else None
     per_cell = elapsed / len(rows)
     accounted = sum(v for v in phases.values() if v)
-    summary = {"cells": len(rows), "failed": sum(not m.ok for m in rows), "worker_start_s": startup,
+    summary = {"cells": len(rows), "failed": sum(not m.ok for m in rows), "workers": args.workers,
+               "config": config.to_dict(), "worker_start_s": startup,
                "elapsed_s": elapsed, "cells_per_minute": 60 * len(rows) / elapsed, "per_cell_s": per_cell,
                "mean_phase_s": phases, "other_s": per_cell - accounted,
+               "exclusive_s_per_cell": (phases["prepare_s"] or 0) + (phases["time_s"] or 0),
                "projected_all_15625_min": 15625 * per_cell / 60, "total_s": time.perf_counter() - t_start}
-    _write_csv(args.out / "throughput.csv", rows)
+    _write_csv(args.out / f"throughput{args.tag}.csv", rows)
     print("throughput", summary, flush=True)
     return {"throughput": summary}
 
@@ -208,6 +216,9 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--throughput-cells", type=int, default=1000)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (throughput, repeatability)")
+    parser.add_argument("--fast", action="store_true", help="survey timing config (throughput, repeatability)")
+    parser.add_argument("--tag", default="", help="suffix for the summary keys of this run")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     on_gpu = args.device != "cpu"
@@ -217,8 +228,8 @@ def main() -> int:
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     for part in args.parts:
         t0 = time.perf_counter()
-        summary.update(PARTS[part](args, base))
-        summary.setdefault("seconds", {})[part] = time.perf_counter() - t0
+        summary.update({k + args.tag: v for k, v in PARTS[part](args, base).items()})
+        summary.setdefault("seconds", {})[part + args.tag] = time.perf_counter() - t0
         summary_path.write_text(json.dumps(summary, indent=1))
     return 0
 

@@ -24,3 +24,11 @@ def test_bundled_data_keeps_its_attribution():
     data_readme = (ROOT / "nasutil" / "data" / "README.md").read_text()
     for text in (notice, data_readme):
         assert "NAS-Bench-201" in text and "NATS-Bench" in text and "MIT" in text
+
+
+def test_every_package_is_declared_for_installation():
+    import tomllib
+
+    declared = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.relative_to(ROOT).parent.parts) for p in (ROOT / "nasutil").rglob("__init__.py")}
+    assert found <= declared, found - declared

@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--remeasure", action="store_true", help="measure again even if cached")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="worker processes that prepare candidates in parallel and take turns on the device")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--out", type=Path, default=None, help="append JSON lines to FILE as results arrive")
     p.set_defaults(handler=cmd_measure)
@@ -137,7 +139,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     failures = 0
     try:
         with Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
-                       remeasure=args.remeasure) as evaluator:
+                       remeasure=args.remeasure, workers=args.workers) as evaluator:
             if args.sweep:
                 return _sweep(evaluator, list(candidates), args, out_file)
             results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),

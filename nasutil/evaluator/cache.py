@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 from nasutil.errors import NasutilError
@@ -36,9 +37,10 @@ def default_cache_path() -> Path:
 class MeasurementCache:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30)
+            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             self._db.execute(_SCHEMA)
             self._db.commit()
         except (OSError, sqlite3.DatabaseError) as exc:
@@ -52,20 +54,22 @@ class MeasurementCache:
 
     def get(self, space: str, arch_hash: str, device_name: str, torch_version: str, config: MeasureConfig,
             input_size: int) -> Measurement | None:
-        row = self._db.execute(
+        with self._lock:
+            row = self._db.execute(
             "SELECT json FROM measurements WHERE space=? AND arch_hash=? AND device_name=? AND dtype=? AND "
-            "batch_size=? AND mode=? AND channels_last=? AND input_size=? AND torch_version=? AND per_layer=?",
-            self._key(space, arch_hash, device_name, torch_version, config, input_size)).fetchone()
+                "batch_size=? AND mode=? AND channels_last=? AND input_size=? AND torch_version=? AND per_layer=?",
+                self._key(space, arch_hash, device_name, torch_version, config, input_size)).fetchone()
         return Measurement.from_dict(json.loads(row[0])) if row else None
 
     def put(self, m: Measurement, config: MeasureConfig) -> None:
         if not m.ok or m.arch_hash is None or m.input_size is None:
             return
         key = self._key(m.space, m.arch_hash, m.device_name, m.torch_version or "", config, m.input_size)
-        self._db.execute("INSERT OR REPLACE INTO measurements (space, arch_hash, device_name, dtype, batch_size, "
-                         "mode, channels_last, input_size, torch_version, per_layer, json) "
-                         "VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*key, m.to_json()))
-        self._db.commit()
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO measurements (space, arch_hash, device_name, dtype, batch_size, "
+                             "mode, channels_last, input_size, torch_version, per_layer, json) "
+                             "VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*key, m.to_json()))
+            self._db.commit()
 
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]

@@ -1,9 +1,13 @@
-"""The evaluator: measure candidates through an isolated worker, with a cache and progress."""
+"""The evaluator: measure candidates through isolated workers, with a cache and progress."""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
+import queue
 import sys
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from nasutil.errors import NasutilError
 from nasutil.evaluator.cache import MeasurementCache
@@ -16,24 +20,36 @@ from nasutil.evaluator.worker import IsolatedWorker, device_info, measure_task
 class Evaluator:
     """Measures many candidates at one configuration.
 
-    isolate=True runs them in one worker process with a per-candidate time limit,
-    so that out-of-memory errors, hangs and crashes fail that candidate only.
+    isolate=True runs them in worker processes with a per-candidate time limit, so that
+    out-of-memory errors, hangs and crashes fail that candidate only. With workers > 1,
+    the workers build and copy candidates in parallel but take turns on the device
+    (a shared lock covers every kernel they run), so timings stay as clean as with one.
     """
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
-                 timeout_s: float = 300.0, remeasure: bool = False) -> None:
+                 timeout_s: float = 300.0, remeasure: bool = False, workers: int = 1) -> None:
+        if workers < 1:
+            raise NasutilError(f"need at least one worker, got {workers}")
+        if workers > 1 and not isolate:
+            raise NasutilError("several workers need isolated worker processes")
         self.config = config
         self.cache = cache
         self.remeasure = remeasure
-        self._worker = IsolatedWorker(config.device, timeout_s) if isolate else None
+        lock = mp.get_context("spawn").Lock() if workers > 1 else None
+        threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+        self._workers = [IsolatedWorker(config.device, timeout_s, lock=lock, threads=threads)
+                         for _ in range(workers)] if isolate else []
+        self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
+        for worker in self._workers:
+            self._idle.put(worker)
         self._info: dict | None = None
         self.cache_hits = 0
 
     @property
     def info(self) -> dict:
-        """Device name and torch version of the process that measures."""
+        """Device name and torch version of the processes that measure."""
         if self._info is None:
-            self._info = self._worker.start() if self._worker is not None else device_info(self.config.device)
+            self._info = self._workers[0].start() if self._workers else device_info(self.config.device)
         return self._info
 
     def measure(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
@@ -42,47 +58,58 @@ class Evaluator:
             arch, arch_hash, input_size, _ = resolve(candidate, config.input_size)
         except NasutilError as exc:
             return Measurement.failed(candidate.space, candidate.arch, config, str(exc))
+        info = self.info
         if self.cache is not None and not self.remeasure:
-            hit = self.cache.get(candidate.space, arch_hash, self.info["device_name"], self.info["torch_version"],
-                                 config, input_size)
+            hit = self.cache.get(candidate.space, arch_hash, info["device_name"], info["torch_version"], config,
+                                 input_size)
             if hit is not None:
                 self.cache_hits += 1
                 return hit
         canonical = Candidate(candidate.space, arch)
-        if self._worker is not None:
-            self.info  # start the worker before the clock of the first candidate starts
-            result = self._worker.measure(canonical, config)
+        if self._workers:
+            worker = self._idle.get()
+            try:
+                result = worker.measure(canonical, config)
+            finally:
+                self._idle.put(worker)
         else:
             result = measure_task(canonical, config)
         if self.cache is not None:
             self.cache.put(result, config)
         return result
 
-    def measure_many(self, candidates: Iterable[Candidate], *, progress: bool = False,
-                     total: int | None = None, description: str = "measuring") -> Iterator[Measurement]:
-        """Yield a Measurement per candidate, in order, failures included."""
-        if not progress:
+    def _results(self, candidates: Iterable[Candidate]) -> Iterator[Measurement]:
+        if len(self._workers) <= 1:
             for candidate in candidates:
                 yield self.measure(candidate)
+            return
+        self.info  # the first worker starts before the others are needed
+        with ThreadPoolExecutor(len(self._workers)) as pool:
+            yield from pool.map(self.measure, candidates)
+
+    def measure_many(self, candidates: Iterable[Candidate], *, progress: bool = False,
+                     total: int | None = None, description: str = "measuring") -> Iterator[Measurement]:
+        """Yield a Measurement per candidate, in input order, failures included."""
+        if not progress:
+            yield from self._results(candidates)
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
             TimeRemainingColumn
 
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
-                   TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=Console(file=sys.stderr), transient=False) as bar:
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[failed]} failed"), TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(file=sys.stderr)) as bar:
             task = bar.add_task(description, total=total, failed=0)
             failed = 0
-            for candidate in candidates:
-                result = self.measure(candidate)
+            for result in self._results(candidates):
                 failed += not result.ok
                 bar.update(task, advance=1, failed=failed)
                 yield result
 
     def close(self) -> None:
-        if self._worker is not None:
-            self._worker.stop()
+        for worker in self._workers:
+            worker.stop()
 
     def __enter__(self) -> Evaluator:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 
@@ -49,25 +50,33 @@ def _nvml(device: torch.device) -> NvmlDevice | None:
 
 
 def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "model", arch: str = "",
-                  arch_hash: str | None = None, input_size: int = 224, in_channels: int = 3) -> Measurement:
-    """Time `model` as `config` says. Raises torch.cuda.OutOfMemoryError and friends to the caller."""
+                  arch_hash: str | None = None, input_size: int = 224, in_channels: int = 3,
+                  exclusive: contextlib.AbstractContextManager | None = None) -> Measurement:
+    """Time `model` as `config` says. Raises torch.cuda.OutOfMemoryError and friends to the caller.
+
+    FLOPs are counted and the model is cast and copied before `exclusive` is entered; everything that
+    runs kernels on the device (capture, warm-up, timing, counters, profiling) runs inside it, so that
+    several workers can prepare candidates while one of them has the device to itself.
+    """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
-    t0 = time.perf_counter()
     dtype = torch_dtype(config.dtype)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
-    model = model.eval().to(device=device, dtype=dtype, memory_format=memory_format)
+    model = model.eval()
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
+    phases["count_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = model.to(dtype=dtype, memory_format=memory_format).to(device)
     phases["to_device_s"] = time.perf_counter() - t0
 
-    with matmul_precision(config.dtype), torch.inference_mode():
+    with exclusive or contextlib.nullcontext(), matmul_precision(config.dtype), torch.inference_mode():
         t0 = time.perf_counter()
-        counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
-        phases["count_s"] = time.perf_counter() - t0
-
         x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
         x = x.contiguous(memory_format=memory_format)
         run = prepare(model, x, config.mode)
-        phases["prepare_s"] = run.setup_s
+        phases["prepare_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,

@@ -36,8 +36,10 @@ def device_info(device: str) -> dict[str, Any]:
     return {"device_name": device_name(dev), "torch_version": torch.__version__, "pid": os.getpid()}
 
 
-def measure_task(candidate: Candidate, config: MeasureConfig) -> Measurement:
-    """Build and measure one candidate in this process; failures come back as failed Measurements."""
+def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) -> Measurement:
+    """Build and measure one candidate in this process; failures come back as failed Measurements.
+
+    `exclusive` (a lock shared by sibling workers) is held while the candidate runs on the device."""
     import torch
 
     from nasutil.evaluator.measure import measure_model
@@ -48,7 +50,7 @@ def measure_task(candidate: Candidate, config: MeasureConfig) -> Measurement:
         built = build(candidate, config.input_size, config.num_classes)
         build_s = time.perf_counter() - t0
         result = measure_model(built.model, config, space=built.space, arch=built.arch, arch_hash=built.arch_hash,
-                               input_size=built.input_size, in_channels=built.in_channels)
+                               input_size=built.input_size, in_channels=built.in_channels, exclusive=exclusive)
         result.timing["build_s"] = build_s
     except torch.cuda.OutOfMemoryError as exc:
         result = Measurement.failed(candidate.space, candidate.arch, config, f"out of memory: {_first_line(exc)}")
@@ -58,15 +60,19 @@ def measure_task(candidate: Candidate, config: MeasureConfig) -> Measurement:
         detail = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" ({os.path.basename(detail.filename)}:{detail.lineno})" if detail else ""
         result = Measurement.failed(candidate.space, candidate.arch, config, _first_line(exc) + where)
-    finally:
+    if not result.ok:  # give memory of a failed candidate back before the next one
         gc.collect()
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     return result
 
 
-def _worker_main(conn, device: str) -> None:
+def _worker_main(conn, device: str, lock, threads: int | None) -> None:
     warnings.simplefilter("ignore")
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     try:
         conn.send(("hello", device_info(device)))
     except Exception as exc:
@@ -77,14 +83,18 @@ def _worker_main(conn, device: str) -> None:
         if message is None:
             return
         candidate, config = message
-        conn.send(("result", measure_task(Candidate(**candidate), MeasureConfig(**config)).to_dict()))
+        result = measure_task(Candidate(**candidate), MeasureConfig(**config), exclusive=lock)
+        conn.send(("result", result.to_dict()))
 
 
 class IsolatedWorker:
     """One long-lived worker process; restarted after a hang or crash."""
 
-    def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0) -> None:
+    def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0, lock=None,
+                 threads: int | None = None) -> None:
         self.device = device
+        self.lock = lock
+        self.threads = threads
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self._ctx = mp.get_context("spawn")
@@ -97,7 +107,8 @@ class IsolatedWorker:
         from nasutil.errors import NasutilError
 
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_worker_main, args=(child, self.device), daemon=True)
+        self._proc = self._ctx.Process(target=_worker_main, args=(child, self.device, self.lock, self.threads),
+                                      daemon=True)
         self._proc.start()
         child.close()
         self._conn = parent
