@@ -54,8 +54,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
                   exclusive: contextlib.AbstractContextManager | None = None) -> Measurement:
     """Time `model` as `config` says. Raises torch.cuda.OutOfMemoryError and friends to the caller.
 
-    FLOPs are counted and the model is cast and copied before `exclusive` is entered; everything that
-    runs kernels on the device (capture, warm-up, timing, counters, profiling) runs inside it, so that
+    FLOPs are counted and the model is cast on the CPU before `exclusive` is entered; everything that
+    touches the device (copies, capture, warm-up, timing, counters, profiling) runs inside it, so that
     several workers can prepare candidates while one of them has the device to itself.
     """
     device = resolve_device(config.device)
@@ -68,10 +68,15 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
     phases["count_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    model = model.to(dtype=dtype, memory_format=memory_format).to(device)
-    phases["to_device_s"] = time.perf_counter() - t0
+    model = model.to(dtype=dtype, memory_format=memory_format)
+    phases["cast_s"] = time.perf_counter() - t0
 
     with exclusive or contextlib.nullcontext(), matmul_precision(config.dtype), torch.inference_mode():
+        # Copies and allocations count as device work too: another process's traffic makes the GPU
+        # switch contexts in the middle of a timed window.
+        t0 = time.perf_counter()
+        model = model.to(device)
+        phases["to_device_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
         x = x.contiguous(memory_format=memory_format)
