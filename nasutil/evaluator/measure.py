@@ -84,13 +84,16 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         phases["prepare_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        prefill = config.mode == "cudagraph"
         timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
-                              min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window)
+                              min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
+                              prefill=prefill)
         remeasured = False
         if timing.cv > config.cv_threshold:
             remeasured = True
             timing = time_windows(run.fn, device, warmup=1, repeats=2 * config.repeats,
-                                  min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window)
+                                  min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window,
+                                  prefill=prefill)
         phases["time_s"] = time.perf_counter() - t0
 
         nvml = _nvml(device)

@@ -57,8 +57,11 @@ def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, 
 
 
 def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
-                 min_window_ms: float, max_iters: int) -> Timing:
-    """Warm up, size windows to last >= min_window_ms, then time `repeats` windows."""
+                 min_window_ms: float, max_iters: int, prefill: bool = False) -> Timing:
+    """Warm up, size windows to last >= min_window_ms, then time `repeats` windows.
+
+    prefill=True queues the windows behind a short GPU sleep: right for CUDA-graph replay, whose
+    enqueue cost is tiny, wrong for eager mode, whose launch overhead is part of what is measured."""
     for _ in range(warmup):
         fn()
     estimate = time_once_ms(fn, device)
@@ -66,6 +69,10 @@ def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int,
     windows: list[float] = []
     if device.type == "cuda":
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        if prefill and hasattr(torch.cuda, "_sleep"):
+            # Keep the GPU busy while the CPU enqueues every window, so that a descheduled
+            # CPU thread cannot open a gap inside a window (used where enqueueing is cheap).
+            torch.cuda._sleep(int(2e6 + 1e5 * repeats * iters))
         for start, end in events:
             start.record()
             for _ in range(iters):
