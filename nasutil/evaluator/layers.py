@@ -52,16 +52,23 @@ def profile_layer_times_ms(model: nn.Module, x: torch.Tensor, iters: int = 3) ->
     for event in prof.events():
         if not event.name.startswith(_PREFIX) or getattr(event, "device_type", None) != torch.autograd.DeviceType.CPU:
             continue
-        us = event.device_time_total if on_gpu else event.cpu_time_total
+        us = _kernel_us(event) if on_gpu else event.cpu_time_total
         key = event.name[len(_PREFIX):]
         times[key] = times.get(key, 0.0) + us / 1e3 / iters
-    if on_gpu:  # every kernel once; the ranges' own GPU-side annotation events are not kernels
+    if on_gpu:  # every kernel once; the ranges' GPU-side annotations are not kernels
         total = sum(e.time_range.elapsed_us() for e in prof.events()
                     if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA
-                    and not e.name.startswith(_PREFIX)) / 1e3 / iters
+                    and not getattr(e, "is_user_annotation", False) and not e.name.startswith(_PREFIX)) / 1e3 / iters
     else:
         total = sum(times.values())
     return times, total
+
+
+def _kernel_us(event) -> float:
+    """Device time of the kernels launched under a CPU event. The profiler also links the range's own
+    GPU-side annotation to it as if it were a kernel (same name as the range): that span is skipped."""
+    own = sum(k.duration for k in event.kernels if not k.name.startswith(_PREFIX))
+    return own + sum(_kernel_us(child) for child in event.cpu_children)
 
 
 def layer_breakdown(counts: ModelCounts, times_ms: dict[str, float], batch_size: int,
