@@ -191,27 +191,39 @@ def _pct(value: float | None) -> str:
 def _print_table(rows: list[Measurement], config: MeasureConfig) -> None:
     out = console()
     device = next((m.device_name for m in rows if m.device_name), config.device)
-    table = Table("arch", "batch", "latency ms (cv)", "images/s", "TFLOP/s", "utilization", "SM act.", "tensor act.",
-                  "DRAM BW", "SM MHz", title=f"{escape(device)}, {config.dtype}, {config.mode}")
+    with_counters = any(v is not None for m in rows if m.ok for v in (m.counters or {}).values())
+    columns = ["arch", "batch", "latency ms (cv)", "images/s", "TFLOP/s", "utilization"]
+    if with_counters:
+        columns += ["SM act.", "tensor act.", "DRAM BW", "SM MHz"]
+    table = Table(*columns, title=f"{escape(device)}, {config.dtype}, {config.mode}")
     for m in rows:
         label = escape(m.arch if len(m.arch) < 60 else m.arch[:57] + "...")
         if not m.ok:
-            table.add_row(label, str(m.batch_size), f"[red]failed: {escape(m.error or '')}[/]", *[""] * 7)
+            table.add_row(label, str(m.batch_size), f"[red]failed: {escape(m.error or '')}[/]",
+                          *[""] * (len(columns) - 3))
             continue
-        c = m.counters or {}
-        pct = lambda key: "-" if c.get(key) is None else f"{c[key]:.0f}%"
-        table.add_row(label, str(m.batch_size), f"{m.latency_ms:.3f} ({100 * m.latency_cv:.1f}%)" + (" noisy" if m.noisy else ""),
-                      human_count(m.throughput_per_s), f"{m.achieved_tflops:.2f}", _pct(m.utilization),
-                      pct("sm_activity"), pct("tensor_activity"), pct("dram_bw_util"),
-                      "-" if m.sm_clock_mhz is None else f"{m.sm_clock_mhz:.0f}")
+        cells = [label, str(m.batch_size),
+                 f"{m.latency_ms:.3f} ({100 * m.latency_cv:.1f}%)" + (" noisy" if m.noisy else ""),
+                 human_count(m.throughput_per_s), f"{m.achieved_tflops:.3g}", _pct(m.utilization)]
+        if with_counters:
+            c = m.counters or {}
+            cells += [_counter(c, "sm_activity"), _counter(c, "tensor_activity"), _counter(c, "dram_bw_util"),
+                      "-" if m.sm_clock_mhz is None else f"{m.sm_clock_mhz:.0f}"]
+        table.add_row(*cells)
     out.print(table)
-    peak = next((m for m in rows if m.ok), None)
-    if peak is not None:
-        out.print(f"utilization = achieved FLOP/s / {peak.peak_source} peak {peak.peak_tflops:.1f} TFLOP/s "
-                  f"(measured GEMM peak {peak.measured_peak_tflops:.1f}); FLOPs per image x batch / median latency")
+    first = next((m for m in rows if m.ok), None)
+    if first is not None:
+        out.print(f"utilization = achieved FLOP/s / {first.peak_source.replace('_', ' ')} peak "
+                  f"{first.peak_tflops:.3g} TFLOP/s (measured GEMM peak {first.measured_peak_tflops:.3g}); "
+                  f"FLOPs per image x batch / median latency")
     for m in rows:
         if m.ok and m.layers:
             _print_layers(m)
+
+
+def _counter(counters: dict, key: str) -> str:
+    value = counters.get(key)
+    return "-" if value is None else f"{value:.0f}%"
 
 
 def _print_layers(m: Measurement, top: int = 10) -> None:

@@ -97,7 +97,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         phases["time_s"] = time.perf_counter() - t0
 
         nvml = _nvml(device)
-        counters = empty_counters() if device.type == "cuda" else {}
+        counters = empty_counters()
         sm_clock = nvml.sm_clock_mhz() if nvml else None
         if nvml is not None and config.counters:
             t0 = time.perf_counter()
