@@ -135,10 +135,13 @@ def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_lay
 
             handles.append(module.register_forward_pre_hook(pre_hook))
             handles.append(module.register_forward_hook(post_hook))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a batch-1 pass gains nothing from threads and suffers from oversubscription
     try:
         with torch.no_grad(), counter:
             model(x)
     finally:
+        torch.set_num_threads(threads)
         for h in handles:
             h.remove()
         model.train(was_training)

@@ -69,3 +69,76 @@ def test_learned_model_round_trips_through_json():
         LearnedLatencyModel().fit(x[:5], y[:5])
     with pytest.raises(NasutilError):
         LearnedLatencyModel.from_dict({"kind": "pickle"})
+
+
+RESULTS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200"
+CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+def test_shipped_h200_profile_predicts_measured_cells():
+    import csv
+
+    from nasutil.predictor.fit import predict
+    from nasutil.predictor.profile import builtin_profiles, load_profile
+
+    assert "h200" in builtin_profiles()
+    profile = load_profile("h200")
+    assert profile.device_name == "NVIDIA H200" and profile.driver_version and profile.torch_version
+    entry = profile.learned_for("nb201", "fp16", 256, "cudagraph")
+    assert entry is not None and entry.rows >= 1000
+    with open(RESULTS / "repeatability_fast_w1.csv") as fh:
+        rows = [r for r in csv.DictReader(fh)][:5]
+    space = get_space("nb201")
+    for row in rows:
+        p = predict(space, "nb201", row["arch"], profile, PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph"))
+        assert p.predictor == "learned"
+        assert p.latency_ms == pytest.approx(float(row["latency_ms"]), rel=0.15)
+
+
+def test_profile_fit_and_predict_cli(cli, tmp_path):
+    out = tmp_path / "p.json"
+    r = cli("profile", "fit", str(RESULTS / "throughput_fast_w1.csv"), "--features", "encoding", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert data["format"] == "nasutil-device-profile" and data["learned"][0]["rows"] >= 500
+    r = cli("predict", "nb201", CELL, "--profile", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    p = json.loads(r.stdout)
+    assert p["predictor"] == "learned" and p["device_name"] == "NVIDIA H200" and 0.5 < p["latency_ms"] < 10
+    r = cli("predict", "nb201", "--sample", "3", "--profile", str(out), "--predictor", "analytical", "--json")
+    assert [json.loads(line)["predictor"] for line in r.stdout.splitlines()] == ["analytical"] * 3
+
+
+def test_profile_build_on_cpu(cli, tmp_path):
+    out = tmp_path / "cpu.json"
+    r = cli("profile", "build", "--device", "cpu", "--spaces", "nb201", "--per-space", "12", "--batch-size", "1",
+            "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert data["learned"][0]["space"] == "nb201" and data["learned"][0]["rows"] >= 10
+
+
+@pytest.mark.parametrize("args", [
+    ("predict", "nb201", CELL, "--profile", "no_such_profile"),
+    ("predict", "nb201", CELL, "--profile", "/no/such/profile.json"),
+    ("predict", "nb201", CELL, "--batch-size", "3", "--predictor", "learned"),
+    ("predict", "nb201", "|bad|"),
+    ("predict", "nb201"),
+    ("profile", "fit", "/no/such/folder", "--out", "/tmp/x.json"),
+    ("profile", "show", "nope"),
+])
+def test_predict_bad_input(cli, args):
+    r = cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_malformed_profiles_are_rejected(tmp_path):
+    from nasutil.predictor.profile import load_profile
+
+    bad = tmp_path / "bad.json"
+    for text in ("{not json", json.dumps({"format": "other"}), json.dumps({"format": "nasutil-device-profile",
+                                                                            "version": 99})):
+        bad.write_text(text)
+        with pytest.raises(NasutilError):
+            load_profile(str(bad))

@@ -106,20 +106,26 @@ def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Ca
         rng = np.random.default_rng(args.seed)
         return [Candidate(args.space, space.sample(rng).to_string()) for _ in range(args.sample)], args.sample
     if args.archs:
-        try:
-            lines = [line.strip() for line in args.archs.read_text().splitlines()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise NasutilError(f"cannot read {str(args.archs)!r}: {exc}") from None
-        archs = [line for line in lines if line and not line.startswith("#")]
-        if not archs:
-            raise NasutilError(f"{str(args.archs)!r} holds no architecture strings")
-        for number, text in enumerate(archs, start=1):
-            try:
-                space.parse(text)
-            except NasutilError as exc:
-                raise NasutilError(f"{args.archs}: entry {number}: {exc}") from None
+        archs = read_arch_file(args.archs, space)
         return [Candidate(args.space, text) for text in archs], len(archs)
     raise NasutilError("give an ARCH, --sample N or --archs FILE")
+
+
+def read_arch_file(path: Path, space) -> list[str]:
+    """One architecture string per line (blank lines and # comments skipped), all checked up front."""
+    try:
+        lines = [line.strip() for line in path.read_text().splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
+    archs = [line for line in lines if line and not line.startswith("#")]
+    if not archs:
+        raise NasutilError(f"{str(path)!r} holds no architecture strings")
+    for number, text in enumerate(archs, start=1):
+        try:
+            space.parse(text)
+        except NasutilError as exc:
+            raise NasutilError(f"{path}: entry {number}: {exc}") from None
+    return archs
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

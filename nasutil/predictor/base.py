@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass
 
 from nasutil.counting import ModelCounts
 from nasutil.devices import datasheet_peak_tflops
-from nasutil.evaluator.config import MODES
 from nasutil.devices import DTYPES
+from nasutil.evaluator.config import MODES
 from nasutil.errors import NasutilError
 
 
@@ -58,11 +58,16 @@ class Predictor(ABC):
         """Predicted median latency of one batch."""
 
     def predict(self, counts: ModelCounts, target: PredictTarget, *, space: str = "", arch: str = "") -> Prediction:
-        latency = self.predict_latency_ms(counts, target)
-        peak = datasheet_peak_tflops(target.device_name, target.dtype)
-        achieved = counts.flops_per_image * target.batch_size / (latency * 1e-3) / 1e12
-        return Prediction(space=space, arch=arch, predictor=self.name, device_name=target.device_name,
-                          dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
-                          flops_per_image=counts.flops_per_image, latency_ms=latency,
-                          throughput_per_s=target.batch_size / (latency * 1e-3),
-                          utilization=achieved / peak if peak else None)
+        return prediction_from_latency(counts, target, self.predict_latency_ms(counts, target), self.name, space, arch)
+
+
+def prediction_from_latency(counts: ModelCounts, target: PredictTarget, latency_ms: float, predictor: str,
+                            space: str = "", arch: str = "") -> Prediction:
+    """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
+    peak = datasheet_peak_tflops(target.device_name, target.dtype)
+    achieved = counts.flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12
+    return Prediction(space=space, arch=arch, predictor=predictor, device_name=target.device_name,
+                      dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
+                      flops_per_image=counts.flops_per_image, latency_ms=latency_ms,
+                      throughput_per_s=target.batch_size / (latency_ms * 1e-3),
+                      utilization=achieved / peak if peak else None)
