@@ -66,12 +66,12 @@ def layer_kind(module: nn.Module) -> str:
     """A coarse operator class: what decides how well a layer can use a GPU."""
     if isinstance(module, _CONV_TYPES):
         groups, cin, cout = module.groups, module.in_channels, module.out_channels
-        k = module.kernel_size[0] if isinstance(module.kernel_size, tuple) else module.kernel_size
+        size = "x".join(str(k) for k in module.kernel_size)
         if groups == 1:
-            return "conv1x1" if all(s == 1 for s in module.kernel_size) else f"conv{k}x{k}"
+            return f"conv{size}"
         if groups == cin and cout % cin == 0:
-            return f"dwconv{k}x{k}"
-        return f"gconv{k}x{k}"
+            return f"dwconv{size}"
+        return f"gconv{size}"
     if isinstance(module, nn.Linear):
         return "linear"
     if isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.GroupNorm, nn.LayerNorm)):
@@ -101,8 +101,9 @@ def _shape(value: object) -> tuple[int, ...]:
     return ()
 
 
-def _is_leaf(module: nn.Module) -> bool:
-    return next(module.children(), None) is None
+def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Modules without children: the layers that per-layer figures are reported for."""
+    return [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
 
 
 def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_layer: bool = True) -> ModelCounts:
@@ -118,10 +119,7 @@ def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_lay
     handles = []
     if per_layer:
         starts: dict[int, int] = {}
-        for name, module in model.named_modules():
-            if not _is_leaf(module):
-                continue
-
+        for name, module in leaf_modules(model):
             def pre_hook(mod, args):
                 starts[id(mod)] = counter.get_total_flops()
 
@@ -149,6 +147,3 @@ def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_lay
     return ModelCounts(params=params, flops_per_image=int(counter.get_total_flops()), input_size=input_size,
                        layers=layers)
 
-
-def count_params(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())

@@ -22,6 +22,7 @@ from nasutil.space import SearchSpace
 ENTRY_POINT_GROUP = "nasutil.search_spaces"
 
 _runtime: dict[str, type[SearchSpace]] = {}
+_instances: dict[str, SearchSpace] = {}  # spaces are reused: some (NNI's) are costly to set up
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class SpaceEntry:
     def load(self) -> type[SearchSpace]:
         try:
             cls = self._loader()
-        except ImportError as exc:
+        except Exception as exc:  # a broken plugin must not break the listing of the others
             raise NasutilError(f"search space {self.name!r} could not be imported ({self.origin}): {exc}") from exc
         if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
             raise NasutilError(f"entry point {self.name!r} ({self.origin}) is not a nasutil SearchSpace subclass")
@@ -47,11 +48,30 @@ def register(cls: type[SearchSpace], name: str | None = None) -> type[SearchSpac
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
         raise TypeError(f"{cls!r} is not a SearchSpace subclass")
     _runtime[name or cls.name] = cls
+    _instances.clear()
     return cls
 
 
 def unregister(name: str) -> None:
     _runtime.pop(name, None)
+    _instances.clear()
+
+
+def runtime_registrations() -> dict[str, str]:
+    """Run-time registrations as `module:qualname` paths, so worker processes can repeat them."""
+    return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _runtime.items()
+            if cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__}
+
+
+def register_path(name: str, path: str) -> None:
+    """Import `module:qualname` and register it under `name` (the worker side of `runtime_registrations`)."""
+    import importlib
+
+    module, _, qualname = path.partition(":")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    register(obj, name)
 
 
 def entries() -> dict[str, SpaceEntry]:
@@ -80,6 +100,9 @@ def get_space(spec: str) -> SearchSpace:
     """A space instance from `NAME` or `NAME:OPTION` (e.g. `nb201`, `nni:ProxylessNAS`)."""
     if not spec or not spec.strip():
         raise UnknownSpaceError("empty search-space name")
-    name, sep, option = spec.strip().partition(":")
-    cls = space_class(name)
-    return cls.from_option(option) if sep else cls()
+    spec = spec.strip()
+    if spec not in _instances:
+        name, sep, option = spec.partition(":")
+        cls = space_class(name)
+        _instances[spec] = cls.from_option(option) if sep else cls()
+    return _instances[spec]

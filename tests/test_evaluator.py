@@ -81,10 +81,29 @@ def test_bad_configs_are_user_errors():
             MeasureConfig(**bad)
 
 
-def test_cudagraph_on_cpu_is_a_clear_failure(installed_plugin):
-    with Evaluator(CPU.with_(mode="cudagraph"), isolate=False) as ev:
-        m = ev.measure(Candidate("tiny", "w8"))
-    assert not m.ok and "needs a CUDA device" in m.error
+def test_cudagraph_on_cpu_is_refused_up_front():
+    with pytest.raises(NasutilError, match="needs a CUDA device"):
+        CPU.with_(mode="cudagraph")
+
+
+def test_cache_survives_a_read_only_database(installed_plugin, tmp_path):
+    path = tmp_path / "m.db"
+    MeasurementCache(path).close()
+    path.chmod(0o444)
+    import os
+
+    if os.access(path, os.W_OK):  # root ignores file modes
+        pytest.skip("file modes are not enforced for this user")
+    with pytest.raises(NasutilError, match="cannot use measurement cache"):
+        MeasurementCache(path)
+
+
+def test_parallel_workers_keep_order_and_survive_a_crash(installed_plugin):
+    archs = ["w8", "crash", "w16", "hang", "w32", "w8"]
+    with Evaluator(CPU, isolate=True, timeout_s=20, workers=2) as ev:
+        results = list(ev.measure_many([Candidate("tiny", a) for a in archs]))
+    assert [m.arch for m in results] == archs
+    assert [m.ok for m in results] == [True, False, True, False, True, True]
 
 
 def test_cli_measure_json_and_out(cli, installed_plugin, tmp_path):
@@ -123,6 +142,11 @@ def test_cli_measure_torchvision_model(cli):
     ("measure", "nb201", "--sample", "2", "--mode", "xla"),
     ("measure", "nb201", "--sample", "2", "--batch-size", "0"),
     ("measure", "nb201", "--sample", "2", "--slo-ms", "5"),
+    ("measure", "nb201", "--sample", "2", "--device", "cpu", "--mode", "cudagraph"),
+    ("measure", "nb201", "--sample", "2", "--seed", "-1"),
+    ("measure", "nb201", "--sample", "2", "--timeout", "inf"),
+    ("measure", "nb201", "--sample", "2", "--device", "cudaX"),
+    ("measure", "nb201", "--sample", "2", "--repeats", "1"),
     ("measure",),
 ] + ([] if torch.cuda.is_available() else [("measure", "nb201", "--sample", "1", "--device", "cuda")]),
     ids=lambda a: " ".join(a[1:])[:50] or "nothing")
@@ -139,3 +163,31 @@ def test_cli_measure_bad_line_in_archs_file(cli, tmp_path):
     archs.write_text(f"{good}\n|nor_conv_3x3~0|+oops\n")
     r = cli("measure", "nb201", "--archs", str(archs), "--device", "cpu")
     assert r.returncode == 2 and "entry 2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _hold_turn_forever(turns):
+    import time
+
+    with turns.turn():
+        time.sleep(3600)
+
+
+def test_a_killed_worker_does_not_keep_the_device():
+    import multiprocessing as mp
+    import time
+
+    from nasutil.evaluator.worker import DeviceTurns
+
+    ctx = mp.get_context("spawn")
+    turns = DeviceTurns(ctx)
+    holder = ctx.Process(target=_hold_turn_forever, args=(turns,))
+    holder.start()
+    deadline = time.monotonic() + 60
+    while turns._holder.value != holder.pid and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert turns._holder.value == holder.pid
+    holder.kill()
+    holder.join()
+    turns.release_if_held_by(holder.pid)
+    assert turns._lock.acquire(timeout=5)
+    turns._lock.release()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.cli.space_commands import positive_int
+from nasutil.cli.space_commands import non_negative_int, positive_int
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.cache import MeasurementCache, default_cache_path
@@ -21,6 +21,7 @@ from nasutil.evaluator.candidate import Candidate
 from nasutil.evaluator.config import MODES, MeasureConfig
 from nasutil.evaluator.evaluator import Evaluator
 from nasutil.evaluator.measurement import Measurement
+from nasutil.zoo import DEFAULT_NUM_CLASSES
 
 
 def positive_float(text: str) -> float:
@@ -28,7 +29,7 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--archs", type=Path, metavar="FILE", help="file with one architecture string per line")
     what.add_argument("--model", action="append", metavar="ZOO:NAME",
                       help="torchvision:NAME or timm:NAME (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default 256 on cuda, 8 on cpu")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default fp16 on cuda, fp32 on cpu")
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep NCHW (default: channels_last)")
     p.add_argument("--input-size", type=positive_int, default=None)
     p.add_argument("--num-classes", type=positive_int, default=None, help="default 10 (1000 for --model)")
-    p.add_argument("--repeats", type=positive_int, default=7, help="timed windows (default 7)")
+    p.add_argument("--repeats", type=positive_int, default=7, help="timed windows, at least 2 (default 7)")
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
@@ -77,12 +78,12 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_gpu = device.startswith("cuda")
-    num_classes = args.num_classes or (1000 if args.model else 10)
+    num_classes = args.num_classes or (DEFAULT_NUM_CLASSES if args.model else 10)
     return MeasureConfig(
         device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
         batch_size=args.batch_size or (256 if on_gpu else 8), mode=args.mode or ("cudagraph" if on_gpu else "eager"),
         channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
-        repeats=max(args.repeats, 2), counters=args.counters, per_layer=args.per_layer)
+        repeats=args.repeats, counters=args.counters, per_layer=args.per_layer)
 
 
 def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:

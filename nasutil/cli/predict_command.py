@@ -11,7 +11,7 @@ from rich.table import Table
 
 from nasutil.cli.measure_command import read_arch_file
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.cli.space_commands import positive_int
+from nasutil.cli.space_commands import non_negative_int, positive_int
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     what = p.add_mutually_exclusive_group()
     what.add_argument("--sample", type=positive_int, metavar="N")
     what.add_argument("--archs", type=Path, metavar="FILE")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
     p.add_argument("--profile", default="h200", help="shipped profile name or a profile .json (default h200)")
     p.add_argument("--batch-size", type=positive_int, default=256)
     p.add_argument("--dtype", choices=DTYPES, default="fp16")
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--dtype", choices=DTYPES, default=None)
     b.add_argument("--input-size", type=positive_int, default=None)
     b.add_argument("--workers", type=positive_int, default=1)
-    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed", type=non_negative_int, default=0)
     b.set_defaults(handler=cmd_profile_build)
     s = psub.add_parser("show", help="what a profile holds")
     s.add_argument("profile", nargs="?", default="h200")

@@ -24,6 +24,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("spaces", help="list the registered search spaces")
     p.add_argument("--json", action="store_true", help="one JSON object per space")
@@ -32,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="print N architectures of a space, one per line")
     p.add_argument("space", help="space name, or NAME:OPTION (e.g. nni:ProxylessNAS)")
     p.add_argument("-n", "--num", type=positive_int, default=10, help="how many (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the numpy Generator (default 0)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the numpy Generator (default 0)")
     p.add_argument("--unique", action="store_true", help="skip architectures already printed")
     p.set_defaults(handler=cmd_sample)
 
@@ -74,7 +84,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     seen: set[str] = set()
     printed, attempts = 0, 0
-    limit = space.size()
+    limit = space.size() if args.unique else None
     while printed < args.num:
         if args.unique and limit is not None and len(seen) >= limit:
             raise NasutilError(f"space {args.space!r} has only {limit} distinct architectures")

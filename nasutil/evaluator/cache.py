@@ -1,7 +1,10 @@
 """SQLite cache of successful measurements, so re-runs do not re-measure unless asked.
 
-Keyed by space, canonical arch hash, device name, dtype, batch size, mode, memory
-format, input size and torch version. Values are the Measurement's JSON (never pickles).
+Keyed by space, canonical arch hash, device name, dtype, batch size, mode, memory format,
+input size, number of classes, counters on/off, per-layer on/off and torch version. Values
+are the Measurement's JSON (never pickles). Architectures with equal canonical hashes (e.g.
+isomorphic NAS-Bench-101 graphs) share one result. A cache that cannot be read or written
+is a warning, never a reason to lose a measurement.
 """
 
 from __future__ import annotations
@@ -9,23 +12,22 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS measurements (
-    space TEXT NOT NULL, arch_hash TEXT NOT NULL, device_name TEXT NOT NULL, dtype TEXT NOT NULL,
-    batch_size INTEGER NOT NULL, mode TEXT NOT NULL, channels_last INTEGER NOT NULL,
-    input_size INTEGER NOT NULL, torch_version TEXT NOT NULL, per_layer INTEGER NOT NULL,
-    created TEXT NOT NULL DEFAULT (datetime('now')), json TEXT NOT NULL,
-    PRIMARY KEY (space, arch_hash, device_name, dtype, batch_size, mode, channels_last, input_size,
-                 torch_version, per_layer)
-)
-"""
+KEY_COLUMNS = ("space", "arch_hash", "device_name", "dtype", "batch_size", "mode", "channels_last", "input_size",
+               "num_classes", "counters", "per_layer", "torch_version")
+TABLE = "measurements_v2"
+_SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} ({', '.join(KEY_COLUMNS)}, "
+           f"created TEXT NOT NULL DEFAULT (datetime('now')), json TEXT NOT NULL, "
+           f"PRIMARY KEY ({', '.join(KEY_COLUMNS)}))")
+_WHERE = " AND ".join(f"{c}=?" for c in KEY_COLUMNS)
 
 
 def default_cache_path() -> Path:
@@ -38,41 +40,57 @@ class MeasurementCache:
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._broken = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
             self._db.execute(_SCHEMA)
-            self._db.commit()
-        except (OSError, sqlite3.DatabaseError) as exc:
+            self._db.execute("BEGIN IMMEDIATE")  # fail now, not after the first measurement, if read-only
+            self._db.rollback()
+        except (OSError, sqlite3.Error) as exc:
             raise NasutilError(f"cannot use measurement cache {str(self.path)!r}: {exc}") from None
 
     @staticmethod
     def _key(space: str, arch_hash: str, device_name: str, torch_version: str, config: MeasureConfig,
              input_size: int) -> tuple:
         return (space, arch_hash, device_name, config.dtype, config.batch_size, config.mode,
-                int(config.channels_last), input_size, torch_version, int(config.per_layer))
+                int(config.channels_last), input_size, config.num_classes, int(config.counters),
+                int(config.per_layer), torch_version)
 
-    def get(self, space: str, arch_hash: str, device_name: str, torch_version: str, config: MeasureConfig,
-            input_size: int) -> Measurement | None:
-        with self._lock:
-            row = self._db.execute(
-            "SELECT json FROM measurements WHERE space=? AND arch_hash=? AND device_name=? AND dtype=? AND "
-                "batch_size=? AND mode=? AND channels_last=? AND input_size=? AND torch_version=? AND per_layer=?",
-                self._key(space, arch_hash, device_name, torch_version, config, input_size)).fetchone()
-        return Measurement.from_dict(json.loads(row[0])) if row else None
+    def _disable(self, exc: sqlite3.Error) -> None:
+        if not self._broken:
+            print(f"nasutil: warning: measurement cache {str(self.path)!r} disabled: {exc}", file=sys.stderr)
+        self._broken = True
+
+    def get(self, space: str, arch: str, arch_hash: str, device_name: str, torch_version: str,
+            config: MeasureConfig, input_size: int) -> Measurement | None:
+        if self._broken:
+            return None
+        try:
+            with self._lock:
+                row = self._db.execute(f"SELECT json FROM {TABLE} WHERE {_WHERE}",
+                                       self._key(space, arch_hash, device_name, torch_version, config,
+                                                 input_size)).fetchone()
+        except sqlite3.Error as exc:
+            self._disable(exc)
+            return None
+        return replace(Measurement.from_dict(json.loads(row[0])), arch=arch) if row else None
 
     def put(self, m: Measurement, config: MeasureConfig) -> None:
-        if not m.ok or m.arch_hash is None or m.input_size is None:
+        if self._broken or not m.ok or m.arch_hash is None or m.input_size is None:
             return
         key = self._key(m.space, m.arch_hash, m.device_name, m.torch_version or "", config, m.input_size)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO measurements (space, arch_hash, device_name, dtype, batch_size, "
-                             "mode, channels_last, input_size, torch_version, per_layer, json) "
-                             "VALUES (?,?,?,?,?,?,?,?,?,?,?)", (*key, m.to_json()))
-            self._db.commit()
+        try:
+            with self._lock:
+                self._db.execute(f"INSERT OR REPLACE INTO {TABLE} ({', '.join(KEY_COLUMNS)}, json) "
+                                 f"VALUES ({', '.join('?' * (len(KEY_COLUMNS) + 1))})", (*key, m.to_json()))
+                self._db.commit()
+        except sqlite3.Error as exc:
+            self._disable(exc)
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0]
+        with self._lock:
+            return self._db.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0]
 
     def close(self) -> None:
         self._db.close()

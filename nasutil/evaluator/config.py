@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, replace
 
 from nasutil.devices import DTYPES
@@ -35,8 +36,10 @@ class MeasureConfig:
             raise NasutilError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         if self.batch_size < 1:
             raise NasutilError(f"batch size must be positive, got {self.batch_size}")
-        if not (self.device == "cpu" or self.device.startswith("cuda")):
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
+        if self.mode == "cudagraph" and self.device == "cpu":
+            raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
         if self.repeats < 2 or self.warmup < 0:
             raise NasutilError("need at least 2 timed repeats and a non-negative warm-up")
         if self.input_size is not None and self.input_size < 1:

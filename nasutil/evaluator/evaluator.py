@@ -14,7 +14,7 @@ from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import Candidate, resolve
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.worker import IsolatedWorker, device_info, measure_task
+from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task
 
 
 class Evaluator:
@@ -35,9 +35,9 @@ class Evaluator:
         self.config = config
         self.cache = cache
         self.remeasure = remeasure
-        lock = mp.get_context("spawn").Lock() if workers > 1 else None
-        threads = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
-        self._workers = [IsolatedWorker(config.device, timeout_s, lock=lock, threads=threads)
+        turns = DeviceTurns(mp.get_context("spawn")) if workers > 1 else None
+        threads = max(1, len(os.sched_getaffinity(0)) // workers) if workers > 1 else None
+        self._workers = [IsolatedWorker(config.device, timeout_s, turns=turns, threads=threads)
                          for _ in range(workers)] if isolate else []
         self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
         for worker in self._workers:
@@ -60,8 +60,8 @@ class Evaluator:
             return Measurement.failed(candidate.space, candidate.arch, config, str(exc))
         info = self.info
         if self.cache is not None and not self.remeasure:
-            hit = self.cache.get(candidate.space, arch_hash, info["device_name"], info["torch_version"], config,
-                                 input_size)
+            hit = self.cache.get(candidate.space, arch, arch_hash, info["device_name"], info["torch_version"],
+                                 config, input_size)
             if hit is not None:
                 self.cache_hits += 1
                 return hit

@@ -8,25 +8,23 @@ it wastes is its kernel time x (1 - utilization).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn as nn
 from torch.autograd.profiler import record_function
 from torch.profiler import ProfilerActivity, profile
 
-from nasutil.counting import ModelCounts
+from nasutil.counting import LayerStats, ModelCounts, leaf_modules
 
 _PREFIX = "nasutil.layer::"
-
-
-def _leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    return [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
 
 
 def profile_layer_times_ms(model: nn.Module, x: torch.Tensor, iters: int = 3) -> tuple[dict[str, float], float]:
     """Mean time per forward of each leaf module (ms), and the total kernel time per forward."""
     stack: list[record_function] = []
     handles = []
-    for name, module in _leaf_modules(model):
+    for name, module in leaf_modules(model):
         def pre(mod, args, _name=name):
             rf = record_function(_PREFIX + _name)
             rf.__enter__()
@@ -71,11 +69,23 @@ def _kernel_us(event) -> float:
     return own + sum(_kernel_us(child) for child in event.cpu_children)
 
 
+def _merge_calls(layers: list[LayerStats]) -> list[LayerStats]:
+    """One row per module: a module called several times per forward (a shared ReLU) sums its calls,
+    as its profiled time does."""
+    merged: dict[str, LayerStats] = {}
+    for layer in layers:
+        seen = merged.get(layer.name)
+        merged[layer.name] = layer if seen is None else replace(
+            seen, flops=seen.flops + layer.flops, input_elems=seen.input_elems + layer.input_elems,
+            output_elems=seen.output_elems + layer.output_elems)
+    return list(merged.values())
+
+
 def layer_breakdown(counts: ModelCounts, times_ms: dict[str, float], batch_size: int,
                     peak_tflops: float | None) -> list[dict]:
     """One row per leaf layer: FLOPs per batch, time, achieved TFLOP/s, utilization, wasted time."""
     rows = []
-    for layer in counts.layers:
+    for layer in _merge_calls(counts.layers):
         t = times_ms.get(layer.name)
         flops = layer.flops * batch_size
         achieved = flops / (t * 1e-3) / 1e12 if t else None

@@ -2,14 +2,13 @@
 
 - eager: plain PyTorch dispatch, one kernel launch per op (launch-bound for small nets);
 - cudagraph: capture one forward in a CUDA graph, time its replay;
-- compile: `torch.compile` (Inductor, default mode); compile time is recorded apart.
+- compile: `torch.compile` (Inductor, default mode); compilation is part of the prepare phase.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
@@ -20,15 +19,13 @@ from nasutil.errors import NasutilError
 @dataclass
 class PreparedRun:
     fn: Callable[[], object]
-    setup_s: float
-    notes: dict[str, object] = field(default_factory=dict)
+    keep: object = None  # what must outlive the run (the captured graph)
 
 
 def prepare(model: nn.Module, x: torch.Tensor, mode: str) -> PreparedRun:
     """Must be called under `torch.inference_mode()` or `torch.no_grad()`."""
-    t0 = time.perf_counter()
     if mode == "eager":
-        return PreparedRun(lambda: model(x), time.perf_counter() - t0)
+        return PreparedRun(lambda: model(x))
     if mode == "cudagraph":
         if x.device.type != "cuda":
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
@@ -42,11 +39,14 @@ def prepare(model: nn.Module, x: torch.Tensor, mode: str) -> PreparedRun:
         with torch.cuda.graph(graph):
             model(x)
         torch.cuda.synchronize(x.device)
-        return PreparedRun(graph.replay, time.perf_counter() - t0, {"graph": graph})
+        return PreparedRun(graph.replay, graph)
     if mode == "compile":
+        # Each candidate is a new graph: without a reset, Dynamo's recompile limit would quietly
+        # fall back to eager after a few candidates in one worker.
+        torch._dynamo.reset()
         compiled = torch.compile(model, dynamic=False)
         compiled(x)  # triggers compilation
         if x.device.type == "cuda":
             torch.cuda.synchronize(x.device)
-        return PreparedRun(lambda: compiled(x), time.perf_counter() - t0)
+        return PreparedRun(lambda: compiled(x), compiled)
     raise NasutilError(f"unknown mode {mode!r}")

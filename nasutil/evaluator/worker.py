@@ -8,18 +8,46 @@ recorded as failed and a fresh worker takes the next candidate.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing as mp
 import os
+import signal
 import time
 import traceback
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
 
 from nasutil.evaluator.candidate import Candidate, build
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
+
+
+class DeviceTurns:
+    """Lets sibling workers take turns on the device; survives a holder that is killed mid-turn."""
+
+    def __init__(self, ctx) -> None:
+        self._lock = ctx.Lock()
+        self._holder = ctx.Value("i", 0, lock=False)
+
+    @contextlib.contextmanager
+    def turn(self, notify: Callable[[str], None] = lambda state: None) -> Iterator[None]:
+        notify("waiting")
+        with self._lock:
+            self._holder.value = os.getpid()
+            notify("running")
+            try:
+                yield
+            finally:
+                self._holder.value = 0
+
+    def release_if_held_by(self, pid: int | None) -> None:
+        """Called by the parent after killing `pid`: a dead holder can no longer release the lock."""
+        if pid and self._holder.value == pid:
+            self._holder.value = 0
+            self._lock.release()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -34,6 +62,12 @@ def device_info(device: str) -> dict[str, Any]:
 
     dev = resolve_device(device)
     return {"device_name": device_name(dev), "torch_version": torch.__version__, "pid": os.getpid()}
+
+
+def is_fatal_device_error(exc: BaseException) -> bool:
+    """CUDA errors other than out-of-memory leave the context unusable: the worker must be replaced."""
+    text = f"{type(exc).__name__}: {exc}"
+    return "CUDA error" in text or "AcceleratorError" in text or "device-side assert" in text
 
 
 def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) -> Measurement:
@@ -60,6 +94,8 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
         detail = traceback.extract_tb(exc.__traceback__)[-1]
         where = f" ({os.path.basename(detail.filename)}:{detail.lineno})" if detail else ""
         result = Measurement.failed(candidate.space, candidate.arch, config, _first_line(exc) + where)
+        if is_fatal_device_error(exc):
+            result.timing["fatal"] = True
     if not result.ok:  # give memory of a failed candidate back before the next one
         gc.collect()
         if torch.cuda.is_available():
@@ -67,13 +103,20 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
     return result
 
 
-def _worker_main(conn, device: str, lock, threads: int | None) -> None:
-    warnings.simplefilter("ignore")
+def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | None,
+                 registrations: dict[str, str]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops its workers
+    if not os.environ.get("NASUTIL_WARNINGS"):
+        warnings.simplefilter("ignore")
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     try:
+        from nasutil.registry import register_path
+
+        for name, path in registrations.items():
+            register_path(name, path)
         conn.send(("hello", device_info(device)))
     except Exception as exc:
         conn.send(("error", _first_line(exc)))
@@ -83,17 +126,20 @@ def _worker_main(conn, device: str, lock, threads: int | None) -> None:
         if message is None:
             return
         candidate, config = message
-        result = measure_task(Candidate(**candidate), MeasureConfig(**config), exclusive=lock)
+        result = measure_task(Candidate(**candidate), MeasureConfig(**config),
+                              exclusive=turns.turn(lambda state: conn.send(("state", state))) if turns else None)
         conn.send(("result", result.to_dict()))
+        if result.timing.get("fatal"):
+            return
 
 
 class IsolatedWorker:
     """One long-lived worker process; restarted after a hang or crash."""
 
-    def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0, lock=None,
-                 threads: int | None = None) -> None:
+    def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0,
+                 turns: DeviceTurns | None = None, threads: int | None = None) -> None:
         self.device = device
-        self.lock = lock
+        self.turns = turns
         self.threads = threads
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
@@ -101,14 +147,14 @@ class IsolatedWorker:
         self._proc = None
         self._conn = None
         self.info: dict[str, Any] = {}
-        self.restarts = 0
 
     def start(self) -> dict[str, Any]:
         from nasutil.errors import NasutilError
+        from nasutil.registry import runtime_registrations
 
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=_worker_main, args=(child, self.device, self.lock, self.threads),
-                                      daemon=True)
+        self._proc = self._ctx.Process(target=_worker_main, daemon=True,
+                                      args=(child, self.device, self.turns, self.threads, runtime_registrations()))
         self._proc.start()
         child.close()
         self._conn = parent
@@ -123,17 +169,29 @@ class IsolatedWorker:
         return payload
 
     def measure(self, candidate: Candidate, config: MeasureConfig) -> Measurement:
+        """The time limit runs while the candidate is built and while it has the device, not while it
+        waits for a sibling worker to finish its turn."""
         if self._proc is None or not self._proc.is_alive():
-            if self._proc is not None:
-                self.restarts += 1
             self.start()
-        assert self._conn is not None
-        self._conn.send((asdict(candidate), config.to_dict()))
+        assert self._conn is not None and self._proc is not None
         try:
-            if self._conn.poll(self.timeout_s):
-                _, payload = self._conn.recv()
-                return Measurement.from_dict(payload)
-            reason = f"timed out after {self.timeout_s:.0f} s"
+            self._conn.send((asdict(candidate), config.to_dict()))
+            left, waiting = self.timeout_s, False
+            while True:
+                started = time.monotonic()
+                if not waiting and not self._conn.poll(max(left, 0.0)):
+                    reason = f"timed out after {self.timeout_s:.0f} s"
+                    break
+                kind, payload = self._conn.recv()  # while waiting, a hung sibling is killed by its own limit
+                if not waiting:
+                    left -= time.monotonic() - started
+                if kind == "result":
+                    result = Measurement.from_dict(payload)
+                    if result.timing.get("fatal"):
+                        self._proc.join(10)
+                        self.stop()
+                    return result
+                waiting = payload == "waiting"
         except (EOFError, ConnectionResetError, BrokenPipeError):
             self._proc.join(5)
             reason = f"worker process died (exit code {self._proc.exitcode})"
@@ -154,4 +212,6 @@ class IsolatedWorker:
             if self._proc.is_alive():
                 self._proc.kill()
                 self._proc.join(5)
+            if self.turns is not None:
+                self.turns.release_if_held_by(self._proc.pid)
             self._proc = None

@@ -50,7 +50,7 @@ class KernelModel:
         return cls(**{k: float(v) for k, v in data.items() if k in known})
 
 
-def _kind_class(kind: str) -> str:
+def kind_class(kind: str) -> str:
     if kind.startswith("dwconv") or kind.startswith("gconv"):
         return "depthwise"
     if kind == "conv1x1" or kind == "linear":
@@ -75,7 +75,7 @@ def _waves_factor(layer: LayerStats, batch: int, sms: int) -> float:
 
 def layer_time_us(layer: LayerStats, target: PredictTarget, model: KernelModel, peak_tflops: float,
                   bandwidth_gbs: float, sms: int, elem: int, fused: bool = False) -> float:
-    cls = _kind_class(layer.kind)
+    cls = kind_class(layer.kind)
     if cls == "none" or (fused and layer.kind in ELEMENTWISE):
         return 0.0
     batch = target.batch_size

@@ -43,7 +43,23 @@ def read_measurements(paths: Iterable[str | Path]) -> list[dict]:
                         rows.append(json.loads(line))
                     except json.JSONDecodeError:
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
-    return [r for r in rows if isinstance(r, dict) and r.get("status") == "ok" and r.get("latency_ms") not in (None, "")]
+    return [_checked(r, i) for i, r in enumerate(rows, start=1)
+            if isinstance(r, dict) and r.get("status") == "ok" and r.get("latency_ms") not in (None, "")]
+
+
+_REQUIRED = ("space", "arch", "device_name", "dtype", "batch_size", "mode", "latency_ms")
+
+
+def _checked(row: dict, number: int) -> dict:
+    """A measurement row with the fields a profile needs, in their types; a one-line error otherwise."""
+    missing = [k for k in _REQUIRED if row.get(k) in (None, "")]
+    if missing:
+        raise NasutilError(f"measurement {number} lacks {', '.join(missing)}")
+    try:
+        return {**row, "batch_size": int(row["batch_size"]), "latency_ms": float(row["latency_ms"]),
+                "sm_clock_mhz": float(row["sm_clock_mhz"]) if row.get("sm_clock_mhz") not in (None, "") else None}
+    except (TypeError, ValueError) as exc:
+        raise NasutilError(f"measurement {number} has a malformed number: {exc}") from None
 
 
 def counts_for(space: SearchSpace, arch_text: str, input_size: int | None = None) -> tuple[ModelCounts, np.ndarray]:
@@ -74,18 +90,18 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     for r in rows:
         if r.get("space") in ("torchvision", "timm"):
             continue
-        groups[(r["space"], r["dtype"], int(r["batch_size"]), r["mode"])].append(r)
+        groups[(r["space"], r["dtype"], r["batch_size"], r["mode"])].append(r)
     device = devices.pop()
     first = rows[0]
     profile = DeviceProfile(device_name=device, driver_version=first.get("driver_version") or None,
                             torch_version=first.get("torch_version") or None, source=source)
     for (space_name, dtype, batch, mode), members in sorted(groups.items()):
-        clocks = [float(m["sm_clock_mhz"]) for m in members if m.get("sm_clock_mhz") not in (None, "")]
+        clocks = [m["sm_clock_mhz"] for m in members if m["sm_clock_mhz"] is not None]
         floor = min_clock_ratio * max(clocks) if clocks else 0.0
         latencies: dict[str, list[float]] = defaultdict(list)
         for m in members:
-            if m.get("sm_clock_mhz") in (None, "") or float(m["sm_clock_mhz"]) >= floor:
-                latencies[m["arch"]].append(float(m["latency_ms"]))
+            if m["sm_clock_mhz"] is None or m["sm_clock_mhz"] >= floor:
+                latencies[m["arch"]].append(m["latency_ms"])
         if len(latencies) < min_rows:
             continue
         space = get_space(space_name)

@@ -79,7 +79,7 @@ class DeviceProfile:
             return cls(device_name=str(data["device_name"]), driver_version=data.get("driver_version"),
                        torch_version=data.get("torch_version"), created=str(data.get("created", "")),
                        source=str(data.get("source", "")), analytical=analytical, learned=learned)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise NasutilError(f"malformed device profile: {exc}") from None
 
 
