@@ -54,7 +54,7 @@ def installed_plugin(monkeypatch):
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_torch_thread():
-    """Small networks run faster on one thread, and tests sharing two cores stop fighting over them."""
+    """Tests build many tiny networks, which run faster on one thread than on several contending ones."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -44,15 +44,6 @@ def space() -> DartsSpace:
     return DartsSpace()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Small convs on a shared 2-core machine run far faster on one thread than contending for two.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def test_registry_and_defaults(space: DartsSpace) -> None:
     got = get_space("darts")
     assert isinstance(got, DartsSpace) and (got.C, got.layers) == (16, 8)

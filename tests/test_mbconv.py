@@ -20,15 +20,6 @@ NARROW = "-".join(["k3e1d1w0.5se0"] * NUM_STAGES)
 MOBILENET_V2 = "k3e1d1w1.0se0-k3e6d2w1.0se0-k3e6d3w1.0se0-k3e6d4w1.0se0-k3e6d3w1.0se0-k3e6d3w1.0se0-k3e6d1w1.0se0"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Many small convs: on a busy 2-core machine OpenMP spin-waiting makes 2 threads ~20x slower than 1."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def space() -> MBConvSpace:
     return get_space("mbconv")

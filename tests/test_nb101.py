@@ -32,15 +32,6 @@ README_OPS = ["input", C3, MP, C3, C3, C1, "output"]
 README_PARAMS = 8_555_530
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny CPU models are overhead-bound; a second thread mostly spins, badly so on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def space() -> NasBench101Space:
     return get_space("nb101")

@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from nasutil import NasutilError, SearchSpace, UnknownSpaceError, get_space, list_spaces

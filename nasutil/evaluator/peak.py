@@ -23,5 +23,4 @@ def measured_peak_tflops(device: str, dtype: str) -> float:
         b = torch.randn(n, n, device=dev, dtype=tdtype)
         # a long warm-up lets the clocks ramp up before the timed windows
         timing = time_windows(lambda: torch.mm(a, b), dev, warmup=20, repeats=5, min_window_ms=50.0, max_iters=50)
-    del a, b
     return 2 * n**3 / (timing.median_ms * 1e-3) / 1e12

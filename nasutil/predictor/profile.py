@@ -1,8 +1,9 @@
 """Device profiles: what a predictor knows about one GPU, as plain versioned JSON.
 
-A profile holds the device's identity (name, driver, torch version, date), calibrated
-analytical-model constants per dtype and mode, and learned latency models per space and
-configuration (stored as their training rows, refitted on load). Loading one reads JSON
+A profile holds the device's identity (name, driver, torch version, date), optional
+analytical-model constants per dtype and mode (from `analytical.calibrate`; defaults where
+absent), and learned latency models per space and configuration (stored as their training
+rows, refitted on load). Loading one reads JSON
 and numbers only; it never executes anything from the file.
 """
 
