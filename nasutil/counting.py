@@ -143,7 +143,9 @@ def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_lay
         for h in handles:
             h.remove()
         model.train(was_training)
-    params = sum(p.numel() for p in model.parameters())
-    return ModelCounts(params=params, flops_per_image=int(counter.get_total_flops()), input_size=input_size,
-                       layers=layers)
+    return ModelCounts(params=count_params(model), flops_per_image=int(counter.get_total_flops()),
+                       input_size=input_size, layers=layers)
 
+
+def count_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

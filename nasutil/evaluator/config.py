@@ -11,6 +11,16 @@ from nasutil.errors import NasutilError
 MODES = ("eager", "cudagraph", "compile")
 
 
+def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
+    """The settings a measurement and a prediction share; a one-line error for a bad one."""
+    if dtype not in DTYPES:
+        raise NasutilError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
+    if mode not in MODES:
+        raise NasutilError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    if batch_size < 1:
+        raise NasutilError(f"batch size must be positive, got {batch_size}")
+
+
 @dataclass(frozen=True)
 class MeasureConfig:
     device: str = "cuda"
@@ -30,12 +40,7 @@ class MeasureConfig:
     per_layer: bool = False
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise NasutilError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
-        if self.mode not in MODES:
-            raise NasutilError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
-        if self.batch_size < 1:
-            raise NasutilError(f"batch size must be positive, got {self.batch_size}")
+        check_run_settings(self.dtype, self.mode, self.batch_size)
         if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
         if self.mode == "cudagraph" and self.device == "cpu":

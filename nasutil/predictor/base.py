@@ -7,9 +7,7 @@ from dataclasses import asdict, dataclass
 
 from nasutil.counting import ModelCounts
 from nasutil.devices import datasheet_peak_tflops
-from nasutil.devices import DTYPES
-from nasutil.evaluator.config import MODES
-from nasutil.errors import NasutilError
+from nasutil.evaluator.config import check_run_settings
 
 
 @dataclass(frozen=True)
@@ -22,12 +20,7 @@ class PredictTarget:
     mode: str = "cudagraph"
 
     def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise NasutilError(f"unknown dtype {self.dtype!r} (choose from {', '.join(DTYPES)})")
-        if self.mode not in MODES:
-            raise NasutilError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
-        if self.batch_size < 1:
-            raise NasutilError(f"batch size must be positive, got {self.batch_size}")
+        check_run_settings(self.dtype, self.mode, self.batch_size)
 
 
 @dataclass(frozen=True)
