@@ -142,6 +142,7 @@ def test_cli_measure_torchvision_model(cli):
     ("measure", "nb201", "--sample", "2", "--mode", "xla"),
     ("measure", "nb201", "--sample", "2", "--batch-size", "0"),
     ("measure", "nb201", "--sample", "2", "--slo-ms", "5"),
+    ("measure", "nb201", "--sample", "2", "--sweep", "--batch-size", "4"),
     ("measure", "nb201", "--sample", "2", "--device", "cpu", "--mode", "cudagraph"),
     ("measure", "nb201", "--sample", "2", "--seed", "-1"),
     ("measure", "nb201", "--sample", "2", "--timeout", "inf"),

@@ -132,6 +132,8 @@ def read_arch_file(path: Path, space) -> list[str]:
 def cmd_measure(args: argparse.Namespace) -> int:
     if args.slo_ms is not None and not args.sweep:
         raise NasutilError("--slo-ms needs --sweep")
+    if args.sweep and args.batch_size:
+        raise NasutilError("--sweep chooses the batch sizes itself; drop --batch-size")
     config = _config(args)
     candidates, total = _candidates(args)
     if args.cache and args.no_cache:
@@ -176,11 +178,14 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:
     from nasutil.evaluator.sweep import sweep_batch
 
+    swept = 0
     for candidate in candidates:
         result = sweep_batch(evaluator, candidate, slo_ms=args.slo_ms)
+        swept += result.saturation_batch is not None
         record = {"space": candidate.space, "arch": candidate.arch, **result.to_dict()}
         if out_file:
             out_file.write(json.dumps(record) + "\n")
+            out_file.flush()
         if args.json:
             print_json(record)
         else:
@@ -188,7 +193,7 @@ def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Nam
             console().print(f"throughput saturates at batch {result.saturation_batch} "
                             f"({human_count(result.best_throughput_per_s or 0)} images/s)"
                             + (f"; largest batch within {args.slo_ms} ms: {result.slo_batch}" if args.slo_ms else ""))
-    return 0
+    return 0 if swept else 1
 
 
 def _pct(value: float | None) -> str:

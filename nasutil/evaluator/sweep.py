@@ -23,23 +23,23 @@ class SweepResult:
 
 def sweep_batch(evaluator: Evaluator, candidate: Candidate, *, max_batch: int = 4096, saturation: float = 0.95,
                 plateau_gain: float = 0.03, slo_ms: float | None = None) -> SweepResult:
-    """Double the batch from 1 until throughput stops growing by `plateau_gain` twice, memory runs
+    """Double the batch from 1 until two batches in a row fail to beat the best throughput so far by
+    `plateau_gain`, memory runs
     out, the SLO is exceeded (when given and already past), or `max_batch` is reached."""
     points: list[Measurement] = []
     batch, flat = 1, 0
     while batch <= max_batch:
         m = evaluator.measure(candidate, evaluator.config.with_(batch_size=batch))
         if not m.ok:
+            points.append(m)  # kept, with its reason: usually where memory ran out
             break
-        if points and m.throughput_per_s < points[-1].throughput_per_s * (1 + plateau_gain):
-            flat += 1
-        else:
-            flat = 0
+        best = max((p.throughput_per_s for p in points), default=0.0)
+        flat = flat + 1 if best and m.throughput_per_s < best * (1 + plateau_gain) else 0
         points.append(m)
         if flat >= 2 or (slo_ms is not None and m.latency_ms > slo_ms and flat >= 1):
             break
         batch *= 2
-    ok = [p for p in points if p.ok]
+    ok = [p for p in points if p.ok]  # the last point may be the failure that ended the sweep
     if not ok:
         return SweepResult(points, None, None, None)
     best = max(p.throughput_per_s for p in ok)
