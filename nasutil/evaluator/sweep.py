@@ -24,8 +24,8 @@ class SweepResult:
 def sweep_batch(evaluator: Evaluator, candidate: Candidate, *, max_batch: int = 4096, saturation: float = 0.95,
                 plateau_gain: float = 0.03, slo_ms: float | None = None) -> SweepResult:
     """Double the batch from 1 until two batches in a row fail to beat the best throughput so far by
-    `plateau_gain`, memory runs
-    out, the SLO is exceeded (when given and already past), or `max_batch` is reached."""
+    `plateau_gain`, memory runs out, the SLO is exceeded (when given and already past), or
+    `max_batch` is reached."""
     points: list[Measurement] = []
     batch, flat = 1, 0
     while batch <= max_batch:
