@@ -22,8 +22,10 @@ class Evaluator:
 
     isolate=True runs them in worker processes with a per-candidate time limit, so that
     out-of-memory errors, hangs and crashes fail that candidate only. With workers > 1,
-    the workers build and copy candidates in parallel but take turns on the device
-    (a shared lock covers every kernel they run), so timings stay as clean as with one.
+    the workers build candidates in parallel but take turns on the device (a shared lock
+    covers every copy and kernel they run). On a GPU this keeps other workers' kernels out
+    of a timed window (CPU-side jitter and clock changes remain: see BENCHMARKS.md); on a
+    CPU the workers share the cores that time, so use one worker there for clean timings.
     """
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
