@@ -47,6 +47,7 @@ import torch.nn as nn
 
 from nasutil.arch import Arch
 from nasutil.errors import InvalidArchError
+from nasutil.operators import Op, conv_out
 from nasutil.space import SearchSpace
 from nasutil_search_spaces._blocks import make_divisible
 
@@ -275,6 +276,43 @@ class MBConvNetwork(nn.Module):
         return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
 
 
+def _act_name(stage: int) -> str:
+    return stage_activation(stage).__name__.lower()
+
+
+def _conv_bn_act(c_in: int, c_out: int, size: int, kernel: int, stride: int, groups: int,
+                 act: str | None) -> tuple[list[Op], int]:
+    out = conv_out(size, kernel, stride, kernel // 2)
+    family = "conv" if groups == 1 else "dwconv"
+    ops = [Op(family, c_in, size, size, c_out, out, out, kernel=kernel, stride=stride, groups=groups),
+           Op("norm", c_out, out, out, c_out, out, out, bias=True)]
+    if act is not None:
+        ops.append(Op("act", c_out, out, out, c_out, out, out, variant=act))
+    return ops, out
+
+
+def _block_ops(c_in: int, c_out: int, size: int, stage: StageConfig, stride: int,
+               act: str) -> tuple[list[Op], int]:
+    hidden = c_in * stage.expansion
+    ops: list[Op] = []
+    if stage.expansion != 1:
+        ops += _conv_bn_act(c_in, hidden, size, 1, 1, 1, act)[0]
+    depthwise, out = _conv_bn_act(hidden, hidden, size, stage.kernel, stride, hidden, act)
+    ops += depthwise
+    if stage.se:
+        squeezed = make_divisible(hidden / 4, 8)
+        ops += [Op("gpool", hidden, out, out, hidden, 1, 1, variant="avg"),
+                Op("conv", hidden, 1, 1, squeezed, 1, 1, bias=True),
+                Op("act", squeezed, 1, 1, squeezed, 1, 1, variant="relu"),
+                Op("conv", squeezed, 1, 1, hidden, 1, 1, bias=True),
+                Op("act", hidden, 1, 1, hidden, 1, 1, variant="hardsigmoid"),
+                Op("mul", hidden, out, out, hidden, out, out, variant="broadcast")]
+    ops += _conv_bn_act(hidden, c_out, out, 1, 1, 1, None)[0]
+    if stride == 1 and c_in == c_out:
+        ops.append(Op("add", c_out, out, out, c_out, out, out))
+    return ops, out
+
+
 class MBConvSpace(SearchSpace[MBConvArch]):
     name = "mbconv"
     description = ("MobileNetV2/V3-style macro space: 7 MBConv stages x (kernel, expansion, depth, width, SE), "
@@ -313,6 +351,23 @@ class MBConvSpace(SearchSpace[MBConvArch]):
         if size < 1:
             raise ValueError(f"input_size must be positive, got {size}")
         return MBConvNetwork(arch, num_classes=num_classes, input_size=size, in_channels=self.in_channels)
+
+    def operators(self, arch: MBConvArch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
+        """`MBConvNetwork`'s ops, listed without building it (equal to tracing it; tested)."""
+        size = self.default_input_size if input_size is None else input_size
+        stem_stride, strides = resolution_plan(size)
+        ops, size = _conv_bn_act(self.in_channels, STEM_CHANNELS, size, 3, stem_stride, 1, _act_name(0))
+        c = STEM_CHANNELS
+        for i, (stage, stride) in enumerate(zip(arch.stages, strides)):
+            c_out = stage_channels(i, stage.width)
+            for b in range(stage.depth):
+                block, size = _block_ops(c, c_out, size, stage, stride if b == 0 else 1, _act_name(i))
+                ops += block
+                c = c_out
+        head = head_channels(arch.stages[-1].width)
+        block, size = _conv_bn_act(c, head, size, 1, 1, 1, "hardswish")
+        return ops + block + [Op("gpool", head, size, size, head, 1, 1, variant="avg"),
+                              Op("linear", head, 1, 1, num_classes, 1, 1, bias=True)]
 
     @property
     def encoding_size(self) -> int:

@@ -21,6 +21,7 @@ import torch.nn as nn
 
 from nasutil.arch import Arch
 from nasutil.errors import InvalidArchError
+from nasutil.operators import Op, conv_out
 from nasutil.space import SearchSpace
 from nasutil_search_spaces._blocks import ReLUConvBN, Zero
 
@@ -148,6 +149,47 @@ class NB201Network(nn.Module):
         return self.classifier(self.head(self.cells(self.stem(x))))
 
 
+def _conv(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> Op:
+    out = conv_out(size, kernel, stride, kernel // 2)
+    return Op("conv", c_in, size, size, c_out, out, out, kernel=kernel, stride=stride)
+
+
+def _norm(c: int, size: int) -> Op:
+    return Op("norm", c, size, size, c, size, size, bias=True)
+
+
+def _map(family: str, c: int, size: int, variant: str = "") -> Op:
+    return Op(family, c, size, size, c, size, size, variant=variant)
+
+
+def _relu_conv_bn(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> list[Op]:
+    conv = _conv(c_in, c_out, size, kernel, stride)
+    return [_map("act", c_in, size, "relu"), conv, _norm(c_out, conv.h_out)]
+
+
+def _reduction(c_in: int, c_out: int, size: int) -> list[Op]:
+    half = conv_out(size, 3, 2, 1)
+    return (_relu_conv_bn(c_in, c_out, size, 3, 2) + _relu_conv_bn(c_out, c_out, half, 3, 1)
+            + [Op("pool", c_in, size, size, c_in, size // 2, size // 2, kernel=2, stride=2, variant="avg"),
+               _conv(c_in, c_out, size // 2, 1, 1), _map("add", c_out, half)])
+
+
+def _cell_ops(arch: NB201Arch, c: int, size: int) -> list[Op]:
+    ops: list[Op] = []
+    for (i, j), op in zip(EDGES, arch.ops):
+        if op == "none":
+            ops.append(_map("scale", c, size, "zero"))
+        elif op == "nor_conv_1x1":
+            ops += _relu_conv_bn(c, c, size, 1, 1)
+        elif op == "nor_conv_3x3":
+            ops += _relu_conv_bn(c, c, size, 3, 1)
+        elif op == "avg_pool_3x3":
+            ops.append(Op("pool", c, size, size, c, size, size, kernel=3, stride=1, variant="avg"))
+        # node i sums its i inputs starting from Python's 0: one `0 + x`, then i - 1 additions
+        ops.append(_map("scale", c, size, "add") if j == 0 else _map("add", c, size))
+    return ops
+
+
 class NasBench201Space(SearchSpace[NB201Arch]):
     name = "nb201"
     description = "NAS-Bench-201 cells: 6 edges x 5 ops, 15,625 cells, C=16 network (Dong & Yang 2020)"
@@ -164,6 +206,21 @@ class NasBench201Space(SearchSpace[NB201Arch]):
 
     def build(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
         return NB201Network(arch, num_classes=num_classes, in_channels=self.in_channels)
+
+    def operators(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
+        """`NB201Network`'s ops, listed without building it (equal to tracing it; tested)."""
+        size = self.default_input_size if input_size is None else input_size
+        c = 16
+        ops = [_conv(self.in_channels, c, size, 3, 1), _norm(c, size)]
+        for stage in range(3):
+            if stage > 0:
+                ops += _reduction(c, 2 * c, size)
+                c, size = 2 * c, conv_out(size, 3, 2, 1)
+            ops += _cell_ops(arch, c, size) * 5
+        ops += [_norm(c, size), _map("act", c, size, "relu"),
+                Op("gpool", c, size, size, c, 1, 1, variant="avg"),
+                Op("linear", c, 1, 1, num_classes, 1, 1, bias=True)]
+        return ops
 
     @property
     def encoding_size(self) -> int:

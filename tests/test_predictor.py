@@ -1,4 +1,4 @@
-"""Predictors on CPU: the analytical model's behaviour, calibration, and the learned model's storage."""
+"""Predictors on CPU: analytical, operator-level and learned models, profiles, the CLI, measure-next."""
 
 import json
 
@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from nasutil import NasutilError, get_space
-from nasutil.counting import count_model
 from nasutil.predictor.analytical import AnalyticalPredictor, KernelModel, calibrate
 from nasutil.predictor.base import PredictTarget
 from nasutil.predictor.learned import LearnedLatencyModel
@@ -22,7 +21,7 @@ def nb201_counts():
         "skip": "|skip_connect~0|+|skip_connect~0|skip_connect~1|+|skip_connect~0|skip_connect~1|skip_connect~2|",
         "mixed": "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
     }
-    return {k: count_model(space.build(space.parse(v)), 32) for k, v in cells.items()}
+    return {k: space.operators(space.parse(v)) for k, v in cells.items()}
 
 
 def test_analytical_orders_and_modes(nb201_counts):
@@ -75,24 +74,34 @@ RESULTS = __import__("pathlib").Path(__file__).resolve().parents[1] / "benchmark
 CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
 
 
-def test_shipped_h200_profile_predicts_measured_cells():
+def _measured(space: str, batch: int, mode: str, count: int) -> list[dict]:
     import csv
 
-    from nasutil.predictor.fit import predict
+    with open(RESULTS / f"predictor_data_{space}.csv") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "ok" and r["batch_size"] == str(batch)
+                and r["mode"] == mode]
+    return rows[-count:]
+
+
+@pytest.mark.parametrize("space_name,batch,mode", [("nb201", 256, "cudagraph"), ("nb201", 1, "cudagraph"),
+                                                    ("mbconv", 256, "cudagraph"), ("mbconv", 256, "eager")])
+def test_shipped_h200_profile_predicts_measured_networks(space_name, batch, mode):
+    from nasutil.predictor.fit import ProfilePredictor
     from nasutil.predictor.profile import builtin_profiles, load_profile
 
     assert "h200" in builtin_profiles()
     profile = load_profile("h200")
     assert profile.device_name == "NVIDIA H200" and profile.driver_version and profile.torch_version
-    entry = profile.learned_for("nb201", "fp16", 256, "cudagraph")
-    assert entry is not None and entry.rows >= 1000
-    with open(RESULTS / "repeatability_fast_w1.csv") as fh:
-        rows = [r for r in csv.DictReader(fh)][:5]
-    space = get_space("nb201")
-    for row in rows:
-        p = predict(space, "nb201", row["arch"], profile, PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph"))
-        assert p.predictor == "learned"
-        assert p.latency_ms == pytest.approx(float(row["latency_ms"]), rel=0.15)
+    assert {t.key for t in profile.operators} >= {"fp16/256/cudagraph", "fp16/256/eager", "fp16/1/cudagraph",
+                                                  "fp16/1/eager"}
+    predictor = ProfilePredictor(profile)
+    space = get_space(space_name)
+    target = PredictTarget("NVIDIA H200", "fp16", batch, mode)
+    for row in _measured(space_name, batch, mode, 5):
+        for which in ("operators", "auto"):
+            p = predictor.predict(space, space_name, row["arch"], target, which)
+            assert p.latency_ms == pytest.approx(float(row["latency_ms"]), rel=0.1), (which, row["arch"])
+            assert p.flops_per_image == int(row["flops_per_image"])
 
 
 def test_profile_fit_and_predict_cli(cli, tmp_path):
@@ -107,21 +116,83 @@ def test_profile_fit_and_predict_cli(cli, tmp_path):
     assert p["predictor"] == "learned" and p["device_name"] == "NVIDIA H200" and 0.5 < p["latency_ms"] < 10
     r = cli("predict", "nb201", "--sample", "3", "--profile", str(out), "--predictor", "analytical", "--json")
     assert [json.loads(line)["predictor"] for line in r.stdout.splitlines()] == ["analytical"] * 3
+    r = cli("predict", "nb201", CELL, "--profile", str(out), "--predictor", "operators")
+    assert r.returncode == 2 and "no operator table" in r.stderr
 
 
-def test_profile_build_on_cpu(cli, tmp_path):
-    out = tmp_path / "cpu.json"
-    r = cli("profile", "build", "--device", "cpu", "--spaces", "nb201", "--per-space", "12", "--batch-size", "1",
+def test_profile_fit_on_a_base_keeps_its_operator_tables(cli, tmp_path):
+    out = tmp_path / "p.json"
+    r = cli("profile", "fit", str(RESULTS / "predictor_data_nb201.csv"), "--base", "h200", "--min-rows", "2000",
             "--out", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
-    assert data["learned"][0]["space"] == "nb201" and data["learned"][0]["rows"] >= 10
+    assert data["learned"] == [] and len(data["operators"]) == 4
+    assert all(t["calibrated_on"] >= 800 for t in data["operators"])  # overlap refitted on the nb201 cells
+    r = cli("predict", "mbconv", "--sample", "2", "--batch-size", "1", "--mode", "eager", "--profile", str(out),
+            "--json")
+    assert [json.loads(line)["predictor"] for line in r.stdout.splitlines()] == ["operators"] * 2
+
+
+def test_profile_build_needs_a_gpu(cli, tmp_path):
+    r = cli("profile", "build", "--device", "cpu", "--out", str(tmp_path / "cpu.json"))
+    assert r.returncode == 2 and "needs --device cuda" in r.stderr
+
+
+def test_operator_predictor_lookup_interpolation_and_overlap():
+    from nasutil.operators import Op
+    from nasutil.predictor.operator_level import OperatorPredictor, OperatorTable, fit_overlap
+
+    target = PredictTarget("NVIDIA H200", "fp16", 64, "cudagraph")
+    measured = {Op("conv", c, 16, 16, c, 16, 16, kernel=3): 2.0 + c / 8 for c in (16, 32, 64, 128)}
+    measured[Op("add", 32, 16, 16, 32, 16, 16)] = 3.0
+    table = OperatorTable("fp16", 64, "cudagraph", dict(measured))
+    predictor = OperatorPredictor([table])
+    conv32 = Op("conv", 32, 16, 16, 32, 16, 16, kernel=3)
+    assert predictor.op_us(conv32, target) == 6.0  # measured: looked up
+    unseen = [predictor.op_us(Op("conv", c, 16, 16, c, 16, 16, kernel=3), target) for c in (24, 48, 96, 256)]
+    assert unseen == sorted(unseen) and 3.0 < unseen[0] < 10.0  # interpolated, growing with the work
+    assert predictor.op_us(Op("mul", 32, 16, 16, 32, 16, 16), target) > 0  # no neighbour of its kind
+    networks = []
+    for n in range(2, 12):
+        ops = [conv32] * n + [Op("add", 32, 16, 16, 32, 16, 16)] * (n % 3)
+        networks.append((ops, (1.3 * predictor.sum_us(ops, target) + 0.7 * len(ops) + 4.0) / 1e3))
+    fit_overlap(table, predictor, target, networks)
+    assert (table.scale, table.per_op_us, table.offset_us) == pytest.approx((1.3, 0.7, 4.0), rel=1e-3)
+    assert predictor.predict_latency_ms(networks[3][0], target) == pytest.approx(networks[3][1], rel=1e-6)
+    with pytest.raises(NasutilError, match="no operator table"):
+        predictor.predict_latency_ms([conv32], PredictTarget("NVIDIA H200", "fp16", 1, "eager"))
+
+
+def test_version_1_profiles_still_load(tmp_path):
+    from nasutil.predictor.profile import load_profile
+
+    old = tmp_path / "v1.json"
+    old.write_text(json.dumps({"format": "nasutil-device-profile", "version": 1, "device_name": "NVIDIA H200",
+                               "analytical": {}, "learned": []}))
+    profile = load_profile(str(old))
+    assert profile.device_name == "NVIDIA H200" and profile.operators == []
+
+
+def test_measure_next_picks_distinct_uncertain_candidates():
+    from nasutil.predictor.active import choose_next, disagreement
+
+    rng = np.random.default_rng(0)
+    x = rng.random((60, 3))
+    y = np.exp(x @ np.array([1.0, 2.0, 0.0]))
+    pool = np.vstack([rng.random((30, 3)), np.tile([[0.5, 0.5, 0.5]], (5, 1))])
+    picks = choose_next(x, y, pool, 8, seed=1)
+    assert len(picks) == len(set(picks)) == 8 and all(0 <= i < len(pool) for i in picks)
+    assert sum(i >= 30 for i in picks) <= 1  # identical rows are measured once
+    assert picks == choose_next(x, y, pool, 8, seed=1)
+    spread = disagreement(x, y, pool, seed=1)
+    assert spread[picks].min() >= np.median(spread)
 
 
 @pytest.mark.parametrize("args", [
     ("predict", "nb201", CELL, "--profile", "no_such_profile"),
     ("predict", "nb201", CELL, "--profile", "/no/such/profile.json"),
     ("predict", "nb201", CELL, "--batch-size", "3", "--predictor", "learned"),
+    ("predict", "nb201", CELL, "--batch-size", "3", "--predictor", "operators"),
     ("predict", "nb201", "|bad|"),
     ("predict", "nb201"),
     ("profile", "fit", "/no/such/folder", "--out", "/tmp/x.json"),
@@ -142,3 +213,8 @@ def test_malformed_profiles_are_rejected(tmp_path):
         bad.write_text(text)
         with pytest.raises(NasutilError):
             load_profile(str(bad))
+    table = {"dtype": "fp16", "batch_size": 1, "mode": "eager", "fields": ["family", "us"], "ops": [["conv", 1.0]]}
+    bad.write_text(json.dumps({"format": "nasutil-device-profile", "version": 2, "device_name": "X",
+                               "operators": [table]}))
+    with pytest.raises(NasutilError, match="malformed"):
+        load_profile(str(bad))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
 
-PREDICTORS = ("auto", "learned", "analytical")
+PREDICTORS = ("auto", "learned", "operators", "analytical")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,8 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=positive_int, default=256)
     p.add_argument("--dtype", choices=DTYPES, default="fp16")
     p.add_argument("--mode", choices=MODES, default="cudagraph")
+    p.add_argument("--input-size", type=positive_int, default=None, help="default: the space's own")
     p.add_argument("--predictor", choices=PREDICTORS, default="auto",
-                   help="auto: the profile's learned model where it has one, else analytical")
+                   help="auto: of the profile's learned model and operator table for this space and "
+                        "configuration, the one with the lower held-out error; else analytical")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_predict)
 
@@ -44,17 +47,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", type=Path, required=True)
     f.add_argument("--features", choices=("encoding", "encoding+operators"), default="encoding+operators")
     f.add_argument("--min-rows", type=positive_int, default=50)
+    f.add_argument("--base", default=None, metavar="PROFILE",
+                   help="start from this profile's operator tables (their overlap constants are refitted)")
     f.set_defaults(handler=cmd_profile_fit)
-    b = psub.add_parser("build", help="measure sampled candidates on this machine's device and fit a profile")
+    b = psub.add_parser("build", help="measure operators and a few networks on this machine's GPU; write a profile")
     b.add_argument("--device", default="cuda")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--spaces", default="nb201,mbconv", help="comma-separated spaces (default nb201,mbconv)")
-    b.add_argument("--per-space", type=positive_int, default=300, help="candidates per space (default 300)")
-    b.add_argument("--batch-size", type=positive_int, action="append", help="repeatable (default 256)")
-    b.add_argument("--mode", choices=MODES, action="append", help="repeatable (default cudagraph)")
-    b.add_argument("--dtype", choices=DTYPES, default=None)
-    b.add_argument("--input-size", type=positive_int, default=None)
-    b.add_argument("--workers", type=positive_int, default=1)
+    b.add_argument("--op-networks", type=positive_int, default=300,
+                   help="networks sampled per space whose distinct ops are measured (default 300)")
+    b.add_argument("--max-ops", type=positive_int, default=2000, help="ops measured per configuration")
+    b.add_argument("--networks", type=non_negative_int, default=6,
+                   help="networks measured per space and configuration to fit the overlap constants (default 6; "
+                        "`profile fit --base` refits them on more)")
+    b.add_argument("--batch-size", type=positive_int, action="append", help="repeatable (default 256 and 1)")
+    b.add_argument("--mode", choices=MODES, action="append", help="repeatable (default cudagraph and eager)")
+    b.add_argument("--dtype", choices=DTYPES, default="fp16")
+    b.add_argument("--workers", type=positive_int, default=None,
+                   help="worker processes for the network measurements (default: half the CPU cores, at most 8)")
     b.add_argument("--seed", type=non_negative_int, default=0)
     b.set_defaults(handler=cmd_profile_build)
     s = psub.add_parser("show", help="what a profile holds")
@@ -64,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from nasutil.predictor.base import PredictTarget
-    from nasutil.predictor.fit import predict
+    from nasutil.predictor.fit import ProfilePredictor
     from nasutil.predictor.profile import load_profile
     from nasutil.registry import get_space
 
@@ -83,13 +93,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise NasutilError("give an ARCH, --sample N or --archs FILE")
     for text in archs:
         space.parse(text)
+    predictor = ProfilePredictor(profile)
+    predictor.choose(args.space, target, args.predictor)  # a missing model or table fails before any output
     rows = []
-    for text in archs:
-        p = predict(space, args.space, text, profile, target, args.predictor)
-        if args.json:
-            print_json(p.to_dict())
-        else:
-            rows.append(p)
+    for start in range(0, len(archs), 1024):  # batches: learned models score a batch at once
+        for p in predictor.predict_many(space, args.space, archs[start:start + 1024], target, args.predictor,
+                                        args.input_size):
+            if args.json:
+                print_json(p.to_dict())
+            else:
+                rows.append(p)
     if not args.json:
         table = Table("arch", "predictor", "latency ms", "images/s", "utilization",
                       title=f"predicted for {escape(profile.device_name)}, {args.dtype}, batch {args.batch_size}, "
@@ -104,47 +117,77 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def cmd_profile_fit(args: argparse.Namespace) -> int:
     from nasutil.predictor.fit import fit_profile, read_measurements
+    from nasutil.predictor.profile import load_profile
 
     rows = read_measurements(args.measurements)
     if not rows:
         raise NasutilError("no successful measurements found in the given files")
+    base = load_profile(args.base) if args.base else None
     source = "fitted from " + ", ".join(str(p) for p in args.measurements)
-    profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source)
+    if base is not None:
+        source = f"{base.source}; {source}" if base.source else source
+    profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source, base=base)
     _save(profile, args.out)
     return 0
 
 
 def cmd_profile_build(args: argparse.Namespace) -> int:
+    import torch
+    from rich.progress import Progress
+
     from nasutil.evaluator.candidate import Candidate
     from nasutil.evaluator.config import MeasureConfig
     from nasutil.evaluator.evaluator import Evaluator
+    from nasutil.evaluator.counters import NvmlDevice
+    from nasutil.evaluator.measure import device_name, resolve_device
+    from nasutil.predictor.base import PredictTarget
+    from nasutil.predictor.build import measure_tables, sampled_ops, select_ops
     from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.profile import DeviceProfile
     from nasutil.registry import get_space
 
+    if not args.device.startswith("cuda"):
+        raise NasutilError("profile build times operators with CUDA graphs and events: it needs --device cuda[:N]")
+    if not torch.cuda.is_available():
+        raise NasutilError("no CUDA device here (profile build measures on the GPU it runs on)")
     spaces = [s.strip() for s in args.spaces.split(",") if s.strip()]
     if not spaces:
         raise NasutilError("--spaces names no space")
-    on_gpu = args.device.startswith("cuda")
-    base = MeasureConfig(device=args.device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
-                         input_size=args.input_size, counters=False, warmup=2, repeats=5, min_window_ms=2.0,
-                         mode="cudagraph" if on_gpu else "eager")
-    candidates = []
     for name in spaces:
-        space = get_space(name)
-        candidates += [Candidate(name, a.to_string()) for a in space.sample_many(args.per_space, args.seed)]
-    rows, started = [], time.perf_counter()
-    for batch in args.batch_size or [256 if on_gpu else 8]:
-        for mode in args.mode or [base.mode]:
-            config = base.with_(batch_size=batch, mode=mode)
-            with Evaluator(config, workers=args.workers) as evaluator:
+        get_space(name)
+    started = time.perf_counter()
+    device = resolve_device(args.device)
+    info = {"device_name": device_name(device), "torch_version": torch.__version__,
+            "driver_version": NvmlDevice.for_torch_device(device).driver_version}
+    configs = [(b, m) for b in (args.batch_size or [256, 1]) for m in (args.mode or ["cudagraph", "eager"])]
+    targets = [PredictTarget(info["device_name"], args.dtype, b, m) for b, m in configs]
+    ops = select_ops(sampled_ops(spaces, args.op_networks, args.seed), args.max_ops, args.seed)
+    with Progress(console=console(), transient=True) as bar:
+        task = bar.add_task(f"{len(ops)} ops x {len(targets)} configurations", total=len(ops) * len(targets))
+        tables = measure_tables(ops, targets, args.device, progress=lambda: bar.advance(task))
+    console().print(f"timed {len(ops)} ops at {len(targets)} configurations in {time.perf_counter() - started:.0f} s")
+    profile = DeviceProfile(device_name=info["device_name"], driver_version=info.get("driver_version"),
+                            torch_version=info.get("torch_version"), operators=tables,
+                            source=f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}")
+    _save(profile, args.out)  # the operator tables are kept even if the network measurements are cut short
+    rows = []
+    if args.networks:
+        base = MeasureConfig(device=args.device, dtype=args.dtype, counters=False, warmup=2, repeats=5,
+                             min_window_ms=2.0)
+        candidates = [Candidate(name, a.to_string()) for name in spaces
+                      for a in get_space(name).sample_many(args.networks, args.seed + 1)]
+        for batch, mode in configs:
+            workers = args.workers or max(1, min(8, len(os.sched_getaffinity(0)) // 2))
+            with Evaluator(base.with_(batch_size=batch, mode=mode), workers=workers) as evaluator:
                 results = evaluator.measure_many(candidates, progress=True, total=len(candidates),
-                                                 description=f"batch {batch} {mode}")
+                                                 description=f"networks, batch {batch} {mode}")
                 rows += [m.to_dict(with_layers=False) for m in results if m.ok]
-    if not rows:
-        raise NasutilError("every measurement failed; nothing to fit")
-    profile = fit_profile(rows, min_rows=min(50, args.per_space),
-                          source=f"built with nasutil profile build ({len(rows)} measurements, "
-                                 f"{time.perf_counter() - started:.0f} s)")
+    elapsed = time.perf_counter() - started
+    source = (f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}, {len(rows)} network "
+              f"measurements, {elapsed:.0f} s")
+    if rows:
+        profile = fit_profile(rows, min_rows=50, source=source, base=profile)
+    profile.source = source
     _save(profile, args.out)
     return 0
 
@@ -154,15 +197,21 @@ def _save(profile, path: Path) -> None:
         profile.save(path)
     except OSError as exc:
         raise NasutilError(f"cannot write {str(path)!r}: {exc}") from None
+    tables = ", ".join(f"{t.key} ({len(t.times_us)} ops)" for t in profile.operators) or "none"
     entries = ", ".join(f"{e.space} {e.dtype} b{e.batch_size} {e.mode} ({e.rows} archs)" for e in profile.learned)
-    console().print(f"wrote {path}: {escape(profile.device_name)}; learned models: {escape(entries)}")
+    console().print(f"wrote {path}: {escape(profile.device_name)}; operator tables: {escape(tables)}; "
+                    f"learned models: {escape(entries or 'none')}")
 
 
 def cmd_profile_show(args: argparse.Namespace) -> int:
     from nasutil.predictor.profile import load_profile
 
     profile = load_profile(args.profile)
-    print_json({k: v for k, v in profile.to_dict().items() if k != "learned"}
+    print_json({k: v for k, v in profile.to_dict().items() if k not in ("learned", "operators")}
+               | {"operators": [{"dtype": t.dtype, "batch_size": t.batch_size, "mode": t.mode, "ops": len(t.times_us),
+                                 "scale": t.scale, "per_op_us": t.per_op_us, "offset_us": t.offset_us,
+                                 "calibrated_on": t.calibrated_on} for t in profile.operators]}
                | {"learned": [{"space": e.space, "dtype": e.dtype, "batch_size": e.batch_size, "mode": e.mode,
-                               "features": e.features, "rows": e.rows} for e in profile.learned]})
+                               "features": e.features, "rows": e.rows, "validation_mape": e.validation}
+                              for e in profile.learned]})
     return 0

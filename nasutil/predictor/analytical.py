@@ -1,11 +1,11 @@
 """Analytical predictor: a per-kernel roofline with launch overhead and wave quantization.
 
-Every leaf layer with work is one kernel. Its time is the larger of its compute time
+Every op (see `nasutil.operators`) is one kernel. Its time is the larger of its compute time
 (FLOPs / (peak x efficiency of its operator class), stretched by wave quantization
 over the SMs) and its memory time (bytes / (bandwidth x efficiency)), plus a fixed
 per-kernel cost. In eager mode the CPU must also launch each kernel, so a kernel
 takes at least the launch cost; in CUDA-graph mode launches cost almost nothing;
-`compile` fuses element-wise layers into their producers.
+`compile` fuses element-wise ops into their producers.
 
 The efficiencies and fixed costs are the only free constants: `calibrate` fits them
 to measurements (least squares on log latency), `AnalyticalPredictor()` uses defaults.
@@ -18,14 +18,12 @@ from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
-from nasutil.counting import LayerStats, ModelCounts
 from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
+from nasutil.operators import Op
 from nasutil.predictor.base import Predictor, PredictTarget
 
-NO_KERNEL = {"identity", "flatten", "dropout", "sequential"}
-ELEMENTWISE = {"norm", "act", "zero"}
 TILE = 128  # output tile edge of a tensor-core GEMM/conv kernel
 
 
@@ -50,44 +48,41 @@ class KernelModel:
         return cls(**{k: float(v) for k, v in data.items() if k in known})
 
 
-def kind_class(kind: str) -> str:
-    if kind.startswith("dwconv") or kind.startswith("gconv"):
+FUSABLE = {"norm", "act", "scale", "add", "mul"}
+
+
+def op_class(op: Op) -> str:
+    """dense, pointwise or depthwise compute, or memory-bound."""
+    if op.family in ("dwconv", "gconv"):
         return "depthwise"
-    if kind == "conv1x1" or kind == "linear":
+    if op.family == "linear" or (op.family == "conv" and op.kernel == 1):
         return "pointwise"
-    if kind.startswith("conv"):
+    if op.family == "conv":
         return "dense"
-    if kind in NO_KERNEL:
-        return "none"
     return "memory"
 
 
-def _waves_factor(layer: LayerStats, batch: int, sms: int) -> float:
+def _waves_factor(op: Op, batch: int, sms: int) -> float:
     """Work is issued in whole waves of tiles over the SMs: the last, partial wave costs a full one."""
-    if len(layer.output_shape) < 1:
-        return 1.0
-    channels = layer.output_shape[0]
-    spatial = math.prod(layer.output_shape[1:]) if len(layer.output_shape) > 1 else 1
-    tiles = math.ceil(batch * spatial / TILE) * math.ceil(channels / TILE)
+    tiles = math.ceil(batch * op.h_out * op.w_out / TILE) * math.ceil(op.c_out / TILE)
     waves = math.ceil(tiles / sms)
     return waves * sms / tiles
 
 
-def layer_time_us(layer: LayerStats, target: PredictTarget, model: KernelModel, peak_tflops: float,
-                  bandwidth_gbs: float, sms: int, elem: int, fused: bool = False) -> float:
-    cls = kind_class(layer.kind)
-    if cls == "none" or (fused and layer.kind in ELEMENTWISE):
+def op_time_us(op: Op, target: PredictTarget, model: KernelModel, peak_tflops: float, bandwidth_gbs: float,
+               sms: int, elem: int, fused: bool = False) -> float:
+    cls = op_class(op)
+    if fused and op.family in FUSABLE:
         return 0.0
     batch = target.batch_size
-    moved = ((layer.input_elems + layer.output_elems) * batch + layer.params) * elem
-    memory_us = moved / (bandwidth_gbs * 1e3 * model.memory_efficiency)
+    memory_us = op.bytes(batch, elem) / (bandwidth_gbs * 1e3 * model.memory_efficiency)
     compute_us = 0.0
-    if layer.flops:
+    if op.flops:
         efficiency = {"dense": model.dense_efficiency, "pointwise": model.pointwise_efficiency,
                       "depthwise": model.depthwise_efficiency}.get(cls, model.depthwise_efficiency)
-        compute_us = layer.flops * batch / (peak_tflops * 1e6 * efficiency)
+        compute_us = op.flops * batch / (peak_tflops * 1e6 * efficiency)
         if cls in ("dense", "pointwise"):
-            compute_us *= _waves_factor(layer, batch, sms)
+            compute_us *= _waves_factor(op, batch, sms)
     kernel = max(compute_us, memory_us) + model.kernel_us
     if target.mode == "eager":
         return max(kernel, model.launch_us)
@@ -100,7 +95,7 @@ class AnalyticalPredictor(Predictor):
     def __init__(self, model: KernelModel | None = None) -> None:
         self.model = model or KernelModel()
 
-    def predict_latency_ms(self, counts: ModelCounts, target: PredictTarget) -> float:
+    def predict_latency_ms(self, ops: list[Op], target: PredictTarget) -> float:
         spec = lookup(target.device_name)
         if spec is None:
             raise NasutilError(f"no datasheet entry for device {target.device_name!r}")
@@ -109,12 +104,12 @@ class AnalyticalPredictor(Predictor):
             raise NasutilError(f"{spec.name} has no {target.dtype} peak")
         elem = element_size(target.dtype)
         fused = target.mode == "compile"
-        total = sum(layer_time_us(l, target, self.model, peak, spec.memory_bandwidth_gbs, spec.sm_count, elem, fused)
-                    for l in counts.layers)
+        total = sum(op_time_us(op, target, self.model, peak, spec.memory_bandwidth_gbs, spec.sm_count, elem, fused)
+                    for op in ops)
         return total / 1e3
 
 
-def calibrate(samples: list[tuple[ModelCounts, PredictTarget, float]], start: KernelModel | None = None,
+def calibrate(samples: list[tuple[list[Op], PredictTarget, float]], start: KernelModel | None = None,
               fixed: tuple[str, ...] = ()) -> KernelModel:
     """Fit the model's constants to measured latencies (ms) by least squares on log latency."""
     from scipy.optimize import least_squares
@@ -123,11 +118,44 @@ def calibrate(samples: list[tuple[ModelCounts, PredictTarget, float]], start: Ke
     names = [f.name for f in fields(KernelModel) if f.name not in fixed]
     x0 = np.log([getattr(start, n) for n in names])
     measured = np.log([s[2] for s in samples])
+    arrays = [_op_arrays(ops, target) for ops, target, _ in samples]
 
     def residuals(x: np.ndarray) -> np.ndarray:
         model = replace(start, **dict(zip(names, np.exp(x))))
-        predictor = AnalyticalPredictor(model)
-        return np.log([predictor.predict_latency_ms(c, t) for c, t, _ in samples]) - measured
+        return np.log([_latency_ms(a, model) for a in arrays]) - measured
 
     fit = least_squares(residuals, x0, bounds=(np.log(1e-4), np.log(1e3)))
     return replace(start, **dict(zip(names, np.exp(fit.x))))
+
+
+_CLASSES = ("dense", "pointwise", "depthwise", "memory")
+
+
+def _op_arrays(ops: list[Op], target: PredictTarget) -> dict:
+    """Per-op work in microseconds at efficiency 1, so that calibration's inner loop is array arithmetic."""
+    spec = lookup(target.device_name)
+    if spec is None:
+        raise NasutilError(f"no datasheet entry for device {target.device_name!r}")
+    peak = spec.peak(target.dtype)
+    if peak is None:
+        raise NasutilError(f"{spec.name} has no {target.dtype} peak")
+    elem, batch = element_size(target.dtype), target.batch_size
+    fused = target.mode == "compile"
+    kept = [op for op in ops if not (fused and op.family in FUSABLE)]
+    compute = np.array([op.flops * batch / (peak * 1e6) * (_waves_factor(op, batch, spec.sm_count)
+                                                          if op_class(op) in ("dense", "pointwise") else 1.0)
+                        for op in kept])
+    memory = np.array([op.bytes(batch, elem) / (spec.memory_bandwidth_gbs * 1e3) for op in kept])
+    classes = np.array([_CLASSES.index(op_class(op)) for op in kept])
+    return {"compute": compute, "memory": memory, "classes": classes, "mode": target.mode}
+
+
+def _latency_ms(arrays: dict, model: KernelModel) -> float:
+    efficiency = np.array([model.dense_efficiency, model.pointwise_efficiency, model.depthwise_efficiency,
+                           model.depthwise_efficiency])[arrays["classes"]]
+    kernel = np.maximum(arrays["compute"] / efficiency, arrays["memory"] / model.memory_efficiency) + model.kernel_us
+    if arrays["mode"] == "eager":
+        kernel = np.maximum(kernel, model.launch_us)
+    else:
+        kernel = kernel + model.graph_gap_us
+    return float(kernel.sum()) / 1e3

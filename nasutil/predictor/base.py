@@ -5,9 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 
-from nasutil.counting import ModelCounts
 from nasutil.devices import datasheet_peak_tflops
 from nasutil.evaluator.config import check_run_settings
+from nasutil.operators import Op, network_flops
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,11 @@ class PredictTarget:
 
     def __post_init__(self) -> None:
         check_run_settings(self.dtype, self.mode, self.batch_size)
+
+    @property
+    def key(self) -> str:
+        """`dtype/batch/mode`: how profiles file what they know per configuration."""
+        return f"{self.dtype}/{self.batch_size}/{self.mode}"
 
 
 @dataclass(frozen=True)
@@ -42,25 +47,26 @@ class Prediction:
 
 
 class Predictor(ABC):
-    """Maps a network's operator counts (see `nasutil.counting`) to a latency on a target."""
+    """Maps a network's ops (see `nasutil.operators`) to a latency on a target."""
 
     name: str
 
     @abstractmethod
-    def predict_latency_ms(self, counts: ModelCounts, target: PredictTarget) -> float:
+    def predict_latency_ms(self, ops: list[Op], target: PredictTarget) -> float:
         """Predicted median latency of one batch."""
 
-    def predict(self, counts: ModelCounts, target: PredictTarget, *, space: str = "", arch: str = "") -> Prediction:
-        return prediction_from_latency(counts, target, self.predict_latency_ms(counts, target), self.name, space, arch)
+    def predict(self, ops: list[Op], target: PredictTarget, *, space: str = "", arch: str = "") -> Prediction:
+        return prediction_from_latency(network_flops(ops), target, self.predict_latency_ms(ops, target), self.name,
+                                       space, arch)
 
 
-def prediction_from_latency(counts: ModelCounts, target: PredictTarget, latency_ms: float, predictor: str,
+def prediction_from_latency(flops_per_image: int, target: PredictTarget, latency_ms: float, predictor: str,
                             space: str = "", arch: str = "") -> Prediction:
     """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
     peak = datasheet_peak_tflops(target.device_name, target.dtype)
-    achieved = counts.flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12
+    achieved = flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12
     return Prediction(space=space, arch=arch, predictor=predictor, device_name=target.device_name,
                       dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
-                      flops_per_image=counts.flops_per_image, latency_ms=latency_ms,
+                      flops_per_image=flops_per_image, latency_ms=latency_ms,
                       throughput_per_s=target.batch_size / (latency_ms * 1e-3),
                       utilization=achieved / peak if peak else None)

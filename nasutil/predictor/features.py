@@ -6,34 +6,44 @@ import math
 
 import numpy as np
 
-from nasutil.counting import ModelCounts
-from nasutil.evaluator.dtypes import element_size
 from nasutil.errors import NasutilError
-from nasutil.predictor.analytical import AnalyticalPredictor, kind_class
+from nasutil.evaluator.dtypes import element_size
+from nasutil.operators import Op
+from nasutil.predictor.analytical import AnalyticalPredictor, op_class
 from nasutil.predictor.base import PredictTarget
+from nasutil.predictor.operator_level import OperatorPredictor
 
 FEATURE_NAMES = ("log_flops", "log_bytes", "kernels", "dense_kernels", "pointwise_kernels", "depthwise_kernels",
-                 "memory_kernels", "log_dense_flops", "log_depthwise_flops", "log_analytical_ms")
+                 "memory_kernels", "log_dense_flops", "log_depthwise_flops", "log_analytical_ms",
+                 "log_operators_ms")
 
 
-def operator_features(counts: ModelCounts, target: PredictTarget, analytical: AnalyticalPredictor) -> np.ndarray:
+def operator_features(ops: list[Op], target: PredictTarget, analytical: AnalyticalPredictor,
+                      operators: OperatorPredictor | None = None, space: str = "") -> np.ndarray:
+    """Counts and work per op class, plus the analytical and (where the profile has a table for
+    the target) operator-level predictions, in logs: the trees learn their residuals."""
     batch, elem = target.batch_size, element_size(target.dtype)
     kernels = {"dense": 0, "pointwise": 0, "depthwise": 0, "memory": 0}
     flops = {"dense": 0, "depthwise": 0}
-    for layer in counts.layers:
-        cls = kind_class(layer.kind)
-        if cls == "none":
-            continue
+    total_flops = total_bytes = 0
+    for op in ops:
+        cls = op_class(op)
         kernels[cls] += 1
+        work = op.flops
+        total_flops += work
+        total_bytes += op.bytes(1, elem)
         if cls in flops:
-            flops[cls] += layer.flops * batch
+            flops[cls] += work * batch
     try:
-        log_analytical = math.log(analytical.predict_latency_ms(counts, target))
+        log_analytical = math.log(analytical.predict_latency_ms(ops, target))
     except NasutilError:  # no datasheet for this device (a CPU, say): a constant the trees ignore
         log_analytical = 0.0
+    log_operators = 0.0
+    if operators is not None and target.key in operators.tables:
+        log_operators = math.log(operators.predict_latency_ms(ops, target, space))
     return np.array([
-        math.log1p(counts.flops_per_image * batch), math.log1p(counts.bytes_per_image(elem) * batch),
+        math.log1p(total_flops * batch), math.log1p(total_bytes * batch),
         sum(kernels.values()), kernels["dense"], kernels["pointwise"], kernels["depthwise"], kernels["memory"],
         math.log1p(flops["dense"]), math.log1p(flops["depthwise"]),
-        log_analytical,
+        log_analytical, log_operators,
     ], dtype=np.float64)

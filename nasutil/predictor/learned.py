@@ -1,8 +1,8 @@
 """Learned predictor: gradient-boosted trees on arch encodings and operator features.
 
 It is stored as its training data (features, targets, hyper-parameters) in plain JSON
-and refitted when loaded: deterministic, fast (seconds for thousands of rows), and no
-pickled model ever has to be trusted.
+and refitted the first time a loaded model predicts: deterministic, fast (about a second
+for thousands of rows), and no pickled model ever has to be trusted.
 """
 
 from __future__ import annotations
@@ -25,20 +25,35 @@ class LearnedLatencyModel:
         self._y: np.ndarray | None = None
 
     def fit(self, features: np.ndarray, latency_ms: np.ndarray) -> LearnedLatencyModel:
-        from sklearn.ensemble import HistGradientBoostingRegressor
-
         features = np.asarray(features, dtype=np.float64)
         latency_ms = np.asarray(latency_ms, dtype=np.float64)
         if len(features) < 10 or len(features) != len(latency_ms) or (latency_ms <= 0).any():
             raise NasutilError("a learned predictor needs at least 10 rows of features and positive latencies")
         self._x, self._y = features, latency_ms
-        self._model = HistGradientBoostingRegressor(**self.params).fit(features, np.log(latency_ms))
+        self._model = None
+        self._fitted()
         return self
 
-    def predict_ms(self, features: np.ndarray) -> np.ndarray:
+    @property
+    def n_features(self) -> int | None:
+        return None if self._x is None else int(self._x.shape[1])
+
+    def _fitted(self):
         if self._model is None:
+            from sklearn.ensemble import HistGradientBoostingRegressor
+
+            self._model = HistGradientBoostingRegressor(**self.params).fit(self._x, np.log(self._y))
+        return self._model
+
+    def predict_ms(self, features: np.ndarray) -> np.ndarray:
+        if self._x is None:
             raise NasutilError("the learned predictor has not been fitted")
-        return np.exp(self._model.predict(np.atleast_2d(np.asarray(features, dtype=np.float64))))
+        features = np.atleast_2d(np.asarray(features, dtype=np.float64))
+        if features.shape[1] != self.n_features:
+            raise NasutilError(f"the learned model was fitted on {self.n_features} features but got "
+                               f"{features.shape[1]}: the profile predates this nasutil's features; refit it "
+                               f"with `nasutil profile fit`")
+        return np.exp(self._fitted().predict(features))
 
     def to_dict(self) -> dict:
         if self._x is None:
@@ -50,4 +65,10 @@ class LearnedLatencyModel:
     def from_dict(cls, data: dict) -> LearnedLatencyModel:
         if data.get("kind") != "hist_gradient_boosting":
             raise NasutilError(f"unknown learned-model kind {data.get('kind')!r}")
-        return cls(data.get("params")).fit(np.array(data["features"]), np.array(data["latency_ms"]))
+        model = cls(data.get("params"))
+        features = np.asarray(data["features"], dtype=np.float64)
+        latency_ms = np.asarray(data["latency_ms"], dtype=np.float64)
+        if features.ndim != 2 or len(features) < 10 or len(features) != len(latency_ms) or (latency_ms <= 0).any():
+            raise NasutilError("a learned model needs at least 10 rows of features and positive latencies")
+        model._x, model._y = features, latency_ms  # fitted on first use
+        return model

@@ -2,9 +2,10 @@
 
 A profile holds the device's identity (name, driver, torch version, date), optional
 analytical-model constants per dtype and mode (from `analytical.calibrate`; defaults where
-absent), and learned latency models per space and configuration (stored as their training
-rows, refitted on load). Loading one reads JSON
-and numbers only; it never executes anything from the file.
+absent), operator tables (measured op latencies per dtype, batch and mode, with their
+overlap constants), and learned latency models per space and configuration (stored as
+their training rows, refitted on load). Loading one reads JSON and numbers only; it never
+executes anything from the file. Version 1 files (no operator tables) still load.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ from __future__ import annotations
 import datetime as dt
 import importlib.resources
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.operators import Op
 from nasutil.predictor.analytical import KernelModel
 from nasutil.predictor.learned import LearnedLatencyModel
+from nasutil.predictor.operator_level import OperatorTable, Overlap
 
 PROFILE_FORMAT = "nasutil-device-profile"
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+OP_FIELDS = ("family", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kernel", "stride", "groups", "bias",
+             "variant")
 
 
 @dataclass
@@ -32,6 +38,8 @@ class LearnedEntry:
     features: str  # "encoding" or "encoding+operators"
     model: LearnedLatencyModel
     rows: int
+    #: held-out MAPE of each predictor for this space and configuration, scored when the profile was fitted
+    validation: dict[str, float] = field(default_factory=dict)
 
     def matches(self, space: str, dtype: str, batch_size: int, mode: str) -> bool:
         return (self.space, self.dtype, self.batch_size, self.mode) == (space, dtype, batch_size, mode)
@@ -46,6 +54,7 @@ class DeviceProfile:
     source: str = ""
     analytical: dict[str, KernelModel] = field(default_factory=dict)  # "dtype/mode" -> constants
     learned: list[LearnedEntry] = field(default_factory=list)
+    operators: list[OperatorTable] = field(default_factory=list)
 
     def kernel_model(self, dtype: str, mode: str) -> KernelModel:
         return self.analytical.get(f"{dtype}/{mode}", KernelModel())
@@ -58,8 +67,10 @@ class DeviceProfile:
             "format": PROFILE_FORMAT, "version": PROFILE_VERSION, "device_name": self.device_name,
             "driver_version": self.driver_version, "torch_version": self.torch_version, "created": self.created,
             "source": self.source, "analytical": {k: v.to_dict() for k, v in self.analytical.items()},
+            "operators": [_table_to_dict(t) for t in self.operators],
             "learned": [{"space": e.space, "dtype": e.dtype, "batch_size": e.batch_size, "mode": e.mode,
-                         "features": e.features, "rows": e.rows, "model": e.model.to_dict()} for e in self.learned],
+                         "features": e.features, "rows": e.rows, "validation": e.validation,
+                         "model": e.model.to_dict()} for e in self.learned],
         }
 
     def save(self, path: str | Path) -> None:
@@ -69,19 +80,47 @@ class DeviceProfile:
     def from_dict(cls, data: dict) -> DeviceProfile:
         if not isinstance(data, dict) or data.get("format") != PROFILE_FORMAT:
             raise NasutilError("not a nasutil device profile")
-        if data.get("version") != PROFILE_VERSION:
+        if data.get("version") not in READABLE_VERSIONS:
             raise NasutilError(f"unsupported profile version {data.get('version')!r} (this nasutil reads "
                                f"version {PROFILE_VERSION})")
         try:
             learned = [LearnedEntry(e["space"], e["dtype"], int(e["batch_size"]), e["mode"], e["features"],
-                                    LearnedLatencyModel.from_dict(e["model"]), int(e["rows"]))
+                                    LearnedLatencyModel.from_dict(e["model"]), int(e["rows"]),
+                                    {str(k): float(v) for k, v in e.get("validation", {}).items()})
                        for e in data.get("learned", [])]
             analytical = {k: KernelModel.from_dict(v) for k, v in data.get("analytical", {}).items()}
+            operators = [_table_from_dict(t) for t in data.get("operators", [])]
             return cls(device_name=str(data["device_name"]), driver_version=data.get("driver_version"),
                        torch_version=data.get("torch_version"), created=str(data.get("created", "")),
-                       source=str(data.get("source", "")), analytical=analytical, learned=learned)
+                       source=str(data.get("source", "")), analytical=analytical, learned=learned,
+                       operators=operators)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise NasutilError(f"malformed device profile: {exc}") from None
+
+
+def _table_to_dict(table: OperatorTable) -> dict:
+    return {"dtype": table.dtype, "batch_size": table.batch_size, "mode": table.mode, "scale": table.scale,
+            "per_op_us": table.per_op_us, "offset_us": table.offset_us, "calibrated_on": table.calibrated_on,
+            "by_space": {name: asdict(o) for name, o in table.by_space.items()},
+            "fields": [*OP_FIELDS, "us"],
+            "ops": [[getattr(op, f) for f in OP_FIELDS] + [round(us, 4)] for op, us in table.times_us.items()]}
+
+
+def _table_from_dict(data: dict) -> OperatorTable:
+    fields_ = data["fields"]
+    if list(fields_) != [*OP_FIELDS, "us"]:
+        raise ValueError(f"unexpected operator fields {fields_!r}")
+    times = {}
+    for row in data["ops"]:
+        us = float(row[-1])
+        if not (us > 0 and us < 1e9):
+            raise ValueError(f"operator latency {us!r} out of range")
+        times[Op.from_dict(dict(zip(OP_FIELDS, row[:-1])))] = us
+    return OperatorTable(str(data["dtype"]), int(data["batch_size"]), str(data["mode"]), times,
+                         float(data.get("scale", 1.0)), float(data.get("per_op_us", 0.0)),
+                         float(data.get("offset_us", 0.0)), int(data.get("calibrated_on", 0)),
+                         {str(k): Overlap(float(v["scale"]), float(v["per_op_us"]), float(v["offset_us"]),
+                                          int(v.get("calibrated_on", 0))) for k, v in data.get("by_space", {}).items()})
 
 
 def builtin_profiles() -> list[str]:

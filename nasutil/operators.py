@@ -1,0 +1,224 @@
+"""Operator lists: a network as the kernels it launches, for the predictors.
+
+An `Op` is one operator of a forward pass of a single image: a convolution,
+normalisation, activation, pooling, linear layer, or an element-wise op written in
+a module's `forward` (a residual addition, a squeeze-excite gate, the `0 + x` that
+Python's `sum` starts with). Ops are plain frozen values, so identical ops in
+different networks compare and hash equal: an operator-level device profile
+measures each distinct op once.
+
+Two ways to get a network's ops: `trace_ops` runs the network once on the CPU with
+hooks on its leaf modules and a dispatch mode for the element-wise ops between them
+(any network); a search space that knows its own structure can list them directly
+(`SearchSpace.operators`), which costs well under a millisecond. FLOPs follow
+`torch.utils.flop_counter`: a multiply-add is 2, everything but convolutions and
+matrix products is 0, so `network_flops(ops)` equals `count_model`'s total.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: families that launch work on the device; `Op.family` is one of these
+FAMILIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "gpool", "add", "mul", "scale", "cat",
+            "other")
+_ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh,
+                nn.LeakyReLU, nn.ELU)
+_NO_KERNEL = (nn.Identity, nn.Flatten, nn.Dropout)
+
+
+@dataclass(frozen=True, order=True)
+class Op:
+    """One operator for one image: input C x H x W, output C x H x W, and its configuration."""
+
+    family: str
+    c_in: int
+    h_in: int
+    w_in: int
+    c_out: int
+    h_out: int
+    w_out: int
+    kernel: int = 1
+    stride: int = 1
+    groups: int = 1
+    bias: bool = False
+    variant: str = ""  # activation or pooling type, "broadcast" for a gating multiply, ...
+
+    @property
+    def flops(self) -> int:
+        if self.family in ("conv", "dwconv", "gconv"):
+            return 2 * self.c_out * self.h_out * self.w_out * (self.c_in // self.groups) * self.kernel ** 2
+        if self.family == "linear":
+            return 2 * self.c_in * self.c_out
+        return 0
+
+    @property
+    def params(self) -> int:
+        if self.family in ("conv", "dwconv", "gconv"):
+            return self.c_out * (self.c_in // self.groups) * self.kernel ** 2 + (self.c_out if self.bias else 0)
+        if self.family == "linear":
+            return self.c_in * self.c_out + (self.c_out if self.bias else 0)
+        if self.family == "norm":
+            return 2 * self.c_out if self.bias else 0  # affine weight and bias
+        return 0
+
+    @property
+    def input_elems(self) -> int:
+        single = self.c_in * self.h_in * self.w_in
+        if self.family == "add":
+            return 2 * single
+        if self.family == "mul":
+            return single + (self.c_in if self.variant == "broadcast" else single)
+        return single
+
+    @property
+    def output_elems(self) -> int:
+        return self.c_out * self.h_out * self.w_out
+
+    def bytes(self, batch: int, elem_size: int) -> int:
+        """Activations in and out for `batch` images plus the weights read once."""
+        return ((self.input_elems + self.output_elems) * batch + self.params) * elem_size
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Op:
+        return cls(family=str(data["family"]), c_in=int(data["c_in"]), h_in=int(data["h_in"]),
+                   w_in=int(data["w_in"]), c_out=int(data["c_out"]), h_out=int(data["h_out"]),
+                   w_out=int(data["w_out"]), kernel=int(data.get("kernel", 1)), stride=int(data.get("stride", 1)),
+                   groups=int(data.get("groups", 1)), bias=bool(data.get("bias", False)),
+                   variant=str(data.get("variant", "")))
+
+
+def conv_out(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def network_flops(ops: Iterable[Op]) -> int:
+    return sum(op.flops for op in ops)
+
+
+def network_params(ops: Iterable[Op]) -> int:
+    return sum(op.params for op in ops)
+
+
+def _chw(t: torch.Tensor) -> tuple[int, int, int]:
+    shape = tuple(t.shape[1:])
+    if len(shape) == 3:
+        return shape  # type: ignore[return-value]
+    if len(shape) == 1:
+        return shape[0], 1, 1
+    return math.prod(shape), 1, 1
+
+
+def _leaf_op(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Op | None:
+    if isinstance(module, _NO_KERNEL):
+        return None
+    (ci, hi, wi), (co, ho, wo) = _chw(x), _chw(y)
+    shapes = dict(c_in=ci, h_in=hi, w_in=wi, c_out=co, h_out=ho, w_out=wo)
+    if isinstance(module, nn.Conv2d):
+        groups = module.groups
+        family = "conv" if groups == 1 else "dwconv" if groups == module.in_channels else "gconv"
+        return Op(family, **shapes, kernel=module.kernel_size[0], stride=module.stride[0], groups=groups,
+                  bias=module.bias is not None)
+    if isinstance(module, nn.Linear):
+        return Op("linear", **shapes, bias=module.bias is not None)
+    if isinstance(module, nn.BatchNorm2d):
+        return Op("norm", **shapes, bias=module.affine)
+    if isinstance(module, _ACTIVATIONS):
+        return Op("act", **shapes, variant=type(module).__name__.lower())
+    if isinstance(module, (nn.AvgPool2d, nn.MaxPool2d)):
+        kernel = module.kernel_size if isinstance(module.kernel_size, int) else module.kernel_size[0]
+        stride = module.stride if isinstance(module.stride, int) else module.stride[0]
+        variant = "avg" if isinstance(module, nn.AvgPool2d) else "max"
+        return Op("pool", **shapes, kernel=kernel, stride=stride, variant=variant)
+    if isinstance(module, (nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
+        return Op("gpool", **shapes, variant="avg" if isinstance(module, nn.AdaptiveAvgPool2d) else "max")
+    if type(module).__name__ == "Zero":
+        return Op("scale", **shapes, variant="zero")
+    return Op("other", **shapes, variant=type(module).__name__.lower())
+
+
+_VIEW_OPS = {"view", "_unsafe_view", "reshape", "flatten", "slice", "select", "t", "expand", "detach", "alias",
+             "as_strided", "unsqueeze", "squeeze", "permute", "transpose", "contiguous", "clone", "lift_fresh",
+             "_to_copy", "empty_like", "zeros_like"}
+
+
+class _FunctionalOps(TorchDispatchMode):
+    """Records element-wise ops that run outside leaf modules (residual adds, gates, `sum`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.ops: list[Op] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.depth == 0 and isinstance(out, torch.Tensor) and out.dim() >= 2:
+            self._record(func.overloadpacket.__name__.rstrip("_"), args, out)
+        return out
+
+    def _record(self, name: str, args: tuple, out: torch.Tensor) -> None:
+        if name in _VIEW_OPS:
+            return
+        tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 2]
+        c, h, w = _chw(out)
+        shapes = dict(c_in=c, h_in=h, w_in=w, c_out=c, h_out=h, w_out=w)
+        if name in ("add", "mul", "sub", "div") and len(tensors) == 2:
+            if name in ("add", "sub"):
+                self.ops.append(Op("add", **shapes))
+            else:
+                same = tensors[0].shape == tensors[1].shape
+                self.ops.append(Op("mul", **shapes, variant="" if same else "broadcast"))
+        elif name in ("add", "mul", "sub", "div") and len(tensors) == 1:
+            self.ops.append(Op("scale", **shapes, variant=name))
+        elif name == "cat":
+            self.ops.append(Op("cat", **shapes))
+        else:
+            self.ops.append(Op("other", **shapes, variant=name))
+
+
+def trace_ops(model: nn.Module, input_size: int, in_channels: int = 3) -> list[Op]:
+    """Run `model` once on a single zero image (CPU, eval, no grad) and list its ops in order."""
+    from nasutil.counting import leaf_modules
+
+    was_training = model.training
+    model.eval()
+    recorder = _FunctionalOps()
+    handles = []
+
+    def pre_hook(module, args):
+        recorder.depth += 1
+
+    def post_hook(module, args, output):
+        recorder.depth -= 1
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if x is not None and isinstance(output, torch.Tensor):
+            op = _leaf_op(module, x, output)
+            if op is not None:
+                recorder.ops.append(op)
+
+    for _, module in leaf_modules(model):
+        handles.append(module.register_forward_pre_hook(pre_hook))
+        handles.append(module.register_forward_hook(post_hook))
+    param = next(model.parameters(), None)
+    x = torch.zeros(1, in_channels, input_size, input_size,
+                    dtype=param.dtype if param is not None else torch.float32)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad(), recorder:
+            model(x)
+    finally:
+        torch.set_num_threads(threads)
+        for h in handles:
+            h.remove()
+        model.train(was_training)
+    return recorder.ops
