@@ -218,3 +218,24 @@ def test_malformed_profiles_are_rejected(tmp_path):
                                "operators": [table]}))
     with pytest.raises(NasutilError, match="malformed"):
         load_profile(str(bad))
+
+
+def test_profile_next_prints_unmeasured_archs_to_measure(cli, tmp_path):
+    import csv
+
+    with open(RESULTS / "predictor_data_nb201.csv") as fh:
+        reader = csv.DictReader(fh)
+        rows = [r for r in reader if r["batch_size"] == "256" and r["mode"] == "cudagraph"][:60]
+    small = tmp_path / "m.csv"
+    with small.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    r = cli("profile", "next", "nb201", str(small), "--count", "4", "--pool", "300")
+    assert r.returncode == 0, r.stderr
+    picked = r.stdout.split()
+    space = get_space("nb201")
+    assert len(set(picked)) == 4 and not set(picked) & {row["arch"] for row in rows}
+    assert all(space.parse(a) for a in picked)
+    r = cli("profile", "next", "nb201", str(small), "--batch-size", "8")
+    assert r.returncode == 2 and "need at least 10 measured" in r.stderr

@@ -67,6 +67,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="worker processes for the network measurements (default: half the CPU cores, at most 8)")
     b.add_argument("--seed", type=non_negative_int, default=0)
     b.set_defaults(handler=cmd_profile_build)
+    n = psub.add_parser("next", help="which archs to measure next: where learned predictors disagree most",
+                        description="Print COUNT arch strings (one per line, for `nasutil measure --archs`) from a "
+                                    "sampled pool, chosen where an ensemble fitted on the measurements so far "
+                                    "disagrees most. Measure them, add the results, repeat.")
+    n.add_argument("space")
+    n.add_argument("measurements", nargs="+", type=Path, help="files or folders of evaluator results")
+    n.add_argument("--count", type=positive_int, default=50)
+    n.add_argument("--pool", type=positive_int, default=5000, help="candidates sampled to choose from")
+    n.add_argument("--profile", default="h200", help="profile whose operator tables feed the features")
+    n.add_argument("--batch-size", type=positive_int, default=256)
+    n.add_argument("--dtype", choices=DTYPES, default="fp16")
+    n.add_argument("--mode", choices=MODES, default="cudagraph")
+    n.add_argument("--seed", type=non_negative_int, default=0)
+    n.set_defaults(handler=cmd_profile_next)
     s = psub.add_parser("show", help="what a profile holds")
     s.add_argument("profile", nargs="?", default="h200")
     s.set_defaults(handler=cmd_profile_show)
@@ -201,6 +215,48 @@ def _save(profile, path: Path) -> None:
     entries = ", ".join(f"{e.space} {e.dtype} b{e.batch_size} {e.mode} ({e.rows} archs)" for e in profile.learned)
     console().print(f"wrote {path}: {escape(profile.device_name)}; operator tables: {escape(tables)}; "
                     f"learned models: {escape(entries or 'none')}")
+
+
+def cmd_profile_next(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from nasutil.predictor.active import choose_next
+    from nasutil.predictor.analytical import AnalyticalPredictor
+    from nasutil.predictor.base import PredictTarget
+    from nasutil.predictor.fit import feature_vector, median_latencies, read_measurements
+    from nasutil.predictor.operator_level import OperatorPredictor
+    from nasutil.predictor.profile import load_profile
+    from nasutil.registry import get_space
+
+    space = get_space(args.space)
+    profile = load_profile(args.profile)
+    rows = read_measurements(args.measurements)
+    devices = {r["device_name"] for r in rows}
+    if len(devices) > 1:
+        raise NasutilError(f"measurements must come from one device, found {sorted(devices)}")
+    latencies = median_latencies(rows).get((args.space, args.dtype, args.batch_size, args.mode), {})
+    if len(latencies) < 10:
+        raise NasutilError(f"need at least 10 measured {args.space} archs at {args.dtype}, batch {args.batch_size}, "
+                           f"{args.mode}; found {len(latencies)} (measure a random sample first)")
+    target = PredictTarget(devices.pop(), args.dtype, args.batch_size, args.mode)
+    analytical = AnalyticalPredictor(profile.kernel_model(args.dtype, args.mode))
+    operators = OperatorPredictor(profile.operators) if profile.operators else None
+
+    def features(text: str) -> np.ndarray:
+        arch = space.parse(text)
+        return feature_vector(arch.encode(), space.operators(arch), target, "encoding+operators", analytical,
+                              operators, args.space)
+
+    measured = list(latencies)
+    sampled = dict.fromkeys(a.to_string() for a in space.sample_many(args.pool, args.seed))
+    pool = [a for a in sampled if a not in latencies]
+    if not pool:
+        raise NasutilError("every sampled candidate is measured already (raise --pool or change --seed)")
+    picks = choose_next(np.array([features(a) for a in measured]), np.array([latencies[a] for a in measured]),
+                        np.array([features(a) for a in pool]), args.count, seed=args.seed)
+    for index in picks:
+        print(pool[index])
+    return 0
 
 
 def cmd_profile_show(args: argparse.Namespace) -> int:
