@@ -82,8 +82,8 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     """One learned model per (space, dtype, batch size, mode) with at least `min_rows` distinct archs.
 
     Measurements taken while the SM clock was below `min_clock_ratio` of the highest clock seen
-    in their group are left out; repeated measurements of an arch are reduced to their median.
-    With `base` (a profile with operator tables), the tables' overlap constants are fitted to
+    in their group, or at another input size than the space's default, are left out; repeated
+    measurements of an arch are reduced to their median. With `base` (a profile with operator tables), the tables' overlap constants are fitted to
     the same measurements and the learned models see the operator-level prediction too."""
     if features not in FEATURE_SETS:
         raise NasutilError(f"unknown feature set {features!r} (choose from {', '.join(FEATURE_SETS)})")
@@ -99,6 +99,7 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     profile.source = source or profile.source
     profile.learned = []
     operators = OperatorPredictor(profile.operators) if profile.operators else None
+    rows = [r for r in rows if r.get("space") not in ("torchvision", "timm") and _default_size(r)]
     groups = median_latencies(rows, min_clock_ratio)
     networks: dict[tuple, dict[str, tuple[list[Op], np.ndarray]]] = {}
     for (space_name, dtype, batch, mode), latencies in sorted(groups.items()):
@@ -127,6 +128,11 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     if not profile.learned and not profile.operators:
         raise NasutilError(f"no (space, dtype, batch, mode) group has {min_rows} or more distinct architectures")
     return profile
+
+
+def _default_size(row: dict) -> bool:
+    size = row.get("input_size")
+    return size in (None, "") or int(size) == get_space(row["space"]).default_input_size
 
 
 def _validate(x: np.ndarray, y: np.ndarray, op_level: np.ndarray | None, held_out: float = 0.2) -> dict[str, float]:
