@@ -28,7 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 #: families that launch work on the device; `Op.family` is one of these
 FAMILIES = ("conv", "dwconv", "gconv", "linear", "norm", "act", "pool", "gpool", "add", "mul", "scale", "cat",
             "other")
-_ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh,
+ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.GELU, nn.SiLU, nn.Hardswish, nn.Hardsigmoid, nn.Sigmoid, nn.Tanh,
                 nn.LeakyReLU, nn.ELU)
 _NO_KERNEL = (nn.Identity, nn.Flatten, nn.Dropout)
 
@@ -132,7 +132,7 @@ def _leaf_op(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Op | None:
         return Op("linear", **shapes, bias=module.bias is not None)
     if isinstance(module, nn.BatchNorm2d):
         return Op("norm", **shapes, bias=module.affine)
-    if isinstance(module, _ACTIVATIONS):
+    if isinstance(module, ACTIVATIONS):
         return Op("act", **shapes, variant=type(module).__name__.lower())
     if isinstance(module, (nn.AvgPool2d, nn.MaxPool2d)):
         kernel = module.kernel_size if isinstance(module.kernel_size, int) else module.kernel_size[0]

@@ -69,24 +69,9 @@ def _waves_factor(op: Op, batch: int, sms: int) -> float:
     return waves * sms / tiles
 
 
-def op_time_us(op: Op, target: PredictTarget, model: KernelModel, peak_tflops: float, bandwidth_gbs: float,
-               sms: int, elem: int, fused: bool = False) -> float:
-    cls = op_class(op)
-    if fused and op.family in FUSABLE:
-        return 0.0
-    batch = target.batch_size
-    memory_us = op.bytes(batch, elem) / (bandwidth_gbs * 1e3 * model.memory_efficiency)
-    compute_us = 0.0
-    if op.flops:
-        efficiency = {"dense": model.dense_efficiency, "pointwise": model.pointwise_efficiency,
-                      "depthwise": model.depthwise_efficiency}.get(cls, model.depthwise_efficiency)
-        compute_us = op.flops * batch / (peak_tflops * 1e6 * efficiency)
-        if cls in ("dense", "pointwise"):
-            compute_us *= _waves_factor(op, batch, sms)
-    kernel = max(compute_us, memory_us) + model.kernel_us
-    if target.mode == "eager":
-        return max(kernel, model.launch_us)
-    return kernel + model.graph_gap_us
+def op_time_us(op: Op, target: PredictTarget, model: KernelModel) -> float:
+    """One op's predicted time (microseconds)."""
+    return _latency_ms(_op_arrays([op], target), model) * 1e3
 
 
 class AnalyticalPredictor(Predictor):
@@ -96,17 +81,7 @@ class AnalyticalPredictor(Predictor):
         self.model = model or KernelModel()
 
     def predict_latency_ms(self, ops: list[Op], target: PredictTarget) -> float:
-        spec = lookup(target.device_name)
-        if spec is None:
-            raise NasutilError(f"no datasheet entry for device {target.device_name!r}")
-        peak = spec.peak(target.dtype)
-        if peak is None:
-            raise NasutilError(f"{spec.name} has no {target.dtype} peak")
-        elem = element_size(target.dtype)
-        fused = target.mode == "compile"
-        total = sum(op_time_us(op, target, self.model, peak, spec.memory_bandwidth_gbs, spec.sm_count, elem, fused)
-                    for op in ops)
-        return total / 1e3
+        return _latency_ms(_op_arrays(ops, target), self.model)
 
 
 def calibrate(samples: list[tuple[list[Op], PredictTarget, float]], start: KernelModel | None = None,
@@ -132,7 +107,8 @@ _CLASSES = ("dense", "pointwise", "depthwise", "memory")
 
 
 def _op_arrays(ops: list[Op], target: PredictTarget) -> dict:
-    """Per-op work in microseconds at efficiency 1, so that calibration's inner loop is array arithmetic."""
+    """Per-op compute and memory time in microseconds at efficiency 1 (compute stretched by wave
+    quantization), so that predicting, and calibration's inner loop, are array arithmetic."""
     spec = lookup(target.device_name)
     if spec is None:
         raise NasutilError(f"no datasheet entry for device {target.device_name!r}")

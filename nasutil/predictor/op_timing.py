@@ -17,12 +17,15 @@ import torch
 import torch.nn as nn
 
 from nasutil.evaluator.dtypes import torch_dtype
-from nasutil.operators import Op
+from nasutil.operators import ACTIVATIONS, Op
 from nasutil.predictor.base import PredictTarget
 
-_ACTIVATIONS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "gelu": nn.GELU, "silu": nn.SiLU, "hardswish": nn.Hardswish,
-                "hardsigmoid": nn.Hardsigmoid, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "leakyrelu": nn.LeakyReLU,
-                "elu": nn.ELU}
+_ACTIVATION_BY_NAME = {cls.__name__.lower(): cls for cls in ACTIVATIONS}
+
+
+def _padding(op: Op) -> int:
+    """The symmetric padding that turns the op's input size into its output size."""
+    return max(0, ((op.h_out - 1) * op.stride + op.kernel - op.h_in + 1) // 2)
 
 
 def op_callable(op: Op, batch: int, device: torch.device, dtype: torch.dtype,
@@ -37,20 +40,18 @@ def op_callable(op: Op, batch: int, device: torch.device, dtype: torch.dtype,
     x = tensor(op.c_in, op.h_in, op.w_in)
     module: nn.Module | None = None
     if op.family in ("conv", "dwconv", "gconv"):
-        padding = max(0, ((op.h_out - 1) * op.stride + op.kernel - op.h_in + 1) // 2)
-        module = nn.Conv2d(op.c_in, op.c_out, op.kernel, op.stride, padding, groups=op.groups, bias=op.bias)
+        module = nn.Conv2d(op.c_in, op.c_out, op.kernel, op.stride, _padding(op), groups=op.groups, bias=op.bias)
     elif op.family == "linear":
         x = torch.randn(batch, op.c_in, device=device, dtype=dtype)
         module = nn.Linear(op.c_in, op.c_out, bias=op.bias)
     elif op.family == "norm":
         module = nn.BatchNorm2d(op.c_in, affine=op.bias)
     elif op.family == "act":
-        module = _ACTIVATIONS.get(op.variant, nn.ReLU)()
+        module = _ACTIVATION_BY_NAME.get(op.variant, nn.ReLU)()
     elif op.family == "pool":
         pool = nn.MaxPool2d if op.variant == "max" else nn.AvgPool2d
-        padding = max(0, ((op.h_out - 1) * op.stride + op.kernel - op.h_in + 1) // 2)
         kwargs = {} if op.variant == "max" else {"count_include_pad": False}
-        module = pool(op.kernel, op.stride, padding, **kwargs)
+        module = pool(op.kernel, op.stride, _padding(op), **kwargs)
     elif op.family == "gpool":
         module = nn.AdaptiveMaxPool2d(1) if op.variant == "max" else nn.AdaptiveAvgPool2d(1)
     if module is not None:

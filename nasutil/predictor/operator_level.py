@@ -142,11 +142,9 @@ _ROOF_MODEL = KernelModel()
 
 def _roofline_us(op: Op, target: PredictTarget) -> float:
     spec = lookup(target.device_name)
-    if spec is None:
-        return 1.0 + op.bytes(target.batch_size, 2) / 1e6  # unknown device: bytes still order the ops
-    peak = spec.peak(target.dtype) or spec.peak("fp32") or 1.0
-    return op_time_us(op, target, _ROOF_MODEL, peak, spec.memory_bandwidth_gbs, spec.sm_count,
-                      element_size(target.dtype))
+    if spec is None or spec.peak(target.dtype) is None:
+        return 1.0 + op.bytes(target.batch_size, element_size(target.dtype)) / 1e6  # bytes still order the ops
+    return op_time_us(op, target, _ROOF_MODEL)
 
 
 def fit_overlap(table: OperatorTable, predictor: OperatorPredictor, target: PredictTarget,
