@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Reproduce the experiment from the repository root: predictions of all 15,625 cells (once; resumes
+# where it stopped), 40 searches (10 seeds x {NSGA-II, random} x {no pruning, dominated_throughput}),
+# then the analysis.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+python experiments/nb201_pruning/predict_all.py --workers 2
+rm -rf experiments/nb201_pruning/runs
+nasutil-search --config-dir experiments/nb201_pruning --config-name nb201_pruning -m \
+    'seed=range(0,10)' prune=none,dominated_throughput sampler=nsga2,random
+python experiments/nb201_pruning/analyze.py

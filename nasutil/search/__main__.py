@@ -1,0 +1,8 @@
+"""`python -m nasutil.search`: the same Hydra app as the `nasutil-search` command."""
+
+import sys
+
+from nasutil.search.app import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""The search loop: one Optuna trial per candidate, pruned on predictions before any training.
+
+Per trial: the space suggests an arch through the trial; the predictor scores it; the prune policy
+may end it (state PRUNED, `prune_stage=before_training`, with its reason); otherwise it is trained
+(an Optuna pruner may stop it early: `prune_stage=during_training`), measured where a GPU is
+configured, and its objective values go to the study. Everything a trial learned is stored as its
+user attributes, so outputs, resumed runs and policies read it back from the storage alone.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from nasutil.errors import NasutilError
+from nasutil.search.measure import Measurer
+from nasutil.search.objectives import Objectives
+from nasutil.search.predictors import CandidatePredictor
+from nasutil.search.prune import PrunePolicy, history_from
+from nasutil.search.trainers import Trainer
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+class StoppedEarly(Exception):
+    def __init__(self, step: int, accuracy: float, pruner: str) -> None:
+        super().__init__(f"stopped at step {step} (accuracy {accuracy:.2f}%) by {pruner}")
+        self.step, self.accuracy = step, accuracy
+
+
+class EarlyStopping:
+    """Runs an Optuna pruner on intermediate accuracy, for single- and multi-objective studies alike.
+
+    Optuna pruners read a single-objective study's intermediate values, and a multi-objective study
+    accepts none, so the curves go to a companion in-memory study (maximise accuracy) that the
+    pruner judges; it is rebuilt from the curves stored on the main study's trials when resuming.
+    """
+
+    def __init__(self, pruner: optuna.pruners.BasePruner | None, previous: list[FrozenTrial]) -> None:
+        self.pruner = pruner
+        self.name = type(pruner).__name__ if pruner is not None else "none"
+        self.study = optuna.create_study(direction="maximize", pruner=pruner or optuna.pruners.NopPruner(),
+                                         sampler=optuna.samplers.RandomSampler(seed=0))
+        for t in previous:
+            curve = {int(k): float(v) for k, v in (t.user_attrs.get("curve") or {}).items()}
+            if not curve or t.state not in FINISHED:
+                continue
+            final = t.user_attrs.get("accuracy")
+            complete = t.state == TrialState.COMPLETE and final is not None
+            self.study.add_trial(optuna.create_trial(
+                state=TrialState.COMPLETE if complete else TrialState.PRUNED,
+                value=float(final) if complete else None, intermediate_values=curve))
+
+    def start(self, curve: dict[str, float]) -> _Reporter:
+        return _Reporter(self, self.study.ask(), curve)
+
+
+class _Reporter:
+    def __init__(self, owner: EarlyStopping, trial: optuna.Trial, curve: dict[str, float]) -> None:
+        self.owner, self.trial, self.curve = owner, trial, curve
+        self.last_step = 0
+
+    def report(self, step: int, accuracy: float) -> None:
+        self.curve[str(step)] = float(accuracy)
+        self.last_step = step
+        self.trial.report(float(accuracy), step)
+        if self.owner.pruner is not None and self.trial.should_prune():
+            self.owner.study.tell(self.trial, state=TrialState.PRUNED)
+            raise StoppedEarly(step, accuracy, self.owner.name)
+
+    def finish(self, accuracy: float | None) -> None:
+        if accuracy is None:
+            self.owner.study.tell(self.trial, state=TrialState.FAIL)
+        else:
+            self.owner.study.tell(self.trial, float(accuracy))
+
+
+@dataclass
+class Counts:
+    """What the study holds, by outcome."""
+
+    finished: int = 0
+    trained: int = 0  # trained to the end (duplicates of an already trained arch excluded)
+    duplicates: int = 0
+    pruned_before: int = 0
+    stopped_early: int = 0
+    failed: int = 0
+    running: int = 0
+    epochs: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trials: list[FrozenTrial]) -> Counts:
+        c = cls()
+        for t in trials:
+            stage = t.user_attrs.get("prune_stage")
+            c.epochs += float(t.user_attrs.get("training_epochs") or 0.0)
+            if t.state in FINISHED:
+                c.finished += 1
+            if t.state == TrialState.COMPLETE:
+                if t.user_attrs.get("duplicate_of") is not None:
+                    c.duplicates += 1
+                else:
+                    c.trained += 1
+            elif t.state == TrialState.PRUNED and stage == "before_training":
+                c.pruned_before += 1
+                kind = str(t.user_attrs.get("prune_policy", "policy"))
+                c.reasons[kind] = c.reasons.get(kind, 0) + 1
+            elif t.state == TrialState.PRUNED:
+                c.stopped_early += 1
+            elif t.state == TrialState.FAIL:
+                c.failed += 1
+            elif t.state == TrialState.RUNNING:
+                c.running += 1
+        return c
+
+    @property
+    def trainings(self) -> int:
+        """Candidates that cost any training (to the end or stopped early)."""
+        return self.trained + self.stopped_early
+
+
+class Search:
+    """One study and the parts that score, prune, train and measure its candidates."""
+
+    def __init__(self, study: optuna.Study, space_spec: str, predictor: CandidatePredictor, policy: PrunePolicy,
+                 trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
+                 pruner: optuna.pruners.BasePruner | None = None) -> None:
+        from nasutil.registry import get_space
+
+        self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
+        self.predictor, self.policy, self.trainer = predictor, policy, trainer
+        self.objectives, self.measurer = objectives, measurer
+        self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False))
+
+    # -- one trial -------------------------------------------------------------------------------
+
+    def objective(self, trial: optuna.Trial) -> list[float]:
+        record: dict[str, Any] = {}
+        try:
+            return self._objective(trial, record)
+        except optuna.TrialPruned:
+            raise
+        except Exception as exc:
+            self._store(trial, record)
+            reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NasutilError) else str(exc)
+            trial.set_user_attr("fail_reason", reason.splitlines()[0] if reason else type(exc).__name__)
+            if not isinstance(exc, NasutilError):
+                trial.set_user_attr("fail_traceback", traceback.format_exc(limit=-3))
+            raise
+
+    def _objective(self, trial: optuna.Trial, record: dict[str, Any]) -> list[float]:
+        arch = self.space.suggest(trial)
+        text = arch.to_string()
+        trial.set_user_attr("arch", text)
+        earlier = self.study.get_trials(deepcopy=False, states=FINISHED)
+        scored = self.predictor.score(text)
+        record.update(predictor=scored.predictor, predicted_latency_ms=scored.latency_ms,
+                      predicted_throughput_per_s=scored.throughput_per_s, predicted_utilization=scored.utilization,
+                      flops_per_image=scored.flops_per_image, params=scored.params)
+
+        reason = self.policy.decide(scored, history_from([_with_accuracy(t) for t in earlier]))
+        if reason is not None:
+            record.update(prune_stage="before_training", prune_policy=self.policy.name, prune_reason=reason,
+                          training_epochs=0.0)
+            self._store(trial, record)
+            raise optuna.TrialPruned(reason)
+
+        same = next((t for t in earlier if t.state == TrialState.COMPLETE and t.user_attrs.get("arch") == text
+                     and t.user_attrs.get("duplicate_of") is None), None)
+        if same is not None:  # the sampler proposed an arch the study already trained: reuse, do not retrain
+            keep = ("accuracy", "accuracy_detail", *(k for k in same.user_attrs if k.startswith("measured_")))
+            record.update({k: same.user_attrs[k] for k in keep if k in same.user_attrs})
+            record.update(duplicate_of=same.number, training_epochs=0.0)
+        else:
+            self._train(trial, text, record)
+        if "accuracy" not in record:
+            raise NasutilError("trainer returned no accuracy")
+        if self.measurer is not None and "measured_latency_ms" not in record:
+            record.update(self.measurer.measure(self.space_spec, text))
+        record["hardware_source"] = "measured" if record.get("measured_latency_ms") is not None else "predicted"
+        figures = {**record, **hardware_figures(record)}
+        constraints = self.objectives.constraints(figures)
+        if constraints:
+            record["constraints"] = constraints
+        values = self.objectives.values(figures)
+        self._store(trial, record)
+        if constraints and hasattr(trial, "set_constraint"):
+            for key, value in constraints.items():
+                trial.set_constraint(key, value)
+        return values
+
+    def _train(self, trial: optuna.Trial, text: str, record: dict[str, Any]) -> None:
+        curve: dict[str, float] = {}
+        reporter = self.early.start(curve)
+        try:
+            result = self.trainer.train(self.space, text, reporter, trial_number=trial.number)
+        except StoppedEarly as stop:
+            record.update(prune_stage="during_training", prune_policy=f"pruner:{self.early.name}",
+                          prune_reason=str(stop), accuracy_partial=stop.accuracy, training_epochs=float(stop.step),
+                          curve=curve)
+            self._store(trial, record)
+            raise optuna.TrialPruned(str(stop)) from None
+        except BaseException:
+            reporter.finish(None)
+            record.update(training_epochs=float(reporter.last_step), curve=curve)
+            self._store(trial, record)
+            raise
+        reporter.finish(result.accuracy)
+        record.update(accuracy=result.accuracy, training_epochs=result.epochs, curve=curve,
+                      accuracy_detail=result.extra)
+
+    @staticmethod
+    def _store(trial: optuna.Trial, record: dict[str, Any]) -> None:
+        for key, value in record.items():
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                continue
+            trial.set_user_attr(key, value)
+        record.clear()
+
+    # -- the study -------------------------------------------------------------------------------
+
+    def counts(self) -> Counts:
+        return Counts.of(self.study.get_trials(deepcopy=False))
+
+    def run(self, n_trials: int, timeout_s: float | None = None,
+            on_trial: Callable[[Counts, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5) -> Counts:
+        """Run until the study holds `n_trials` finished (trained or pruned) trials. A trial that fails
+        is recorded with its reason and the search goes on, without counting it toward the budget;
+        if the first `max_failures_in_a_row` trials of this run all fail, the cause is systematic
+        (a broken predictor, say) and the run stops with that reason."""
+        remaining = n_trials - self.counts().finished
+        if remaining <= 0:
+            return self.counts()
+        streak: list[str] = []
+        succeeded = False
+
+        def after(study: optuna.Study, trial: FrozenTrial) -> None:
+            nonlocal succeeded
+            counts = Counts.of(study.get_trials(deepcopy=False))
+            if trial.state == TrialState.FAIL:
+                streak.append(str(trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason", "")))
+            else:
+                succeeded = True
+                streak.clear()
+            if on_trial is not None:
+                on_trial(counts, trial)
+            if counts.finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
+                study.stop()
+
+        # Each failure spends an attempt; allow as many failed attempts as the budget itself.
+        self.study.optimize(self.objective, n_trials=2 * remaining, timeout=timeout_s, catch=(Exception,),
+                            callbacks=[after], gc_after_trial=False, show_progress_bar=False)
+        if not succeeded and len(streak) >= max_failures_in_a_row:
+            raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
+        return self.counts()
+
+    def close(self) -> None:
+        if self.measurer is not None:
+            self.measurer.close()
+
+
+def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Latency, throughput and utilization of a trial: measured where it was measured, else predicted."""
+    source = "measured" if attrs.get("measured_latency_ms") is not None else "predicted"
+    return {key: attrs.get(f"{source}_{key}") for key in ("latency_ms", "throughput_per_s", "utilization")}
+
+
+def _with_accuracy(t: FrozenTrial) -> dict[str, Any]:
+    """A trial's record, with accuracy only where it was trained to the end."""
+    record = dict(t.user_attrs)
+    if t.state != TrialState.COMPLETE:
+        record.pop("accuracy", None)
+    return record

@@ -1,0 +1,105 @@
+"""The study's objectives and constraints, from the figures a trial gathered."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nasutil.errors import NasutilError
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    direction: str  # "maximize" or "minimize"
+    key: str  # the trial record field it reads
+    label: str  # axis label
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in (
+    Metric("accuracy", "maximize", "accuracy", "accuracy (%)"),
+    Metric("throughput", "maximize", "throughput_per_s", "throughput (images/s)"),
+    Metric("latency", "minimize", "latency_ms", "latency per batch (ms)"),
+    Metric("utilization", "maximize", "utilization", "utilization (fraction of peak)"),
+    Metric("params", "minimize", "params", "parameters"),
+    Metric("flops", "minimize", "flops_per_image", "FLOPs per image"),
+)}
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """Metrics in study order, plus constraints a feasible trial must meet (<= 0 is feasible)."""
+
+    metrics: tuple[Metric, ...]
+    latency_slo_ms: float | None = None
+    min_accuracy: float | None = None
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> Objectives:
+        names = list(cfg.get("metrics") or [])
+        if not names:
+            raise NasutilError("objectives.metrics is empty (e.g. [accuracy, throughput])")
+        unknown = [n for n in names if n not in METRICS]
+        if unknown:
+            raise NasutilError(f"unknown objective {unknown[0]!r} (choose from {', '.join(METRICS)})")
+        if len(set(names)) != len(names):
+            raise NasutilError(f"objectives.metrics repeats a metric: {names}")
+        slo, floor = cfg.get("latency_slo_ms"), cfg.get("min_accuracy")
+        if slo is not None and not float(slo) > 0:
+            raise NasutilError(f"objectives.latency_slo_ms must be positive, got {slo}")
+        return cls(tuple(METRICS[n] for n in names), None if slo is None else float(slo),
+                   None if floor is None else float(floor))
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    @property
+    def directions(self) -> list[str]:
+        return [m.direction for m in self.metrics]
+
+    @property
+    def hardware(self) -> list[Metric]:
+        return [m for m in self.metrics if m.name != "accuracy"]
+
+    def values(self, record: dict[str, Any]) -> list[float]:
+        out = []
+        for m in self.metrics:
+            value = record.get(m.key)
+            if value is None:
+                raise NasutilError(f"trial has no {m.name} to report")
+            out.append(float(value))
+        return out
+
+    def constraints(self, record: dict[str, Any]) -> dict[str, float]:
+        """Constraint name -> value; feasible where every value is <= 0."""
+        out = {}
+        if self.latency_slo_ms is not None and record.get("latency_ms") is not None:
+            out["latency_slo"] = float(record["latency_ms"]) - self.latency_slo_ms
+        if self.min_accuracy is not None and record.get("accuracy") is not None:
+            out["min_accuracy"] = self.min_accuracy - float(record["accuracy"])
+        return out
+
+
+def pareto_mask(values: Sequence[Sequence[float]], directions: Sequence[str]) -> list[bool]:
+    """True for each point no other point dominates (at least as good everywhere, better somewhere)."""
+    signed = [[v if d == "maximize" else -v for v, d in zip(row, directions)] for row in values]
+    mask = []
+    for i, a in enumerate(signed):
+        dominated = any(all(x >= y for x, y in zip(b, a)) and any(x > y for x, y in zip(b, a))
+                        for j, b in enumerate(signed) if j != i)
+        mask.append(not dominated)
+    return mask
+
+
+def hypervolume_2d(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+    """Area dominated by `points` (both objectives maximised) and bounded below by `reference`."""
+    rx, ry = reference
+    inside = sorted(((x, y) for x, y in points if x > rx and y > ry), key=lambda p: -p[0])
+    area, best_y = 0.0, ry
+    for x, y in inside:  # sweep from the largest first objective down
+        if y > best_y:
+            area += (x - rx) * (y - best_y)
+            best_y = y
+    return area

@@ -1,0 +1,232 @@
+"""Prune-before-training policies: end a trial on its predicted figures, before paying to train it.
+
+A policy sees the candidate's prediction and what the study has seen so far (every candidate it
+scored, and the accuracy of those it trained) and returns a reason to prune, or None to train.
+Built-in policies are registered by name; `register_policy` adds more, and a config may also name
+a class as `module:Class`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from nasutil.errors import NasutilError
+from nasutil.search.predictors import Scored
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An earlier candidate: its predicted figures and, where it was trained to the end, its accuracy."""
+
+    throughput_per_s: float
+    latency_ms: float
+    utilization: float | None
+    accuracy: float | None = None  # None: pruned before training, stopped early or failed
+
+
+@dataclass
+class History:
+    """What the study has seen before the current candidate, oldest first."""
+
+    seen: list[Seen] = field(default_factory=list)
+
+    @property
+    def trained(self) -> list[Seen]:
+        return [s for s in self.seen if s.accuracy is not None]
+
+    def front(self) -> list[Seen]:
+        """Trained candidates that no other trained one beats on both accuracy and predicted throughput,
+        fastest first."""
+        best = -math.inf
+        out = []
+        for s in sorted(self.trained, key=lambda s: (-s.throughput_per_s, -s.accuracy)):
+            if s.accuracy > best:
+                out.append(s)
+                best = s.accuracy
+        return out
+
+
+class PrunePolicy(ABC):
+    """Decides, from predictions only, whether a candidate is worth training."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        """A one-line reason to prune the candidate, or None to train it."""
+
+    def describe(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{self.name} ({params})" if params else self.name
+
+
+_POLICIES: dict[str, type[PrunePolicy]] = {}
+
+
+def register_policy(cls: type[PrunePolicy]) -> type[PrunePolicy]:
+    """Register a policy class under its `name` (usable as a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, PrunePolicy)):
+        raise TypeError(f"{cls!r} is not a PrunePolicy subclass")
+    _POLICIES[cls.name] = cls
+    return cls
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+@register_policy
+class NoPruning(PrunePolicy):
+    """Train every candidate (the baseline)."""
+
+    name = "none"
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        return None
+
+
+@register_policy
+class UtilizationThreshold(PrunePolicy):
+    """Skip networks predicted to use less than `threshold` of the GPU's datasheet peak."""
+
+    name = "utilization_threshold"
+
+    def __init__(self, threshold: float) -> None:
+        if not 0 <= threshold <= 1:
+            raise NasutilError(f"prune.threshold must be a utilization in [0, 1], got {threshold}")
+        self.threshold = float(threshold)
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        u = candidate.utilization
+        if u is not None and u < self.threshold:
+            return f"predicted utilization {u:.2%} < threshold {self.threshold:.2%}"
+        return None
+
+
+@register_policy
+class UtilizationQuantile(PrunePolicy):
+    """Skip networks predicted to use the GPU worse than most of what the study has seen: adapts to
+    the space and device without a hand-set threshold."""
+
+    name = "utilization_quantile"
+
+    def __init__(self, quantile: float = 0.5, warmup_trials: int = 10) -> None:
+        if not 0 <= quantile < 1:
+            raise NasutilError(f"prune.quantile must be in [0, 1), got {quantile}")
+        if warmup_trials < 0:
+            raise NasutilError(f"prune.warmup_trials must be >= 0, got {warmup_trials}")
+        self.quantile, self.warmup_trials = float(quantile), int(warmup_trials)
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        seen = [s.utilization for s in history.seen if s.utilization is not None]
+        if candidate.utilization is None or len(seen) < max(1, self.warmup_trials):
+            return None
+        cut = float(np.quantile(seen, self.quantile))
+        if candidate.utilization < cut:
+            return (f"predicted utilization {candidate.utilization:.2%} < {self.quantile:g} quantile "
+                    f"{cut:.2%} of {len(seen)} scored")
+        return None
+
+
+@register_policy
+class LatencySLO(PrunePolicy):
+    """Skip networks predicted to miss the latency SLO: they would be infeasible anyway."""
+
+    name = "latency_slo"
+
+    def __init__(self, max_latency_ms: float | None) -> None:
+        if max_latency_ms is None or not max_latency_ms > 0:
+            raise NasutilError("prune=latency_slo needs a positive prune.max_latency_ms "
+                               "(or objectives.latency_slo_ms)")
+        self.max_latency_ms = float(max_latency_ms)
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        if candidate.latency_ms > self.max_latency_ms:
+            return f"predicted latency {candidate.latency_ms:.3f} ms > SLO {self.max_latency_ms:g} ms"
+        return None
+
+
+@register_policy
+class DominatedThroughput(PrunePolicy):
+    """Skip a candidate that the current Pareto front is predicted to dominate.
+
+    Its throughput is known before training (predicted); its accuracy is not, so it is bounded by
+    the best accuracy that trained candidates of about the same predicted throughput and
+    utilization reached (within `band`, relative, at least `min_neighbours` of them). If a trained
+    front member at least as fast already reaches that bound plus `margin` accuracy points, training
+    the candidate is predicted to add nothing to the front.
+    """
+
+    name = "dominated_throughput"
+
+    def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 3,
+                 margin: float = 0.0) -> None:
+        if warmup_trials < 0 or min_neighbours < 1 or band < 0:
+            raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
+        self.warmup_trials, self.band = int(warmup_trials), float(band)
+        self.min_neighbours, self.margin = int(min_neighbours), float(margin)
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        trained = history.trained
+        if len(trained) < max(1, self.warmup_trials):
+            return None
+        t = candidate.throughput_per_s
+        lo, hi = t / (1 + self.band), t * (1 + self.band)
+        neighbours = [s.accuracy for s in trained if lo <= s.throughput_per_s <= hi]
+        if len(neighbours) < self.min_neighbours:
+            return None
+        bound = max(neighbours)
+        faster = [s for s in history.front() if s.throughput_per_s >= t]
+        if not faster:
+            return None
+        best = max(faster, key=lambda s: s.accuracy)
+        if best.accuracy >= bound + self.margin:
+            return (f"predicted dominated: {best.accuracy:.2f}% at {best.throughput_per_s:,.0f}/s on the front "
+                    f"vs <= {bound:.2f}% for {len(neighbours)} trained at {t:,.0f}/s +-{self.band:.0%}")
+        return None
+
+
+def make_policy(cfg: dict[str, Any]) -> PrunePolicy:
+    """A policy from the `prune` config group: `name` (registered, or `module:Class`) plus its keywords."""
+    params = dict(cfg)
+    name = str(params.pop("name", "none"))
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise NasutilError(f"cannot import prune policy {name!r}: {exc}") from None
+        if not (isinstance(cls, type) and issubclass(cls, PrunePolicy)):
+            raise NasutilError(f"prune policy {name!r} is not a PrunePolicy subclass")
+    elif name in _POLICIES:
+        cls = _POLICIES[name]
+    else:
+        raise NasutilError(f"unknown prune policy {name!r} (choose from {', '.join(policy_names())})")
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        raise NasutilError(f"prune policy {name!r} takes no option {', '.join(unknown)} "
+                           f"(takes: {', '.join(sorted(accepted)) or 'none'})")
+    try:
+        return cls(**params)
+    except TypeError as exc:
+        raise NasutilError(f"prune policy {name!r}: {exc}") from None
+
+
+def history_from(records: Sequence[dict]) -> History:
+    """History from stored trial records (user attributes), oldest first."""
+    seen = []
+    for r in records:
+        if r.get("predicted_throughput_per_s") is None:
+            continue
+        seen.append(Seen(float(r["predicted_throughput_per_s"]), float(r["predicted_latency_ms"]),
+                         r.get("predicted_utilization"), r.get("accuracy")))
+    return History(seen)

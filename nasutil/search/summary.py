@@ -1,0 +1,69 @@
+"""The closing report: a rich table of the Pareto front and what the search spent and saved."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+from rich.console import Console
+from rich.table import Table
+
+from nasutil.search.controller import Counts
+from nasutil.search.outputs import metric_names, pareto_trials
+from nasutil.search.storage import safe_url
+
+
+def _fmt(name: str, value) -> str:
+    if value is None or value == "":
+        return "-"
+    if name == "accuracy":
+        return f"{float(value):.2f}"
+    if name in ("throughput", "params", "flops"):
+        return f"{float(value):,.0f}"
+    if name == "latency":
+        return f"{float(value):.3f}"
+    if name == "utilization":
+        return f"{float(value):.2%}"
+    return f"{value}"
+
+
+def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage_url: str, wall_s: float,
+                  lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15) -> None:
+    console = console or Console(file=sys.stdout, soft_wrap=False, highlight=False,
+                                 width=None if sys.stdout.isatty() else 160)
+    names = metric_names(study)
+    front = pareto_trials(study)
+    table = Table(title=f"Pareto front of {study.study_name} ({len(front)} trials"
+                        f"{', first ' + str(top) if len(front) > top else ''})", title_justify="left")
+    table.add_column("trial", justify="right")
+    for n in names:
+        table.add_column(n, justify="right")
+    table.add_column("pred. util.", justify="right")
+    table.add_column("source")
+    table.add_column("arch", overflow="fold")
+    for t in front[:top]:
+        a = t.user_attrs
+        table.add_row(str(t.number), *(_fmt(n, v) for n, v in zip(names, t.values)),
+                      _fmt("utilization", a.get("predicted_utilization")), str(a.get("hardware_source", "")),
+                      str(a.get("arch", "")))
+    console.print(table)
+    for line in lines:
+        console.print(line, markup=False)
+    saved = counts.pruned_before
+    seen = counts.finished
+    console.print(f"trials: {seen} finished: {counts.trained} trained, {saved} pruned before training"
+                  f"{' (' + ', '.join(f'{k}: {v}' for k, v in counts.reasons.items()) + ')' if counts.reasons else ''}"
+                  f", {counts.stopped_early} stopped early, {counts.duplicates} repeats of a trained arch"
+                  f"; {counts.failed} failed, {counts.running} left running")
+    if seen:
+        console.print(f"trainings: {counts.trainings} of {seen} candidates ({saved / seen:.0%} skipped before "
+                      f"training); {counts.epochs:,.0f} epochs spent; wall time {wall_s:.1f} s")
+    console.print(f"results: {folder}")
+    for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
+        if name in files:
+            console.print(f"  {files[name].name}")
+    console.print(f"storage: {safe_url(storage_url)} (study {study.study_name!r}; re-run with "
+                  f"study_name={study.study_name} to resume)")
+    if storage_url.startswith("sqlite:///"):
+        console.print(f"browse: optuna-dashboard {storage_url}")

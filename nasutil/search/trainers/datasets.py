@@ -1,0 +1,111 @@
+"""Image datasets for real training, read from local files only (nothing is downloaded).
+
+- `digits`: scikit-learn's bundled 8x8 handwritten digits (1,797 images), always available.
+- `mnist`, `fashion_mnist`: the IDX files torchvision's datasets use, read with torchvision's own
+  IDX readers from `DATA_DIR/MNIST/raw/` and `DATA_DIR/FashionMNIST/raw/`.
+- `cifar10`: the binary version (`DATA_DIR/cifar-10-batches-bin/`, as distributed by its authors).
+  torchvision's CIFAR-10 class reads the Python version, which is pickled; nasutil never unpickles
+  user files, so it reads the binary records (1 label byte + 3,072 pixel bytes) with numpy instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nasutil.errors import NasutilError
+
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
+
+
+@dataclass
+class ImageData:
+    """uint8 or float images as N x C x H x W tensors, int64 labels."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+
+    @property
+    def input_size(self) -> int:
+        return int(self.train_x.shape[-1])
+
+
+def load(name: str, data_dir: str | Path) -> ImageData:
+    if name == "digits":
+        return _digits()
+    if name in ("mnist", "fashion_mnist"):
+        return _idx(name, Path(data_dir))
+    if name == "cifar10":
+        return _cifar10(Path(data_dir))
+    raise NasutilError(f"unknown dataset {name!r} (choose from {', '.join(DATASETS)})")
+
+
+def _digits() -> ImageData:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    y = torch.tensor(bunch.target, dtype=torch.int64)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))  # a fixed 80/20 split
+    cut = int(0.8 * len(y))
+    train, test = order[:cut], order[cut:]
+    return ImageData("digits", x[train], y[train], x[test], y[test], 10)
+
+
+_IDX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST"}
+_IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def _idx(name: str, data_dir: Path) -> ImageData:
+    raw = data_dir / _IDX[name] / "raw"
+    missing = [f for f in _IDX_FILES if not (raw / f).is_file()]
+    if missing:
+        raise NasutilError(f"dataset {name} not found: expected the uncompressed IDX files {', '.join(_IDX_FILES)} in "
+                           f"{str(raw)!r} (nasutil never downloads; set trainer.data_dir or NASUTIL_DATA_DIR)")
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    try:
+        train_x, train_y = read_image_file(str(raw / _IDX_FILES[0])), read_label_file(str(raw / _IDX_FILES[1]))
+        test_x, test_y = read_image_file(str(raw / _IDX_FILES[2])), read_label_file(str(raw / _IDX_FILES[3]))
+    except (AssertionError, RuntimeError, ValueError, OSError) as exc:
+        raise NasutilError(f"dataset {name} in {str(raw)!r} is malformed: {exc}") from None
+    return ImageData(name, train_x.unsqueeze(1), train_y.long(), test_x.unsqueeze(1), test_y.long(), 10)
+
+
+_CIFAR_TRAIN = tuple(f"data_batch_{i}.bin" for i in range(1, 6))
+_CIFAR_TEST = "test_batch.bin"
+_RECORD = 1 + 3 * 32 * 32
+
+
+def _cifar10(data_dir: Path) -> ImageData:
+    folder = data_dir / "cifar-10-batches-bin"
+    missing = [f for f in (*_CIFAR_TRAIN, _CIFAR_TEST) if not (folder / f).is_file()]
+    if missing:
+        hint = (" (found cifar-10-batches-py, the pickled Python version, which nasutil does not read: use the "
+                "binary version)") if (data_dir / "cifar-10-batches-py").exists() else ""
+        raise NasutilError(f"dataset cifar10 not found: expected {', '.join(missing[:2])}{'...' if len(missing) > 2 else ''} "
+                           f"in {str(folder)!r}{hint} (nasutil never downloads; set trainer.data_dir or NASUTIL_DATA_DIR)")
+
+    def read(files: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        chunks = []
+        for f in files:
+            data = np.fromfile(folder / f, dtype=np.uint8)
+            if data.size % _RECORD:
+                raise NasutilError(f"{folder / f} is not a CIFAR-10 binary batch ({data.size} bytes)")
+            chunks.append(data.reshape(-1, _RECORD))
+        records = np.concatenate(chunks)
+        return (torch.from_numpy(records[:, 1:].reshape(-1, 3, 32, 32).copy()),
+                torch.from_numpy(records[:, 0].astype(np.int64)))
+
+    train_x, train_y = read(_CIFAR_TRAIN)
+    test_x, test_y = read((_CIFAR_TEST,))
+    if int(train_y.max()) > 9 or int(test_y.max()) > 9:
+        raise NasutilError(f"{folder} holds labels above 9: not CIFAR-10's binary version")
+    return ImageData("cifar10", train_x, train_y, test_x, test_y, 10)

@@ -1,0 +1,147 @@
+"""`nasutil-search` end to end: the default run, multirun sweeps, bad configs, failing trials."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from nasutil.search.app import main
+
+FAST = ["predictor=analytical", "plots=false", "progress=false"]
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
+    """The built-in default (only the trial count lowered), as a user runs it: a subprocess."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", "n_trials=40", f"hydra.run.dir={run_dir}"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("trials.csv", "pareto.csv", "study.db", "pareto.png", "utilization_hist.png", "study.html",
+                 "summary.json"):
+        assert (run_dir / name).is_file(), name
+    trials = rows(run_dir / "trials.csv")
+    assert len(trials) == 40
+    pruned = [t for t in trials if t["prune_stage"] == "before_training"]
+    trained = [t for t in trials if t["state"] == "COMPLETE"]
+    assert pruned and trained, "the default policy should prune some trials and train others"
+    assert all(t["state"] == "PRUNED" and t["prune_reason"] and t["training_epochs"] == "0" for t in pruned)
+    for t in trials:  # every trial carries its arch, predictions, FLOPs and params
+        assert t["arch"].startswith("|") and float(t["predicted_throughput_per_s"]) > 0
+        assert float(t["predicted_utilization"]) > 0 and int(t["flops_per_image"]) > 0 and int(t["params"]) > 0
+    assert all(0 < float(t["accuracy"]) <= 100 for t in trained)
+    front = rows(run_dir / "pareto.csv")
+    assert front and {f["number"] for f in front} <= {t["number"] for t in trained}
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["counts"]["pruned_before"] == len(pruned) and summary["counts"]["trained"] == len(trained)
+    assert "Pareto front" in proc.stdout and str(run_dir) in proc.stdout
+    assert "pruned before training" in proc.stdout
+    study = optuna.load_study(study_name=summary["study_name"], storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert len(study.trials) == 40 and study.user_attrs["metrics"] == ["accuracy", "throughput"]
+
+
+def _one_line_exit_2(capsys, *args: str) -> str:
+    assert main(list(args)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nasutil-search: error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sampler=simulated_annealing"], "Could not find 'sampler/simulated_annealing' (available options in 'sampler': "),
+    (["n_trials=-3"], "n_trials must be a positive integer, got -3"),
+    (["n_trials=ten"], "n_trials must be a positive integer"),
+    (["no_such_key=1"], "no_such_key"),
+    (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
+    (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
+    (["search_space=darts"], "nb201 only"),
+])
+def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
+    err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
+    assert message in err
+
+
+def test_unreachable_storage_is_one_line_and_exit_2(tmp_path, capsys):
+    err = _one_line_exit_2(capsys, "storage=url", f"storage.url=sqlite:///{tmp_path}/missing/dir/study.db",
+                           f"hydra.run.dir={tmp_path}", *FAST)
+    assert "cannot open study storage sqlite:///" in err
+    err = _one_line_exit_2(capsys, "storage=url", "storage.url=postgresql://user:secret@127.0.0.1:9/db",
+                           f"hydra.run.dir={tmp_path}", *FAST)
+    assert "cannot open study storage postgresql://user:***@127.0.0.1:9/db" in err and "secret" not in err
+
+
+def test_console_script_reports_a_bad_option_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", "prune=sometimes", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "Could not find 'prune/sometimes'" in proc.stderr
+
+
+def test_a_study_with_other_objectives_is_not_mixed_in(tmp_path, capsys):
+    args = [f"hydra.run.dir={tmp_path}", "study_name=s", "n_trials=3", *FAST]
+    assert main(args) == 0
+    err = _one_line_exit_2(capsys, *args, "objectives=accuracy_latency")
+    assert "optimises ['accuracy', 'throughput'], not ['accuracy', 'latency']" in err
+
+
+def test_multirun_sweeps_write_one_study_per_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "seed=0,1", "prune=none,utilization_threshold", "n_trials=6", f"hydra.sweep.dir={sweep}",
+                 *FAST]) == 0
+    jobs = sorted(p.parent for p in sweep.glob("*/summary.json"))
+    assert len(jobs) == 4
+    summaries = [json.loads((j / "summary.json").read_text()) for j in jobs]
+    assert sorted((s["seed"], s["prune"].split(" ")[0]) for s in summaries) == [
+        (0, "none"), (0, "utilization_threshold"), (1, "none"), (1, "utilization_threshold")]
+    assert all(len(rows(j / "trials.csv")) == 6 for j in jobs)
+
+
+def test_constraint_and_other_samplers(tmp_path):
+    for sampler in ("tpe", "random", "nsga3"):
+        run = tmp_path / sampler
+        assert main([f"sampler={sampler}", "objectives=accuracy_throughput_slo", "objectives.latency_slo_ms=1.9",
+                     "n_trials=12", "prune=latency_slo", f"hydra.run.dir={run}", *FAST]) == 0
+        trials = rows(run / "trials.csv")
+        assert len(trials) == 12
+        for t in trials:  # the SLO policy prunes exactly the candidates predicted to miss 1.9 ms
+            slow = float(t["predicted_latency_ms"]) > 1.9
+            assert (t["prune_stage"] == "before_training") == slow
+            if t["state"] == "COMPLETE":
+                assert t["feasible"] == "True"
+
+
+def test_a_crashing_trial_is_failed_with_its_reason_and_the_search_goes_on(tmp_path):
+    from nasutil.registry import get_space
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.predictors import make_predictor
+    from nasutil.search.prune import make_policy
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    class Flaky(TabularTrainer):
+        def train(self, space, arch_text, reporter, trial_number=0):
+            if trial_number % 3 == 1:
+                raise RuntimeError("simulated crash in training")
+            return super().train(space, arch_text, reporter, trial_number)
+
+    study = optuna.create_study(directions=["maximize", "maximize"], storage=f"sqlite:///{tmp_path}/s.db",
+                                sampler=optuna.samplers.RandomSampler(seed=0))
+    space = get_space("nb201")
+    search = Search(study, "nb201", make_predictor({"name": "profile", "model": "analytical"}, space, "nb201"),
+                    make_policy({"name": "none"}), Flaky(), Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+    counts = search.run(9)
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert counts.finished == 9 and counts.failed == len(failed) >= 3
+    assert all(t.user_attrs["fail_reason"] == "RuntimeError: simulated crash in training" for t in failed)
+    assert all("predicted_throughput_per_s" in t.user_attrs for t in failed)  # what was learned is kept

@@ -1,0 +1,120 @@
+"""Prune-before-training policies: each prunes what it should and keeps what it should."""
+
+from __future__ import annotations
+
+import pytest
+
+from nasutil.errors import NasutilError
+from nasutil.search.objectives import Objectives, hypervolume_2d, pareto_mask
+from nasutil.search.predictors import Scored
+from nasutil.search.prune import (DominatedThroughput, History, PrunePolicy, Seen, UtilizationQuantile, history_from,
+                                  make_policy)
+
+
+def cand(throughput: float, utilization: float = 0.02, latency: float | None = None) -> Scored:
+    return Scored("arch", "test", "GPU", latency or 256_000 / throughput, throughput, utilization, 1, 1)
+
+
+def test_none_never_prunes():
+    history = History([Seen(1000.0, 1.0, 0.5, 90.0)] * 20)
+    assert make_policy({"name": "none"}).decide(cand(1.0, 0.0), history) is None
+
+
+def test_threshold_prunes_below_and_keeps_above():
+    policy = make_policy({"name": "utilization_threshold", "threshold": 0.015})
+    assert "1.00% < threshold 1.50%" in policy.decide(cand(1000, 0.01), History())
+    assert policy.decide(cand(1000, 0.02), History()) is None
+
+
+def test_quantile_waits_for_warmup_then_cuts_at_the_quantile_of_what_was_seen():
+    policy = UtilizationQuantile(quantile=0.5, warmup_trials=4)
+    seen = [Seen(1000.0, 1.0, u) for u in (0.01, 0.02, 0.03)]
+    assert policy.decide(cand(1000, 0.001), History(seen)) is None  # 3 < warm-up of 4
+    seen.append(Seen(1000.0, 1.0, 0.04))
+    assert policy.decide(cand(1000, 0.02), History(seen)) is not None  # median is 2.5%
+    assert policy.decide(cand(1000, 0.03), History(seen)) is None
+
+
+def test_dominated_prunes_a_slow_candidate_whose_speed_class_is_beaten_by_a_faster_front_member():
+    # Trained: a fast accurate cell (92% at 2000/s) and three slow mediocre ones (~85% at ~1000/s).
+    trained = [Seen(2000.0, 1.0, 0.02, 92.0), Seen(1000.0, 1.0, 0.02, 85.0), Seen(1010.0, 1.0, 0.02, 86.0),
+               Seen(990.0, 1.0, 0.02, 84.0)]
+    policy = DominatedThroughput(warmup_trials=4, band=0.05, min_neighbours=3)
+    reason = policy.decide(cand(1000.0), History(trained))
+    assert reason is not None and "92.00%" in reason and "86.00%" in reason
+    # Faster than anything on the front: it could extend the front, so it is trained.
+    assert policy.decide(cand(2500.0), History(trained)) is None
+    # A similar-speed trained cell that beats the front member means cells of that speed can matter.
+    better = trained + [Seen(995.0, 1.0, 0.02, 93.0)]  # slower than the candidate, more accurate than 92%
+    assert policy.decide(cand(1000.0), History(better)) is None
+    # Too few neighbours to bound the accuracy: train.
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=4).decide(cand(1000.0), History(trained)) is None
+    # A margin demands a clearer win before pruning.
+    assert DominatedThroughput(warmup_trials=4, margin=10.0).decide(cand(1000.0), History(trained)) is None
+
+
+def test_dominated_ignores_untrained_candidates_for_accuracy():
+    seen = [Seen(2000.0, 1.0, 0.02, None)] * 10 + [Seen(1000.0, 1.0, 0.02, 85.0)] * 3
+    # The fast candidates were never trained: no trained front member is as fast as 1,020/s.
+    assert DominatedThroughput(warmup_trials=3).decide(cand(1020.0), History(seen)) is None
+
+
+def test_latency_slo_policy_uses_predicted_latency():
+    policy = make_policy({"name": "latency_slo", "max_latency_ms": 3.0})
+    assert policy.decide(cand(1000.0, latency=3.5), History()).startswith("predicted latency 3.500 ms > SLO 3 ms")
+    assert policy.decide(cand(1000.0, latency=2.5), History()) is None
+    with pytest.raises(NasutilError, match="max_latency_ms"):
+        make_policy({"name": "latency_slo", "max_latency_ms": None})
+
+
+@pytest.mark.parametrize("cfg, message", [
+    ({"name": "nope"}, "unknown prune policy 'nope'"),
+    ({"name": "utilization_threshold", "threshold": 0.1, "extra": 1}, "takes no option extra"),
+    ({"name": "utilization_threshold", "threshold": 2.0}, "in \\[0, 1\\]"),
+    ({"name": "utilization_quantile", "quantile": 1.0}, "quantile"),
+    ({"name": "no_such_module_xyz:Policy"}, "cannot import prune policy"),
+])
+def test_bad_policy_configs_are_one_line_errors(cfg, message):
+    with pytest.raises(NasutilError, match=message):
+        make_policy(cfg)
+
+
+class EveryOther(PrunePolicy):
+    name = "every_other"
+
+    def decide(self, candidate, history):
+        return "odd" if len(history.seen) % 2 else None
+
+
+def test_a_policy_can_be_named_by_module_path():
+    policy = make_policy({"name": f"{__name__}:EveryOther"})
+    assert isinstance(policy, EveryOther)
+    assert policy.decide(cand(1.0), History([Seen(1.0, 1.0, 0.1)])) == "odd"
+
+
+def test_history_from_stored_records_keeps_order_and_accuracy():
+    records = [{"predicted_throughput_per_s": 10.0, "predicted_latency_ms": 1.0, "predicted_utilization": 0.1,
+                "accuracy": 90.0}, {"arch": "without a prediction"},
+               {"predicted_throughput_per_s": 20.0, "predicted_latency_ms": 0.5, "predicted_utilization": None}]
+    h = history_from(records)
+    assert [s.throughput_per_s for s in h.seen] == [10.0, 20.0]
+    assert [s.accuracy for s in h.trained] == [90.0]
+    front = History([Seen(10.0, 1, None, 90.0), Seen(20.0, 1, None, 80.0), Seen(15.0, 1, None, 70.0)]).front()
+    assert [(s.throughput_per_s, s.accuracy) for s in front] == [(20.0, 80.0), (10.0, 90.0)]
+
+
+def test_hypervolume_and_pareto_mask():
+    assert hypervolume_2d([(3, 1), (1, 3)], (0, 0)) == pytest.approx(5.0)
+    assert hypervolume_2d([(3, 1), (1, 3), (1, 1), (-1, 5)], (0, 0)) == pytest.approx(5.0)
+    assert pareto_mask([[1, 5], [2, 4], [1, 4]], ["maximize", "maximize"]) == [True, True, False]
+    assert pareto_mask([[1, 5], [2, 4]], ["maximize", "minimize"]) == [False, True]
+
+
+def test_objectives_values_and_constraints():
+    obj = Objectives.from_config({"metrics": ["accuracy", "latency"], "latency_slo_ms": 3.0})
+    assert obj.directions == ["maximize", "minimize"]
+    record = {"accuracy": 91.0, "latency_ms": 3.5}
+    assert obj.values(record) == [91.0, 3.5]
+    assert obj.constraints(record) == {"latency_slo": pytest.approx(0.5)}
+    with pytest.raises(NasutilError, match="unknown objective 'speed'"):
+        Objectives.from_config({"metrics": ["accuracy", "speed"]})

@@ -1,0 +1,111 @@
+"""Trainers: the tabular fidelities read the bundled table; the torch trainer really trains."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import importlib.resources
+
+import optuna
+import pytest
+
+from nasutil.errors import NasutilError
+from nasutil.registry import get_space
+from nasutil.search.controller import EarlyStopping, StoppedEarly
+from nasutil.search.trainers import make_trainer
+from nasutil.search.trainers.tabular import TabularTrainer
+
+ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+class Recorder:
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.steps: list[tuple[int, float]] = []
+        self.stop_at = stop_at
+
+    def report(self, step: int, accuracy: float) -> None:
+        self.steps.append((step, accuracy))
+        if step == self.stop_at:
+            raise StoppedEarly(step, accuracy, "test")
+
+
+def _table_row(arch: str) -> dict[str, str]:
+    resource = importlib.resources.files("nasutil.data").joinpath("nasbench201_accuracy.csv.gz")
+    with resource.open("rb") as raw, gzip.open(raw, "rt") as f:
+        return next(r for r in csv.DictReader(f) if r["arch"] == arch)
+
+
+@pytest.mark.parametrize("dataset", ["cifar10", "cifar100", "imagenet16_120"])
+def test_tabular_reports_the_cheap_fidelity_then_full_training(dataset):
+    row = _table_row(ARCH)
+    rec = Recorder()
+    result = TabularTrainer(dataset).train(get_space("nb201"), ARCH, rec)
+    assert rec.steps == [(12, float(row[f"{dataset}_valid_12ep"])), (200, float(row[f"{dataset}_test_200ep"]))]
+    assert result.accuracy == float(row[f"{dataset}_test_200ep"]) and result.epochs == 200
+
+
+def test_tabular_single_fidelity_and_early_stop():
+    row = _table_row(ARCH)
+    rec = Recorder()
+    assert TabularTrainer("cifar10", [12]).train(get_space("nb201"), ARCH, rec).accuracy == float(row["cifar10_valid_12ep"])
+    with pytest.raises(StoppedEarly):
+        TabularTrainer("cifar10").train(get_space("nb201"), ARCH, Recorder(stop_at=12))
+
+
+@pytest.mark.parametrize("kwargs, message", [({"dataset": "svhn"}, "unknown tabular dataset"),
+                                             ({"fidelities": [200, 12]}, "increasing subset"),
+                                             ({"fidelities": [50]}, "increasing subset")])
+def test_tabular_rejects_bad_settings(kwargs, message):
+    with pytest.raises(NasutilError, match=message):
+        TabularTrainer(**kwargs)
+
+
+def test_tabular_serves_nb201_only():
+    with pytest.raises(NasutilError, match="nb201 only"):
+        TabularTrainer().check("darts")
+
+
+def test_optuna_pruner_stops_training_through_the_companion_study():
+    """Median pruner: after five complete curves, a candidate whose 12-epoch accuracy is below their
+    median is stopped at step 12, in a multi-objective search too."""
+    stopper = EarlyStopping(optuna.pruners.MedianPruner(n_startup_trials=5), [])
+    for acc in (80.0, 82.0, 84.0, 86.0, 88.0):
+        reporter = stopper.start({})
+        reporter.report(12, acc)
+        reporter.finish(acc + 5)
+    with pytest.raises(StoppedEarly, match="step 12"):
+        stopper.start({}).report(12, 70.0)
+    curve: dict[str, float] = {}
+    stopper.start(curve).report(12, 90.0)  # above the median: goes on
+    assert curve == {"12": 90.0}
+
+
+def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
+    trainer = make_trainer({"name": "torch", "dataset": "digits", "epochs": 2, "batch_size": 64, "lr": 0.05,
+                            "max_batches_per_epoch": 4}, seed=0)
+    trainer.check("nb201")
+    rec = Recorder()
+    result = trainer.train(get_space("nb201"), ARCH, rec, trial_number=0)
+    assert [s for s, _ in rec.steps] == [1, 2]
+    assert 0.0 <= result.accuracy <= 100.0 and result.accuracy == rec.steps[-1][1]
+    assert 0.0 <= result.extra["test_accuracy"] <= 100.0 and result.epochs == 2
+
+
+@pytest.mark.parametrize("dataset, expected", [("cifar10", "cifar-10-batches-bin"), ("mnist", "MNIST"),
+                                               ("fashion_mnist", "FashionMNIST")])
+def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected):
+    trainer = make_trainer({"name": "torch", "dataset": dataset, "data_dir": str(tmp_path)})
+    with pytest.raises(NasutilError, match=f"dataset {dataset} not found.*{expected}.*never downloads"):
+        trainer.check("nb201")
+
+
+def test_pickled_cifar_is_refused_with_a_hint(tmp_path):
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    trainer = make_trainer({"name": "torch", "dataset": "cifar10", "data_dir": str(tmp_path)})
+    with pytest.raises(NasutilError, match="pickled Python version"):
+        trainer.check("nb201")
+
+
+def test_unknown_trainer_option_is_named():
+    with pytest.raises(NasutilError, match="takes no option epochz"):
+        make_trainer({"name": "torch", "epochz": 3})
