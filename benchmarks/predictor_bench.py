@@ -106,7 +106,7 @@ def evaluate(space_name: str, batch: int, mode: str, latencies: dict[str, float]
     record("operators_sum", [operators.predict_latency_ms(ops[a], target) for a in test])
     fit_overlap(plain, operators, target, [(ops[a], latencies[a]) for a in train])
     record("operators", [operators.predict_latency_ms(ops[a], target) for a in test])
-    overlap = {"scale": plain.scale, "per_op_us": plain.per_op_us, "offset_us": plain.offset_us}
+    overlap = {"scale": plain.shared.scale, "per_op_us": plain.shared.per_op_us, "offset_us": plain.shared.offset_us}
 
     def features(a: str) -> np.ndarray:
         return np.concatenate([enc[a], operator_features(ops[a], target, analytical, operators)])

@@ -10,6 +10,8 @@ what an unfused kernel moves, scaled by the dtype's size where bytes are asked f
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -106,43 +108,54 @@ def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
 
 
-def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_layer: bool = True) -> ModelCounts:
-    """Count one forward pass of a single image (eval mode, no gradients, on CPU or the model's device)."""
+def forward_single_image(model: nn.Module, input_size: int, in_channels: int = 3,
+                         leaf_hooks: Callable[[str, nn.Module], tuple[Callable, Callable]] | None = None,
+                         context: contextlib.AbstractContextManager | None = None) -> None:
+    """One eval-mode, no-grad forward of a zero image (on the model's device, one CPU thread), with the
+    (pre, post) forward hooks `leaf_hooks(name, module)` returns on every leaf module, inside `context`."""
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
     x = torch.zeros(1, in_channels, input_size, input_size, device=device, dtype=dtype)
     was_training = model.training
     model.eval()
-    counter = FlopCounterMode(display=False)
-    layers: list[LayerStats] = []
     handles = []
-    if per_layer:
-        starts: dict[int, int] = {}
-        for name, module in leaf_modules(model):
-            def pre_hook(mod, args):
-                starts[id(mod)] = counter.get_total_flops()
-
-            def post_hook(mod, args, output, _name=name):
-                flops = counter.get_total_flops() - starts.pop(id(mod), counter.get_total_flops())
-                layers.append(LayerStats(
-                    name=_name or type(mod).__name__, kind=layer_kind(mod), module=type(mod).__name__,
-                    input_shape=_shape(args), output_shape=_shape(output),
-                    params=sum(p.numel() for p in mod.parameters(recurse=False)), flops=int(flops),
-                    input_elems=_elems(args), output_elems=_elems(output)))
-
-            handles.append(module.register_forward_pre_hook(pre_hook))
-            handles.append(module.register_forward_hook(post_hook))
+    for name, module in leaf_modules(model) if leaf_hooks else ():
+        pre, post = leaf_hooks(name, module)
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a batch-1 pass gains nothing from threads and suffers from oversubscription
     try:
-        with torch.no_grad(), counter:
+        with torch.no_grad(), context or contextlib.nullcontext():
             model(x)
     finally:
         torch.set_num_threads(threads)
         for h in handles:
             h.remove()
         model.train(was_training)
+
+
+def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_layer: bool = True) -> ModelCounts:
+    """Count one forward pass of a single image (eval mode, no gradients, on CPU or the model's device)."""
+    counter = FlopCounterMode(display=False)
+    layers: list[LayerStats] = []
+    starts: dict[int, int] = {}
+
+    def hooks(name: str, module: nn.Module) -> tuple[Callable, Callable]:
+        def pre_hook(mod, args):
+            starts[id(mod)] = counter.get_total_flops()
+
+        def post_hook(mod, args, output):
+            flops = counter.get_total_flops() - starts.pop(id(mod), counter.get_total_flops())
+            layers.append(LayerStats(
+                name=name or type(mod).__name__, kind=layer_kind(mod), module=type(mod).__name__,
+                input_shape=_shape(args), output_shape=_shape(output),
+                params=sum(p.numel() for p in mod.parameters(recurse=False)), flops=int(flops),
+                input_elems=_elems(args), output_elems=_elems(output)))
+
+        return pre_hook, post_hook
+
+    forward_single_image(model, input_size, in_channels, hooks if per_layer else None, counter)
     return ModelCounts(params=count_params(model), flops_per_image=int(counter.get_total_flops()),
                        input_size=input_size, layers=layers)
 

@@ -186,13 +186,10 @@ class _FunctionalOps(TorchDispatchMode):
 
 
 def trace_ops(model: nn.Module, input_size: int, in_channels: int = 3) -> list[Op]:
-    """Run `model` once on a single zero image (CPU, eval, no grad) and list its ops in order."""
-    from nasutil.counting import leaf_modules
+    """Run `model` once on a single zero image (eval, no grad) and list its ops in order."""
+    from nasutil.counting import forward_single_image
 
-    was_training = model.training
-    model.eval()
     recorder = _FunctionalOps()
-    handles = []
 
     def pre_hook(module, args):
         recorder.depth += 1
@@ -205,20 +202,5 @@ def trace_ops(model: nn.Module, input_size: int, in_channels: int = 3) -> list[O
             if op is not None:
                 recorder.ops.append(op)
 
-    for _, module in leaf_modules(model):
-        handles.append(module.register_forward_pre_hook(pre_hook))
-        handles.append(module.register_forward_hook(post_hook))
-    param = next(model.parameters(), None)
-    x = torch.zeros(1, in_channels, input_size, input_size,
-                    dtype=param.dtype if param is not None else torch.float32)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.no_grad(), recorder:
-            model(x)
-    finally:
-        torch.set_num_threads(threads)
-        for h in handles:
-            h.remove()
-        model.train(was_training)
+    forward_single_image(model, input_size, in_channels, lambda name, module: (pre_hook, post_hook), recorder)
     return recorder.ops

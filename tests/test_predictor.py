@@ -157,7 +157,8 @@ def test_operator_predictor_lookup_interpolation_and_overlap():
         ops = [conv32] * n + [Op("add", 32, 16, 16, 32, 16, 16)] * (n % 3)
         networks.append((ops, (1.3 * predictor.sum_us(ops, target) + 0.7 * len(ops) + 4.0) / 1e3))
     fit_overlap(table, predictor, target, networks)
-    assert (table.scale, table.per_op_us, table.offset_us) == pytest.approx((1.3, 0.7, 4.0), rel=1e-3)
+    assert (table.shared.scale, table.shared.per_op_us, table.shared.offset_us) == pytest.approx((1.3, 0.7, 4.0),
+                                                                                              rel=1e-3)
     assert predictor.predict_latency_ms(networks[3][0], target) == pytest.approx(networks[3][1], rel=1e-6)
     with pytest.raises(NasutilError, match="no operator table"):
         predictor.predict_latency_ms([conv32], PredictTarget("NVIDIA H200", "fp16", 1, "eager"))

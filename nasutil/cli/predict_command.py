@@ -260,13 +260,16 @@ def cmd_profile_next(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_show(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
     from nasutil.predictor.profile import load_profile
 
     profile = load_profile(args.profile)
     print_json({k: v for k, v in profile.to_dict().items() if k not in ("learned", "operators")}
                | {"operators": [{"dtype": t.dtype, "batch_size": t.batch_size, "mode": t.mode, "ops": len(t.times_us),
-                                 "scale": t.scale, "per_op_us": t.per_op_us, "offset_us": t.offset_us,
-                                 "calibrated_on": t.calibrated_on} for t in profile.operators]}
+                                 **asdict(t.shared),
+                                 "by_space": {k: asdict(v) for k, v in t.by_space.items()}}
+                                for t in profile.operators]}
                | {"learned": [{"space": e.space, "dtype": e.dtype, "batch_size": e.batch_size, "mode": e.mode,
                                "features": e.features, "rows": e.rows, "validation_mape": e.validation}
                               for e in profile.learned]})

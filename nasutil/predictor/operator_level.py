@@ -36,6 +36,16 @@ from nasutil.predictor.base import Predictor, PredictTarget
 NEIGHBOURS = 4
 
 
+@dataclass(frozen=True)
+class Overlap:
+    """latency = scale * sum(op latencies) + per_op_us * ops + offset_us, fitted on `calibrated_on` networks."""
+
+    scale: float = 1.0
+    per_op_us: float = 0.0
+    offset_us: float = 0.0
+    calibrated_on: int = 0
+
+
 @dataclass
 class OperatorTable:
     """Measured op latencies (microseconds) at one (dtype, batch, mode), and the overlap constants."""
@@ -44,10 +54,7 @@ class OperatorTable:
     batch_size: int
     mode: str
     times_us: dict[Op, float] = field(default_factory=dict)
-    scale: float = 1.0
-    per_op_us: float = 0.0
-    offset_us: float = 0.0
-    calibrated_on: int = 0  # networks the overlap constants were fitted on
+    shared: Overlap = field(default_factory=lambda: Overlap())
     by_space: dict[str, Overlap] = field(default_factory=dict)
 
     @property
@@ -55,17 +62,7 @@ class OperatorTable:
         return f"{self.dtype}/{self.batch_size}/{self.mode}"
 
     def overlap(self, space: str = "") -> Overlap:
-        return self.by_space.get(space) or Overlap(self.scale, self.per_op_us, self.offset_us, self.calibrated_on)
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """latency = scale * sum(op latencies) + per_op_us * ops + offset_us."""
-
-    scale: float = 1.0
-    per_op_us: float = 0.0
-    offset_us: float = 0.0
-    calibrated_on: int = 0
+        return self.by_space.get(space) or self.shared
 
 
 class OperatorPredictor(Predictor):
@@ -160,9 +157,9 @@ def fit_overlap(table: OperatorTable, predictor: OperatorPredictor, target: Pred
     measured = np.array([latency * 1e3 for _, latency in networks])
     design = np.stack([sums / measured, counts / measured, 1.0 / measured], axis=1)
     fit = lsq_linear(design, np.ones(len(networks)), bounds=([0.2, -50.0, -1e5], [5.0, 50.0, 1e5]))
-    scale, per_op, offset = (float(v) for v in fit.x)
+    overlap = Overlap(*(float(v) for v in fit.x), calibrated_on=len(networks))
     if space:
-        table.by_space[space] = Overlap(scale, per_op, offset, len(networks))
+        table.by_space[space] = overlap
     else:
-        table.scale, table.per_op_us, table.offset_us, table.calibrated_on = scale, per_op, offset, len(networks)
+        table.shared = overlap
     return table

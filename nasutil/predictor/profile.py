@@ -99,8 +99,7 @@ class DeviceProfile:
 
 
 def _table_to_dict(table: OperatorTable) -> dict:
-    return {"dtype": table.dtype, "batch_size": table.batch_size, "mode": table.mode, "scale": table.scale,
-            "per_op_us": table.per_op_us, "offset_us": table.offset_us, "calibrated_on": table.calibrated_on,
+    return {"dtype": table.dtype, "batch_size": table.batch_size, "mode": table.mode, **asdict(table.shared),
             "by_space": {name: asdict(o) for name, o in table.by_space.items()},
             "fields": [*OP_FIELDS, "us"],
             "ops": [[getattr(op, f) for f in OP_FIELDS] + [round(us, 4)] for op, us in table.times_us.items()]}
@@ -116,11 +115,13 @@ def _table_from_dict(data: dict) -> OperatorTable:
         if not (us > 0 and us < 1e9):
             raise ValueError(f"operator latency {us!r} out of range")
         times[Op.from_dict(dict(zip(OP_FIELDS, row[:-1])))] = us
-    return OperatorTable(str(data["dtype"]), int(data["batch_size"]), str(data["mode"]), times,
-                         float(data.get("scale", 1.0)), float(data.get("per_op_us", 0.0)),
-                         float(data.get("offset_us", 0.0)), int(data.get("calibrated_on", 0)),
-                         {str(k): Overlap(float(v["scale"]), float(v["per_op_us"]), float(v["offset_us"]),
-                                          int(v.get("calibrated_on", 0))) for k, v in data.get("by_space", {}).items()})
+    return OperatorTable(str(data["dtype"]), int(data["batch_size"]), str(data["mode"]), times, _overlap(data),
+                         {str(k): _overlap(v) for k, v in data.get("by_space", {}).items()})
+
+
+def _overlap(data: dict) -> Overlap:
+    return Overlap(float(data.get("scale", 1.0)), float(data.get("per_op_us", 0.0)), float(data.get("offset_us", 0.0)),
+                   int(data.get("calibrated_on", 0)))
 
 
 def builtin_profiles() -> list[str]:
