@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from nasutil.predictor.active import choose_next
 from nasutil.predictor.analytical import AnalyticalPredictor, calibrate
 from nasutil.predictor.base import PredictTarget
 from nasutil.predictor.features import operator_features
+from nasutil.predictor.fit import median_latencies, read_measurements
 from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.operator_level import OperatorPredictor, OperatorTable, fit_overlap
 from nasutil.predictor.profile import load_profile
@@ -39,25 +38,13 @@ from nasutil.registry import get_space
 CONFIGS = ((256, "cudagraph"), (256, "eager"), (1, "cudagraph"), (1, "eager"))
 
 
-def load(folder: Path, space: str, min_clock_ratio: float = 0.95) -> dict[tuple[int, str], dict[str, float]]:
+def load(folder: Path, space: str) -> dict[tuple[int, str], dict[str, float]]:
+    """(batch, mode) -> arch -> median fp16 latency, as `profile fit` reads them."""
     files = [folder / f"predictor_data_{space}.csv"]
     if space == "nb201":
         files += [p for p in sorted(folder.glob("*.csv")) if p.name.startswith(("throughput", "repeatability"))]
-    rows = defaultdict(list)
-    for path in files:
-        with path.open() as fh:
-            for r in csv.DictReader(fh):
-                if r.get("space") == space and r.get("status") == "ok" and r.get("dtype") == "fp16":
-                    rows[(int(r["batch_size"]), r["mode"])].append(r)
-    out = {}
-    for key, members in rows.items():
-        top = max(float(m["sm_clock_mhz"]) for m in members if m.get("sm_clock_mhz"))
-        latencies = defaultdict(list)
-        for m in members:
-            if not m.get("sm_clock_mhz") or float(m["sm_clock_mhz"]) >= min_clock_ratio * top:
-                latencies[m["arch"]].append(float(m["latency_ms"]))
-        out[key] = {a: statistics.median(v) for a, v in latencies.items()}
-    return out
+    groups = median_latencies(read_measurements(files))
+    return {(batch, mode): v for (name, dtype, batch, mode), v in groups.items() if name == space and dtype == "fp16"}
 
 
 def metrics(predicted: np.ndarray, measured: np.ndarray) -> dict:
