@@ -106,6 +106,18 @@ def test_parallel_workers_keep_order_and_survive_a_crash(installed_plugin):
     assert [m.ok for m in results] == [True, False, True, False, True, True]
 
 
+def test_measure_configs_keeps_one_candidate_on_one_worker(installed_plugin, tmp_path):
+    configs = [CPU.with_(batch_size=b) for b in (1, 2, 4)]
+    cache = MeasurementCache(tmp_path / "m.db")
+    with Evaluator(CPU, cache=cache, isolate=True, timeout_s=60, workers=2) as ev:
+        results = ev.measure_configs(Candidate("tiny", "w8"), configs)
+        busy = [w for w in ev._workers if w._proc is not None and w._proc.is_alive()]
+        again = ev.measure_configs(Candidate("tiny", "w8"), configs[::-1])
+    assert [m.batch_size for m in results] == [1, 2, 4] and all(m.ok for m in results)
+    assert len(busy) == 1  # the other worker was never needed
+    assert ev.cache_hits == 3 and [m.batch_size for m in again] == [4, 2, 1]
+
+
 def test_cli_measure_json_and_out(cli, installed_plugin, tmp_path):
     out = tmp_path / "results.jsonl"
     archs = tmp_path / "archs.txt"

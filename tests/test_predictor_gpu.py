@@ -27,7 +27,8 @@ def test_profile_build_writes_tables_and_fits_overlap(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     (table,) = data["operators"]
-    assert table["batch_size"] == 32 and len(table["ops"]) >= 20 and table["calibrated_on"] == 4
+    # networks measured while the SM clock was lowered are left out of the overlap fit
+    assert table["batch_size"] == 32 and len(table["ops"]) >= 20 and 2 <= table["calibrated_on"] <= 4
     r = cli("predict", "nb201", "--sample", "2", "--batch-size", "32", "--profile", str(out), "--json")
     assert r.returncode == 0, r.stderr
     assert all(json.loads(line)["predictor"] == "operators" for line in r.stdout.splitlines())

@@ -6,7 +6,8 @@ import multiprocessing as mp
 import os
 import queue
 import sys
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from nasutil.errors import NasutilError
@@ -45,17 +46,35 @@ class Evaluator:
         for worker in self._workers:
             self._idle.put(worker)
         self._info: dict | None = None
+        self._info_lock = threading.Lock()  # threads measuring at once must not start the first worker twice
         self.cache_hits = 0
 
     @property
     def info(self) -> dict:
         """Device name and torch version of the processes that measure."""
-        if self._info is None:
-            self._info = self._workers[0].start() if self._workers else device_info(self.config.device)
+        with self._info_lock:
+            if self._info is None:
+                self._info = self._workers[0].start() if self._workers else device_info(self.config.device)
         return self._info
 
     def measure(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
-        config = config or self.config
+        return self.measure_configs(candidate, [config or self.config])[0]
+
+    def measure_configs(self, candidate: Candidate, configs: Sequence[MeasureConfig]) -> list[Measurement]:
+        """Measure one candidate at several configurations on one worker, in order.
+
+        A process pays one-off library work (kernel loading, cuDNN heuristics) the first time it runs
+        a layer shape; keeping a candidate's batch sizes and modes on one worker pays it once.
+        """
+        self.info  # started before a worker is taken, so the first worker is free to answer
+        worker = self._idle.get() if self._workers else None
+        try:
+            return [self._measure_on(worker, candidate, config) for config in configs]
+        finally:
+            if worker is not None:
+                self._idle.put(worker)
+
+    def _measure_on(self, worker: IsolatedWorker | None, candidate: Candidate, config: MeasureConfig) -> Measurement:
         try:
             arch, arch_hash, input_size, _ = resolve(candidate, config.input_size)
         except NasutilError as exc:
@@ -68,14 +87,7 @@ class Evaluator:
                 self.cache_hits += 1
                 return hit
         canonical = Candidate(candidate.space, arch)
-        if self._workers:
-            worker = self._idle.get()
-            try:
-                result = worker.measure(canonical, config)
-            finally:
-                self._idle.put(worker)
-        else:
-            result = measure_task(canonical, config)
+        result = worker.measure(canonical, config) if worker is not None else measure_task(canonical, config)
         if self.cache is not None:
             self.cache.put(result, config)
         return result
