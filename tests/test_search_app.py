@@ -70,6 +70,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
+    (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),
 ])
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
     err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
