@@ -34,9 +34,13 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
     trials = rows(run_dir / "trials.csv")
     assert len(trials) == 40
     pruned = [t for t in trials if t["prune_stage"] == "before_training"]
-    trained = [t for t in trials if t["state"] == "COMPLETE"]
+    trained = [t for t in trials if t["outcome"] == "trained"]
     assert pruned and trained, "the default policy should prune some trials and train others"
-    assert all(t["state"] == "PRUNED" and t["prune_reason"] and t["training_epochs"] == "0" for t in pruned)
+    # NSGA-II by default: a pruned trial is told to the sampler as an infeasible COMPLETE trial, and
+    # stays a pruned one in the tables (no accuracy, no feasibility, no training).
+    assert all(t["outcome"] == "pruned_before_training" and t["state"] == "COMPLETE" and t["prune_reason"]
+               and t["training_epochs"] == "0" and t["accuracy"] == "" and t["feasible"] == "" for t in pruned)
+    assert all(t["state"] == "COMPLETE" and t["generation"] != "" for t in trained)
     for t in trials:  # every trial carries its arch, predictions, FLOPs and params
         assert t["arch"].startswith("|") and float(t["predicted_throughput_per_s"]) > 0
         assert float(t["predicted_utilization"]) > 0 and int(t["flops_per_image"]) > 0 and int(t["params"]) > 0
@@ -66,6 +70,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
+    (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),
 ])
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
     err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
@@ -105,6 +110,7 @@ def test_multirun_sweeps_write_one_study_per_job(tmp_path):
     assert sorted((s["seed"], s["prune"].split(" ")[0]) for s in summaries) == [
         (0, "none"), (0, "utilization_threshold"), (1, "none"), (1, "utilization_threshold")]
     assert all(len(rows(j / "trials.csv")) == 6 for j in jobs)
+    assert len({s["study_name"] for s in summaries}) == 4  # the default name differs per job, as do the folders
 
 
 def test_constraint_and_other_samplers(tmp_path):
@@ -117,8 +123,13 @@ def test_constraint_and_other_samplers(tmp_path):
         for t in trials:  # the SLO policy prunes exactly the candidates predicted to miss 1.9 ms
             slow = float(t["predicted_latency_ms"]) > 1.9
             assert (t["prune_stage"] == "before_training") == slow
-            if t["state"] == "COMPLETE":
+            if t["outcome"] == "trained":
                 assert t["feasible"] == "True"
+        expected = "predicted" if sampler == "nsga3" else "pruned"  # latency_slo has no estimate: infeasible
+        assert json.loads((run / "summary.json").read_text())["pruned_as"] == expected
+        pruned_states = {t["state"] for t in trials if t["outcome"] == "pruned_before_training"}
+        assert pruned_states <= ({"COMPLETE"} if sampler == "nsga3" else {"PRUNED"})
+        assert all(f["outcome"] == "trained" for f in rows(run / "pareto.csv"))
 
 
 def test_a_crashing_trial_is_failed_with_its_reason_and_the_search_goes_on(tmp_path):

@@ -53,6 +53,20 @@ def test_dominated_prunes_a_slow_candidate_whose_speed_class_is_beaten_by_a_fast
     assert DominatedThroughput(warmup_trials=4, margin=10.0).decide(cand(1000.0), History(trained)) is None
 
 
+def test_dominated_estimate_is_the_neighbours_bound_capped_by_the_dominating_front_member():
+    trained = [Seen(2000.0, 1.0, 0.02, 92.0), Seen(1000.0, 1.0, 0.02, 85.0), Seen(1010.0, 1.0, 0.02, 86.0),
+               Seen(990.0, 1.0, 0.02, 84.0)]
+    policy = DominatedThroughput(warmup_trials=4, band=0.05, min_neighbours=3)
+    assert policy.estimate(cand(1000.0), History(trained)) == 86.0
+    # With a negative margin the policy prunes candidates whose bound beats the front member; the
+    # estimate is capped so that the sampler still sees them dominated.
+    assert DominatedThroughput(warmup_trials=4, margin=-10.0).estimate(cand(1000.0), History(trained + [
+        Seen(995.0, 1.0, 0.02, 93.0)])) == 92.0
+    assert policy.estimate(cand(2500.0), History(trained)) is None  # nothing as fast on the front
+    assert DominatedThroughput(min_neighbours=4).estimate(cand(1000.0), History(trained)) is None
+    assert make_policy({"name": "utilization_threshold", "threshold": 0.5}).estimate(cand(1000.0), History()) is None
+
+
 def test_dominated_ignores_untrained_candidates_for_accuracy():
     seen = [Seen(2000.0, 1.0, 0.02, None)] * 10 + [Seen(1000.0, 1.0, 0.02, 85.0)] * 3
     # The fast candidates were never trained: no trained front member is as fast as 1,020/s.

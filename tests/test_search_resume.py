@@ -57,3 +57,37 @@ def test_killed_search_resumes_without_losing_completed_trials(tmp_path):
         if t.state == optuna.trial.TrialState.FAIL:
             retry = [r for r in study.trials if r.system_attrs.get("failed_trial") == t.number]
             assert retry and t.params.items() <= retry[0].params.items()
+
+
+def _study_name(*overrides: str) -> str:
+    from hydra import compose, initialize_config_module
+
+    import nasutil.search.app  # noqa: F401  (registers the digest resolver the default name uses)
+
+    with initialize_config_module(config_module="nasutil_conf", version_base="1.3"):
+        return str(compose("config", overrides=list(overrides)).study_name)
+
+
+def test_default_study_name_follows_the_settings_that_change_the_search():
+    base = _study_name()
+    assert base.startswith("nb201-nsga2-dominated_throughput-s0-") and base == _study_name()
+    # Budget and display options leave it alone: re-running with more trials resumes the same study.
+    assert _study_name("n_trials=500", "timeout_s=60", "progress=false", "plots=false", "verbose=true") == base
+    changed = {_study_name(o) for o in ("seed=1", "prune.band=0.1", "sampler.population_size=10",
+                                        "pruned_as=pruned", "objectives=accuracy_latency", "trainer.dataset=cifar100")}
+    assert len(changed) == 6 and base not in changed
+    assert _study_name("study_name=mine") == "mine"
+
+
+def test_rerunning_the_same_command_resumes_under_the_default_name(tmp_path, capsys):
+    import json
+
+    args = [f"hydra.run.dir={tmp_path}", "predictor=analytical", "plots=false", "progress=false"]
+    assert main([*args, "n_trials=5"]) == 0
+    first = json.loads((tmp_path / "summary.json").read_text())
+    assert main([*args, "n_trials=9"]) == 0
+    second = json.loads((tmp_path / "summary.json").read_text())
+    assert not first["resumed"] and second["resumed"] and second["study_name"] == first["study_name"]
+    assert f"resumed study {first['study_name']!r}: it held 5 finished trials" in capsys.readouterr().out
+    study = optuna.load_study(study_name=first["study_name"], storage=f"sqlite:///{tmp_path / 'study.db'}")
+    assert len(study.trials) == 9

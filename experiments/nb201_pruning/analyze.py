@@ -56,18 +56,20 @@ def main() -> int:
             trials = list(csv.DictReader(f))
         trained, curve, points = 0, [], []
         for t in sorted(trials, key=lambda r: int(r["number"])):
-            if t["state"] == "COMPLETE" and not t["duplicate_of"]:
+            if t["outcome"] == "trained":
                 trained += 1
                 points.append((float(t["accuracy"]), float(t["predicted_throughput_per_s"])))
                 curve.append(hypervolume_2d(points, ref) / true_hv)
         found = front_of(points)
         igd = statistics.fmean(min(((a - fa) / acc_range) ** 2 + ((t - ft) / thr_range) ** 2 for fa, ft in found) ** 0.5
                                for a, t in true_front)
-        archs = {t["arch"] for t in trials if t["state"] == "COMPLETE"}
+        archs = {t["arch"] for t in trials if t["outcome"] == "trained"}
+        generations = {int(t["generation"]) for t in trials if t["generation"]}
         results.append({
-            "arm": arm, "seed": summary["seed"], "trials": len(trials),
-            "trainings": trained, "pruned_before_training": sum(t["prune_stage"] == "before_training" for t in trials),
-            "repeats": sum(bool(t["duplicate_of"]) for t in trials), "failed": sum(t["state"] == "FAIL" for t in trials),
+            "arm": arm, "seed": summary["seed"], "pruned_as": summary.get("pruned_as", ""), "trials": len(trials),
+            "trainings": trained, "pruned_before_training": sum(t["outcome"] == "pruned_before_training" for t in trials),
+            "repeats": sum(t["outcome"] == "repeat" for t in trials), "failed": sum(t["outcome"] == "failed" for t in trials),
+            "generations": max(generations) + 1 if generations else 0,
             "hypervolume": hypervolume_2d(points, ref), "hv_ratio_to_true": curve[-1] if curve else 0.0,
             "igd_normalised": igd, "true_front_cells_found": len(archs & true_front_archs),
             "best_accuracy": max(a for a, _ in points), "wall_s": summary["wall_s"]})
@@ -84,10 +86,10 @@ def main() -> int:
     arms: dict[str, dict] = {}
     for arm in sorted({r["arm"] for r in results}):
         rs = [r for r in results if r["arm"] == arm]
-        arms[arm] = {"runs": len(rs), **{k: {"mean": statistics.fmean(r[k] for r in rs),
+        arms[arm] = {"runs": len(rs), "pruned_as": sorted({r["pruned_as"] for r in rs}), **{k: {"mean": statistics.fmean(r[k] for r in rs),
                                              "std": statistics.pstdev(r[k] for r in rs),
                                              "min": min(r[k] for r in rs), "max": max(r[k] for r in rs)}
-                                         for k in ("trainings", "pruned_before_training", "hv_ratio_to_true",
+                                         for k in ("trainings", "pruned_before_training", "generations", "hv_ratio_to_true",
                                                    "igd_normalised", "true_front_cells_found", "best_accuracy")}}
     paired = {}
     by = {(r["arm"], r["seed"]): r for r in results}
@@ -102,6 +104,7 @@ def main() -> int:
         paired[f"{arm} vs {base}"] = {
             "seeds": len(pairs), "hv_ratio_mean": statistics.fmean(hv), "hv_ratio_min": min(hv),
             "trainings_saved_mean": statistics.fmean(saved), "trainings_saved_min": min(saved),
+            "hv_goal_seeds": sum(h >= 0.99 for h in hv), "trainings_goal_seeds": sum(s >= 0.5 for s in saved),
             "goal_met_seeds": sum(h >= 0.99 and s >= 0.5 for h, s in zip(hv, saved))}
     out = {"objectives": ["cifar10_test_200ep accuracy (%)", "predicted H200 throughput (images/s)"],
            "reference_point": {"accuracy": ref[0], "throughput_per_s": ref[1]},
@@ -143,7 +146,7 @@ def plot(curves, results, cells, true_front, folder: Path) -> None:
             continue
         with path.open() as f:
             pts = [(float(t["accuracy"]), float(t["predicted_throughput_per_s"])) for t in csv.DictReader(f)
-                   if t["state"] == "COMPLETE"]
+                   if t["outcome"] == "trained"]
         fr = front_of(pts)
         ax.step([t for _, t in fr], [a for a, _ in fr], where="post", lw=1.1, label=f"{arm}, seed 0")
     ax.set_ylim(80, 95)

@@ -31,6 +31,19 @@ EXIT_USAGE = 2
 log = logging.getLogger(__name__)
 
 
+def config_digest(*nodes: Any) -> str:
+    """Eight hex digits that change with any setting of the given config nodes: the default study name
+    carries it, so re-running the same search resumes it and changing how it searches starts anew."""
+    import hashlib
+
+    plain = [OmegaConf.to_container(n, resolve=True) if OmegaConf.is_config(n) else n for n in nodes]
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+# `${nasutil.digest:...}` in conf/config.yaml's default study_name.
+OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
+
+
 def _positive_int(cfg: DictConfig, key: str) -> int:
     value = cfg.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -98,7 +111,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     from nasutil.registry import get_space
-    from nasutil.search.controller import Search
+    from nasutil.search.controller import PRUNED_AS, Search, resolve_pruned_as
     from nasutil.search.measure import make_measurer
     from nasutil.search.objectives import Objectives
     from nasutil.search.outputs import write_tables
@@ -138,10 +151,15 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     storage = open_storage(url, storage_cfg.get("heartbeat_interval"), storage_cfg.get("grace_period"),
                            storage_cfg.get("max_retry"))
     predictor = make_predictor(_plain(cfg.predictor), space, space_spec)
-    sampler = _sampler(_plain(cfg.sampler), seed, bool(objectives.latency_slo_ms or objectives.min_accuracy))
+    pruned_as_choice = str(cfg.get("pruned_as", "auto"))
+    if pruned_as_choice not in PRUNED_AS:
+        raise NasutilError(f"pruned_as must be one of {', '.join(PRUNED_AS)}, got {pruned_as_choice!r}")
+    constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
+    sampler = _sampler(_plain(cfg.sampler), seed, constrained)
+    pruned_as = resolve_pruned_as(pruned_as_choice, sampler)
     study, resumed = _study(storage, study_name, objectives.directions, objectives.names, sampler)
 
-    search = Search(study, space_spec, predictor, policy, trainer, objectives, measurer, pruner)
+    search = Search(study, space_spec, predictor, policy, trainer, objectives, measurer, pruner, pruned_as)
     before = search.counts()
     lines: list[str] = []
     if resumed:
@@ -157,7 +175,8 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
         search.close()
     lines[:0] = [f"search space {space_spec}; objectives {', '.join(objectives.names)}"
              + (f" (latency SLO {objectives.latency_slo_ms} ms)" if objectives.latency_slo_ms else "")
-             + f"; sampler {cfg.sampler.get('name')}; prune {policy.describe()}; pruner {search.early.name}",
+             + f"; sampler {cfg.sampler.get('name')}; prune {policy.describe()} (pruned trials recorded as "
+               f"{pruned_as}); pruner {search.early.name}",
              f"predictor: {predictor.description}; trainer: {trainer.describe()}; "
              f"hardware figures: {measurer.description if measurer else 'predicted (no measurement)'}"]
     files = write_tables(study, folder)
@@ -172,6 +191,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     summary = {"study_name": study_name, "folder": str(folder), "n_trials": n_trials, "seed": seed,
                "wall_s": round(wall, 2), "resumed": resumed, "interrupted": interrupted,
                "metrics": objectives.names, "sampler": cfg.sampler.get("name"), "prune": policy.describe(),
+               "pruned_as": pruned_as,
                "pruner": search.early.name, "predictor": predictor.description, "trainer": trainer.describe(),
                "counts": {**{k: v for k, v in vars(counts).items()}, "trainings": counts.trainings}}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

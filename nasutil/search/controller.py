@@ -1,10 +1,34 @@
 """The search loop: one Optuna trial per candidate, pruned on predictions before any training.
 
 Per trial: the space suggests an arch through the trial; the predictor scores it; the prune policy
-may end it (state PRUNED, `prune_stage=before_training`, with its reason); otherwise it is trained
-(an Optuna pruner may stop it early: `prune_stage=during_training`), measured where a GPU is
-configured, and its objective values go to the study. Everything a trial learned is stored as its
-user attributes, so outputs, resumed runs and policies read it back from the storage alone.
+may end it (`prune_stage=before_training`, with its reason); otherwise it is trained (an Optuna
+pruner may stop it early: `prune_stage=during_training`), measured where a GPU is configured, and its
+objective values go to the study. Everything a trial learned is stored as its user attributes, so
+outputs, resumed runs and policies read it back from the storage alone.
+
+How a pruned trial is told to the sampler (`pruned_as`):
+
+- `pruned`: Optuna state PRUNED. Genetic samplers (NSGA-II/III) build each generation from COMPLETE
+  trials only, so a pruned trial is invisible to them: with half the candidates pruned, a search
+  of the same length evolves about half as many generations, and selection never learns that the
+  pruned candidates were bad.
+- `predicted`: state COMPLETE with the predicted objective values: the hardware figures the
+  predictor gave and, for accuracy, the policy's estimate (`PrunePolicy.estimate`; for
+  `dominated_throughput` the accuracy it predicted the candidate at most reaches, capped so that
+  the front member that dominates it still does). The sampler ranks the candidate where the policy
+  placed it, as in surrogate-assisted evolution. Where the policy gives no estimate (or a pruner
+  stopped the training), the trial is recorded as `infeasible` instead.
+- `infeasible`: state COMPLETE with a violated constraint `pruned` (1.0), the predicted hardware
+  figures as objective values and the worst value for what only training gives (accuracy 0). It
+  fills its generation, and constrained domination ranks it below every feasible (trained) trial.
+
+Either way it stays a pruned trial everywhere else: `prune_stage` says so, `outcome` (in
+trials.csv) says `pruned_before_training`, it costs no training, and it never enters the Pareto
+front, the hypervolume or a policy's history of trained candidates.
+
+`auto` picks `predicted` for genetic samplers and `pruned` for the others (random, TPE, GP), where
+PRUNED is already handled (TPE ranks pruned trials below complete ones; random search ignores
+results).
 """
 
 from __future__ import annotations
@@ -26,6 +50,42 @@ from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.trainers import Trainer
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+PRUNED_AS = ("auto", "pruned", "infeasible", "predicted")
+PRUNED_CONSTRAINT = "pruned"  # the constraint an infeasible-recorded pruned trial violates
+
+
+def resolve_pruned_as(choice: str, sampler: optuna.samplers.BaseSampler | None) -> str:
+    """`pruned`, `infeasible` or `predicted` for the config's `pruned_as`: `auto` picks `predicted`
+    for genetic samplers, whose generations count COMPLETE trials only, and `pruned` for the rest."""
+    if choice not in PRUNED_AS:
+        raise NasutilError(f"pruned_as must be one of {', '.join(PRUNED_AS)}, got {choice!r}")
+    if choice != "auto":
+        return choice
+    from optuna.samplers._ga import BaseGASampler  # the base of NSGAIISampler and NSGAIIISampler
+
+    return "predicted" if isinstance(sampler, BaseGASampler) else "pruned"
+
+
+def outcome(t: FrozenTrial) -> str:
+    """What happened to a trial, whichever way it was recorded: `trained`, `repeat` (an arch the study
+    had trained already), `pruned_before_training`, `stopped_early`, `failed` or `running`."""
+    stage = t.user_attrs.get("prune_stage")
+    if t.state in FINISHED and stage == "before_training":
+        return "pruned_before_training"
+    if t.state in FINISHED and stage == "during_training":
+        return "stopped_early"
+    if t.state == TrialState.COMPLETE:
+        return "repeat" if t.user_attrs.get("duplicate_of") is not None else "trained"
+    return {TrialState.FAIL: "failed", TrialState.RUNNING: "running"}.get(t.state, t.state.name.lower())
+
+
+def has_accuracy(t: FrozenTrial) -> bool:
+    """Trained to the end, here or as the repeat of an arch trained earlier."""
+    return outcome(t) in ("trained", "repeat")
+
+
+class _Pruned(Exception):
+    """A trial ended without a final accuracy (by the policy or the pruner); carries the reason."""
 
 
 class StoppedEarly(Exception):
@@ -99,24 +159,23 @@ class Counts:
     def of(cls, trials: list[FrozenTrial]) -> Counts:
         c = cls()
         for t in trials:
-            stage = t.user_attrs.get("prune_stage")
             c.epochs += float(t.user_attrs.get("training_epochs") or 0.0)
             if t.state in FINISHED:
                 c.finished += 1
-            if t.state == TrialState.COMPLETE:
-                if t.user_attrs.get("duplicate_of") is not None:
-                    c.duplicates += 1
-                else:
-                    c.trained += 1
-            elif t.state == TrialState.PRUNED and stage == "before_training":
+            kind = outcome(t)
+            if kind == "trained":
+                c.trained += 1
+            elif kind == "repeat":
+                c.duplicates += 1
+            elif kind == "pruned_before_training":
                 c.pruned_before += 1
-                kind = str(t.user_attrs.get("prune_policy", "policy"))
-                c.reasons[kind] = c.reasons.get(kind, 0) + 1
-            elif t.state == TrialState.PRUNED:
+                policy = str(t.user_attrs.get("prune_policy", "policy"))
+                c.reasons[policy] = c.reasons.get(policy, 0) + 1
+            elif kind == "stopped_early":
                 c.stopped_early += 1
-            elif t.state == TrialState.FAIL:
+            elif kind == "failed":
                 c.failed += 1
-            elif t.state == TrialState.RUNNING:
+            elif kind == "running":
                 c.running += 1
         return c
 
@@ -131,13 +190,14 @@ class Search:
 
     def __init__(self, study: optuna.Study, space_spec: str, predictor: CandidatePredictor, policy: PrunePolicy,
                  trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
-                 pruner: optuna.pruners.BasePruner | None = None) -> None:
+                 pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto") -> None:
         from nasutil.registry import get_space
 
         self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
         self.predictor, self.policy, self.trainer = predictor, policy, trainer
         self.objectives, self.measurer = objectives, measurer
         self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False))
+        self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
 
     # -- one trial -------------------------------------------------------------------------------
 
@@ -145,8 +205,8 @@ class Search:
         record: dict[str, Any] = {}
         try:
             return self._objective(trial, record)
-        except optuna.TrialPruned:
-            raise
+        except _Pruned as pruned:
+            return self._end_pruned(trial, record, str(pruned))
         except Exception as exc:
             self._store(trial, record)
             reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NasutilError) else str(exc)
@@ -165,15 +225,16 @@ class Search:
                       predicted_throughput_per_s=scored.throughput_per_s, predicted_utilization=scored.utilization,
                       flops_per_image=scored.flops_per_image, params=scored.params)
 
-        reason = self.policy.decide(scored, history_from([_with_accuracy(t) for t in earlier]))
+        history = history_from([_with_accuracy(t) for t in earlier])
+        reason = self.policy.decide(scored, history)
         if reason is not None:
             record.update(prune_stage="before_training", prune_policy=self.policy.name, prune_reason=reason,
                           training_epochs=0.0)
-            self._store(trial, record)
-            raise optuna.TrialPruned(reason)
+            if self.pruned_as == "predicted":
+                record["estimated_accuracy"] = self.policy.estimate(scored, history)
+            raise _Pruned(reason)
 
-        same = next((t for t in earlier if t.state == TrialState.COMPLETE and t.user_attrs.get("arch") == text
-                     and t.user_attrs.get("duplicate_of") is None), None)
+        same = next((t for t in earlier if outcome(t) == "trained" and t.user_attrs.get("arch") == text), None)
         if same is not None:  # the sampler proposed an arch the study already trained: reuse, do not retrain
             keep = ("accuracy", "accuracy_detail", *(k for k in same.user_attrs if k.startswith("measured_")))
             record.update({k: same.user_attrs[k] for k in keep if k in same.user_attrs})
@@ -205,8 +266,7 @@ class Search:
             record.update(prune_stage="during_training", prune_policy=f"pruner:{self.early.name}",
                           prune_reason=str(stop), accuracy_partial=stop.accuracy, training_epochs=float(stop.step),
                           curve=curve)
-            self._store(trial, record)
-            raise optuna.TrialPruned(str(stop)) from None
+            raise _Pruned(str(stop)) from None
         except BaseException:
             reporter.finish(None)
             record.update(training_epochs=float(reporter.last_step), curve=curve)
@@ -215,6 +275,26 @@ class Search:
         reporter.finish(result.accuracy)
         record.update(accuracy=result.accuracy, training_epochs=result.epochs, curve=curve,
                       accuracy_detail=result.extra)
+
+    def _end_pruned(self, trial: optuna.Trial, record: dict[str, Any], reason: str) -> list[float]:
+        """Store what the pruned trial learned, then end it as the sampler should learn of it: PRUNED,
+        or COMPLETE with the policy's estimate or, without one, as infeasible (see the module
+        docstring). It never gets an `accuracy`, so nothing downstream takes it for a trained one."""
+        if self.pruned_as == "pruned":
+            self._store(trial, record)
+            raise optuna.TrialPruned(reason)
+        figures = {**record, **hardware_figures(record)}
+        figures["accuracy"] = record.get("estimated_accuracy")  # None unless pruned_as=predicted gave one
+        infeasible = figures["accuracy"] is None
+        constraints = {**({PRUNED_CONSTRAINT: 1.0} if infeasible else {}), **self.objectives.constraints(figures)}
+        if constraints:
+            record["constraints"] = constraints
+        values = self.objectives.values(figures, missing_as_worst=True)
+        self._store(trial, record)
+        if hasattr(trial, "set_constraint"):
+            for key, value in constraints.items():
+                trial.set_constraint(key, value)
+        return values
 
     @staticmethod
     def _store(trial: optuna.Trial, record: dict[str, Any]) -> None:
@@ -275,6 +355,6 @@ def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
 def _with_accuracy(t: FrozenTrial) -> dict[str, Any]:
     """A trial's record, with accuracy only where it was trained to the end."""
     record = dict(t.user_attrs)
-    if t.state != TrialState.COMPLETE:
+    if not has_accuracy(t):
         record.pop("accuracy", None)
     return record

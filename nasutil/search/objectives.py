@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,15 +16,16 @@ class Metric:
     direction: str  # "maximize" or "minimize"
     key: str  # the trial record field it reads
     label: str  # axis label
+    worst: float  # reported for a trial that never got this figure (a pruned trial's accuracy)
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
-    Metric("accuracy", "maximize", "accuracy", "accuracy (%)"),
-    Metric("throughput", "maximize", "throughput_per_s", "throughput (images/s)"),
-    Metric("latency", "minimize", "latency_ms", "latency per batch (ms)"),
-    Metric("utilization", "maximize", "utilization", "utilization (fraction of peak)"),
-    Metric("params", "minimize", "params", "parameters"),
-    Metric("flops", "minimize", "flops_per_image", "FLOPs per image"),
+    Metric("accuracy", "maximize", "accuracy", "accuracy (%)", 0.0),
+    Metric("throughput", "maximize", "throughput_per_s", "throughput (images/s)", 0.0),
+    Metric("latency", "minimize", "latency_ms", "latency per batch (ms)", math.inf),
+    Metric("utilization", "maximize", "utilization", "utilization (fraction of peak)", 0.0),
+    Metric("params", "minimize", "params", "parameters", math.inf),
+    Metric("flops", "minimize", "flops_per_image", "FLOPs per image", math.inf),
 )}
 
 
@@ -63,13 +65,15 @@ class Objectives:
     def hardware(self) -> list[Metric]:
         return [m for m in self.metrics if m.name != "accuracy"]
 
-    def values(self, record: dict[str, Any]) -> list[float]:
+    def values(self, record: dict[str, Any], missing_as_worst: bool = False) -> list[float]:
+        """The objective values in study order. A missing figure is an error, or, for a trial pruned
+        before it could be measured, the metric's worst value (it must rank below any real one)."""
         out = []
         for m in self.metrics:
             value = record.get(m.key)
-            if value is None:
+            if value is None and not missing_as_worst:
                 raise NasutilError(f"trial has no {m.name} to report")
-            out.append(float(value))
+            out.append(m.worst if value is None else float(value))
         return out
 
     def constraints(self, record: dict[str, Any]) -> dict[str, float]:

@@ -11,11 +11,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.controller import hardware_figures
+from nasutil.search.controller import PRUNED_CONSTRAINT, has_accuracy, hardware_figures, outcome
 from nasutil.search.objectives import METRICS, pareto_mask
 
 # Leading columns, in this order; any other user attribute follows, sorted.
-COLUMNS = ("number", "state", "arch", "accuracy", "throughput_per_s", "latency_ms", "utilization", "hardware_source",
+COLUMNS = ("number", "outcome", "state", "generation", "arch", "accuracy", "throughput_per_s", "latency_ms", "utilization", "hardware_source",
            "predicted_throughput_per_s", "predicted_latency_ms", "predicted_utilization", "predictor",
            "measured_throughput_per_s", "measured_latency_ms", "measured_utilization", "measured_device",
            "flops_per_image", "params", "prune_stage", "prune_policy", "prune_reason", "training_epochs",
@@ -29,12 +29,22 @@ def metric_names(study: optuna.Study) -> list[str]:
 
 
 def feasible(t: FrozenTrial) -> bool:
+    """Meets the objectives' constraints; a pruned trial recorded as infeasible never does."""
     cons = t.user_attrs.get("constraints") or {}
-    return all(v <= 0 for v in cons.values())
+    return PRUNED_CONSTRAINT not in cons and all(v <= 0 for v in cons.values())
+
+
+def generation(t: FrozenTrial) -> int | None:
+    """The generation a genetic sampler (NSGA-II/III) put the trial in, where one did."""
+    for key, value in t.system_attrs.items():
+        if key.endswith("Sampler:generation"):
+            return int(value)
+    return None
 
 
 def trial_row(t: FrozenTrial) -> dict[str, Any]:
-    row: dict[str, Any] = {"number": t.number, "state": t.state.name}
+    row: dict[str, Any] = {"number": t.number, "outcome": outcome(t), "state": t.state.name,
+                           "generation": generation(t)}
     attrs = t.user_attrs
     for key, value in attrs.items():
         if key in SKIP:
@@ -42,11 +52,11 @@ def trial_row(t: FrozenTrial) -> dict[str, Any]:
         row[key] = value
     for key, value in (attrs.get("accuracy_detail") or {}).items():
         row[key] = value
-    if t.state != TrialState.COMPLETE:
+    if not has_accuracy(t):
         row.pop("accuracy", None)
     if attrs.get("predicted_latency_ms") is not None:
         row.update(hardware_figures(attrs))
-    row["feasible"] = feasible(t) if t.state == TrialState.COMPLETE else ""
+    row["feasible"] = feasible(t) if has_accuracy(t) else ""
     if t.state == TrialState.FAIL and "fail_reason" not in row:
         row["fail_reason"] = t.system_attrs.get("fail_reason", "")
     row["duration_s"] = round(t.duration.total_seconds(), 3) if t.duration else ""
@@ -55,9 +65,10 @@ def trial_row(t: FrozenTrial) -> dict[str, Any]:
 
 
 def pareto_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Complete, feasible trials that no other such trial dominates on the study's objectives."""
+    """Trained, feasible trials that no other such trial dominates on the study's objectives (pruned
+    trials recorded as COMPLETE for the sampler's sake are not trained ones)."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.values is not None and feasible(t) and t.user_attrs.get("duplicate_of") is None]
+            if t.values is not None and outcome(t) == "trained" and feasible(t)]
     directions = ["maximize" if d == optuna.study.StudyDirection.MAXIMIZE else "minimize" for d in study.directions]
     mask = pareto_mask([t.values for t in done], directions)
     front = [t for t, keep in zip(done, mask) if keep]

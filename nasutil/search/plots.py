@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.controller import hardware_figures
+from nasutil.search.controller import hardware_figures, outcome
 from nasutil.search.objectives import METRICS
 from nasutil.search.outputs import axis_label, metric_names, pareto_trials
 
@@ -45,9 +45,9 @@ def pareto_png(study: optuna.Study, path: Path) -> Path | None:
         return None
     x_key, y_key = METRICS[x_name].key, METRICS[y_name].key
     trials = study.get_trials(deepcopy=False)
-    trained = [t for t in trials if t.state == TrialState.COMPLETE and t.user_attrs.get("duplicate_of") is None]
-    early = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get("prune_stage") == "during_training"]
-    before = [t for t in trials if t.state == TrialState.PRUNED and t.user_attrs.get("prune_stage") == "before_training"]
+    trained = [t for t in trials if outcome(t) == "trained"]
+    early = [t for t in trials if outcome(t) == "stopped_early"]
+    before = [t for t in trials if outcome(t) == "pruned_before_training"]
     front = pareto_trials(study)
 
     fig = _figure(7.5, 5.2)
@@ -121,10 +121,10 @@ def utilization_hist_png(study: optuna.Study, path: Path) -> Path | None:
     groups: dict[str, list[float]] = {"trained": [], "pruned before training": [], "stopped early": []}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
         u = _num(t.user_attrs.get("predicted_utilization"))
-        if u is None or t.user_attrs.get("duplicate_of") is not None:
+        key = {"trained": "trained", "pruned_before_training": "pruned before training",
+               "stopped_early": "stopped early"}.get(outcome(t))
+        if u is None or key is None:
             continue
-        stage = t.user_attrs.get("prune_stage")
-        key = {"before_training": "pruned before training", "during_training": "stopped early"}.get(stage, "trained")
         groups[key].append(u * 100)
     groups = {k: v for k, v in groups.items() if v}
     if not groups:
@@ -154,8 +154,9 @@ def study_html(study: optuna.Study, path: Path) -> Path | None:
     parts = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if len(names) in (2, 3) and study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            parts.append(plot_pareto_front(study, target_names=names))
+        trained = _trained_only(study)
+        if len(names) in (2, 3) and trained.trials:
+            parts.append(plot_pareto_front(trained, target_names=names))
         parts.append(plot_timeline(study))
     html = [f"<h2 style='font-family:sans-serif'>{study.study_name}</h2>"]
     for i, fig in enumerate(parts):
@@ -163,6 +164,14 @@ def study_html(study: optuna.Study, path: Path) -> Path | None:
     path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nasutil-search</title></head><body>"
                     + "\n".join(html) + "</body></html>")
     return path
+
+
+def _trained_only(study: optuna.Study) -> optuna.Study:
+    """An in-memory copy holding the trained trials only: pruned trials recorded as infeasible COMPLETE
+    ones carry placeholder objective values (accuracy 0) that must not stretch the front's axes."""
+    copy = optuna.create_study(directions=study.directions)
+    copy.add_trials([t for t in study.get_trials(deepcopy=False) if outcome(t) == "trained"])
+    return copy
 
 
 def write_plots(study: optuna.Study, folder: Path, html: bool = True) -> dict[str, Path]:

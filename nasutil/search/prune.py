@@ -63,6 +63,12 @@ class PrunePolicy(ABC):
     def decide(self, candidate: Scored, history: History) -> str | None:
         """A one-line reason to prune the candidate, or None to train it."""
 
+    def estimate(self, candidate: Scored, history: History) -> float | None:
+        """The accuracy a candidate this policy pruned would reach at most, where the policy can tell
+        (None: it cannot). With `pruned_as=predicted` the sampler sees it in place of the accuracy
+        that training would have measured."""
+        return None
+
     def describe(self) -> str:
         params = ", ".join(f"{k}={v}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{self.name} ({params})" if params else self.name
@@ -174,13 +180,27 @@ class DominatedThroughput(PrunePolicy):
         self.warmup_trials, self.band = int(warmup_trials), float(band)
         self.min_neighbours, self.margin = int(min_neighbours), float(margin)
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
-        trained = history.trained
-        if len(trained) < max(1, self.warmup_trials):
-            return None
+    def _neighbours(self, candidate: Scored, history: History) -> list[float]:
+        """Accuracies of the trained candidates of about the candidate's predicted throughput."""
         t = candidate.throughput_per_s
         lo, hi = t / (1 + self.band), t * (1 + self.band)
-        neighbours = [s.accuracy for s in trained if lo <= s.throughput_per_s <= hi]
+        return [s.accuracy for s in history.trained if lo <= s.throughput_per_s <= hi]
+
+    def estimate(self, candidate: Scored, history: History) -> float | None:
+        """The bound `decide` prunes on (the best accuracy of the candidate's throughput neighbours),
+        capped at the best accuracy of the front members at least as fast: the sampler then sees the
+        candidate as what the policy predicted, dominated by that front member."""
+        neighbours = self._neighbours(candidate, history)
+        faster = [s.accuracy for s in history.front() if s.throughput_per_s >= candidate.throughput_per_s]
+        if len(neighbours) < self.min_neighbours or not faster:
+            return None
+        return min(max(neighbours), max(faster))
+
+    def decide(self, candidate: Scored, history: History) -> str | None:
+        if len(history.trained) < max(1, self.warmup_trials):
+            return None
+        t = candidate.throughput_per_s
+        neighbours = self._neighbours(candidate, history)
         if len(neighbours) < self.min_neighbours:
             return None
         bound = max(neighbours)

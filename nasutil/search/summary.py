@@ -63,7 +63,7 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage_url
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:
             console.print(f"  {files[name].name}")
-    console.print(f"storage: {safe_url(storage_url)} (study {study.study_name!r}; re-run with "
-                  f"study_name={study.study_name} to resume)")
+    console.print(f"storage: {safe_url(storage_url)} (study {study.study_name!r}; re-run the same command, "
+                  f"or with study_name={study.study_name}, to resume)")
     if storage_url.startswith("sqlite:///"):
         console.print(f"browse: optuna-dashboard {storage_url}")
