@@ -1,0 +1,147 @@
+"""Measure NAS-Bench-201 cells on the GPU for the utilization study (nb201_study.yaml says what and how long).
+
+Stages, each optional:
+  sweep      batch sweeps of a few cells (the heaviest cell and a random sample) -> sweep.csv, saturation.json
+  ops        an operator table at the saturating batch, for predicting the cells not measured -> profile_saturated.json
+  b256       cells in a fixed random order at batch 256 until the stage's budget runs out -> measured_b256.csv
+  saturated  the same at the saturating batch -> measured_saturated.csv
+The measuring stages append to their CSVs and skip cells already there, so every run extends the sample.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig
+
+from nasutil.evaluator.candidate import Candidate
+from nasutil.evaluator.config import MeasureConfig
+from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator.measurement import Measurement
+from nasutil.evaluator.sweep import sweep_batch
+from nasutil.search.trainers.tabular import accuracy_table
+
+FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
+          "latency_cv", "throughput_per_s", "achieved_tflops", "peak_tflops", "utilization", "flops_per_image",
+          "params", "sm_clock_mhz", "driver_version", "torch_version", "error")
+HEAVIEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
+STAGES = ("sweep", "ops", "b256", "saturated")
+
+
+def cell_order(seed: int) -> list[str]:
+    """All 15,625 cells in one fixed random order: any prefix is a uniform random sample."""
+    cells = sorted(accuracy_table())
+    return [cells[i] for i in np.random.default_rng(seed).permutation(len(cells))]
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def base_config(cfg: DictConfig, batch_size: int) -> MeasureConfig:
+    return MeasureConfig(device=cfg.device, dtype=cfg.dtype, batch_size=batch_size, mode=cfg.mode, counters=False,
+                         num_classes=10)
+
+
+def run_sweep(cfg: DictConfig, out: Path, order: list[str]) -> int:
+    cells = [HEAVIEST] + [c for c in order if c != HEAVIEST][: int(cfg.sweep_cells) - 1]
+    rows, saturation = [], {}
+    with Evaluator(base_config(cfg, 1), timeout_s=float(cfg.timeout_s)) as evaluator:
+        for arch in cells:
+            result = sweep_batch(evaluator, Candidate("nb201", arch), max_batch=int(cfg.sweep_max_batch))
+            saturation[arch] = result.saturation_batch
+            rows += [{**row(p), "saturation_batch": result.saturation_batch} for p in result.points]
+            log(f"[sweep] {arch}: saturates at batch {result.saturation_batch}, "
+                f"best {result.best_throughput_per_s or 0:.0f} images/s")
+    write_rows(out / "sweep.csv", rows, FIELDS + ("saturation_batch",), append=False)
+    found = [b for b in saturation.values() if b]
+    batch = int(cfg.saturating_batch or max(found))
+    (out / "saturation.json").write_text(json.dumps({"saturating_batch": batch, "per_cell": saturation}, indent=1))
+    return batch
+
+
+def saturating_batch(cfg: DictConfig, out: Path) -> int:
+    if cfg.saturating_batch:
+        return int(cfg.saturating_batch)
+    path = out / "saturation.json"
+    if not path.exists():
+        sys.exit("error: no saturating batch yet: run the sweep stage or set saturating_batch=N")
+    return int(json.loads(path.read_text())["saturating_batch"])
+
+
+def build_ops(cfg: DictConfig, out: Path, batch: int) -> None:
+    command = [sys.executable, "-m", "nasutil", "profile", "build", "--device", cfg.device, "--spaces", "nb201",
+               "--batch-size", str(batch), "--mode", cfg.mode, "--dtype", cfg.dtype, "--networks", "0",
+               "--out", str(out / "profile_saturated.json")]
+    log("[ops] " + " ".join(command[1:]))
+    subprocess.run(command, check=True)
+
+
+def row(m: Measurement) -> dict:
+    data = m.to_dict(with_layers=False)
+    return {k: data.get(k) for k in FIELDS}
+
+
+def write_rows(path: Path, rows: list[dict], fields: tuple[str, ...], append: bool) -> None:
+    new = not (append and path.exists())
+    with path.open("w" if new else "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def measured_cells(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    with path.open(newline="") as fh:
+        return {r["arch"] for r in csv.DictReader(fh) if r.get("status") == "ok"}
+
+
+def measure_sample(cfg: DictConfig, path: Path, batch: int, order: list[str], budget_s: float, label: str) -> None:
+    """Measure the next cells of `order` not yet in `path` until `budget_s` is spent; append them."""
+    done_before = measured_cells(path)
+    todo = [c for c in order if c not in done_before]
+    workers = int(cfg.workers)
+    chunk = workers * 8
+    started, done = time.perf_counter(), 0
+    with Evaluator(base_config(cfg, batch), workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
+        while todo and time.perf_counter() - started < budget_s:
+            part, todo = todo[:chunk], todo[chunk:]
+            results = list(evaluator.measure_many([Candidate("nb201", a) for a in part]))
+            write_rows(path, [row(m) for m in results], FIELDS, append=True)
+            done += len(results)
+            failed = sum(not m.ok for m in results)
+            log(f"[{label}] {done} cells in {time.perf_counter() - started:.0f} s"
+                f"{f', {failed} failed in the last {len(part)}' if failed else ''}")
+    log(f"[{label}] {len(measured_cells(path))} cells measured in all at batch {batch}")
+
+
+@hydra.main(config_path=".", config_name="nb201_study", version_base=None)
+def main(cfg: DictConfig) -> None:
+    unknown = sorted(set(cfg.stages) - set(STAGES))
+    if unknown:
+        sys.exit(f"error: unknown stage(s) {unknown}; choose from {list(STAGES)}")
+    out = Path(hydra.utils.to_absolute_path(cfg.out))
+    out.mkdir(parents=True, exist_ok=True)
+    order = cell_order(int(cfg.seed))
+    batch = run_sweep(cfg, out, order) if "sweep" in cfg.stages else None
+    if "ops" in cfg.stages:
+        build_ops(cfg, out, batch or saturating_batch(cfg, out))
+    if "b256" in cfg.stages:
+        measure_sample(cfg, out / "measured_b256.csv", int(cfg.batch_size), order, float(cfg.budget_s.b256), "b256")
+    if "saturated" in cfg.stages:
+        batch = batch or saturating_batch(cfg, out)
+        measure_sample(cfg, out / "measured_saturated.csv", batch, order, float(cfg.budget_s.saturated),
+                       f"batch {batch}")
+
+
+if __name__ == "__main__":
+    main()

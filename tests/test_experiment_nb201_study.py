@@ -1,0 +1,58 @@
+"""The NAS-Bench-201 study's README quotes what its committed data say."""
+
+import csv
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+STUDY = Path(__file__).resolve().parents[1] / "experiments" / "nb201_study"
+RESULTS = STUDY / "results"
+
+
+@pytest.fixture(scope="module")
+def analyze():
+    spec = importlib.util.spec_from_file_location("nb201_study_analyze", STUDY / "analyze.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def readme() -> str:
+    return " ".join((STUDY / "README.md").read_text().split())  # line breaks do not matter
+
+
+def test_readme_quotes_every_headline_figure(analyze, readme):
+    for key, text in analyze.headline(RESULTS).items():
+        quoted = re.escape(" ".join(text.split()))
+        # not as the tail of a longer number ("28%" must not match "1.28%")
+        assert re.search(rf"(?<![\d.,]){quoted}", readme), f"README does not say {key}: {text!r}"
+
+
+def test_readme_threshold_table_matches_the_data(analyze):
+    assert analyze.threshold_table(RESULTS) in (STUDY / "README.md").read_text()
+
+
+def test_cells_table_covers_the_space_and_agrees_with_the_measurements(analyze):
+    cells = analyze.read_cells(RESULTS)
+    assert len(cells["arch"]) == 15_625 == len(set(cells["arch"]))
+    batch = analyze.saturating_batch(RESULTS)
+    for b in (256, batch):
+        util = cells[f"utilization_b{b}"]
+        assert np.all((util > 0) & (util < 1))
+        measured = ~np.isnan(cells[f"measured_ms_b{b}"])
+        # where a cell was measured, its throughput comes from the measurement, not the prediction
+        expected = b / (cells[f"measured_ms_b{b}"][measured] * 1e-3)
+        assert np.allclose(cells[f"throughput_b{b}"][measured], expected, rtol=1e-4)
+    with (RESULTS / "measured_b256.csv").open(newline="") as fh:
+        raw = {r["arch"] for r in csv.DictReader(fh) if r["status"] == "ok"}
+    assert int((~np.isnan(cells["measured_ms_b256"])).sum()) <= len(raw)
+
+
+def test_pareto_mask_on_a_known_front(analyze):
+    accuracy = np.array([90.0, 80.0, 85.0, 70.0, 90.0])
+    throughput = np.array([100.0, 300.0, 200.0, 250.0, 50.0])
+    assert analyze.pareto_mask(accuracy, throughput).tolist() == [True, True, True, False, False]
