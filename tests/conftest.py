@@ -1,4 +1,4 @@
-"""Shared fixtures: CLI runner and the CUDA skip marker."""
+"""Shared fixtures: CLI runner, the CUDA skip marker, and loading experiment scripts."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,3 +60,13 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def load_script(path: Path, name: str):
+    """Import a script that is not in a package (an experiment's analysis) as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,12 +1,13 @@
 """The NAS-Bench-201 study's README quotes what its committed data say."""
 
 import csv
-import importlib.util
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import load_script
 
 STUDY = Path(__file__).resolve().parents[1] / "experiments" / "nb201_study"
 RESULTS = STUDY / "results"
@@ -14,10 +15,7 @@ RESULTS = STUDY / "results"
 
 @pytest.fixture(scope="module")
 def analyze():
-    spec = importlib.util.spec_from_file_location("nb201_study_analyze", STUDY / "analyze.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(STUDY / "analyze.py", "nb201_study_analyze")
 
 
 @pytest.fixture(scope="module")

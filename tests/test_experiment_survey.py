@@ -1,11 +1,12 @@
 """The CNN survey's README quotes what its committed measurements say, and those measurements are sane."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from conftest import load_script
 
 SURVEY = Path(__file__).resolve().parents[1] / "experiments" / "survey"
 RESULTS = SURVEY / "results"
@@ -13,10 +14,7 @@ RESULTS = SURVEY / "results"
 
 @pytest.fixture(scope="module")
 def analyze():
-    spec = importlib.util.spec_from_file_location("survey_analyze", SURVEY / "analyze.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SURVEY / "analyze.py", "survey_analyze")
 
 
 @pytest.fixture(scope="module")
