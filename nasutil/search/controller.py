@@ -61,9 +61,8 @@ def resolve_pruned_as(choice: str, sampler: optuna.samplers.BaseSampler | None) 
         raise NasutilError(f"pruned_as must be one of {', '.join(PRUNED_AS)}, got {choice!r}")
     if choice != "auto":
         return choice
-    from optuna.samplers._ga import BaseGASampler  # the base of NSGAIISampler and NSGAIIISampler
-
-    return "predicted" if isinstance(sampler, BaseGASampler) else "pruned"
+    genetic = (optuna.samplers.NSGAIISampler, optuna.samplers.NSGAIIISampler)
+    return "predicted" if isinstance(sampler, genetic) else "pruned"
 
 
 def outcome(t: FrozenTrial) -> str:
