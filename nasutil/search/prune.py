@@ -173,7 +173,7 @@ class DominatedThroughput(PrunePolicy):
 
     name = "dominated_throughput"
 
-    def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 3,
+    def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 2,
                  margin: float = 0.0) -> None:
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
