@@ -29,6 +29,12 @@ THRESHOLD_QUANTILES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 # ---------------------------------------------------------------- measuring and predicting (needs nasutil)
 
+def fail(message: str) -> None:
+    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str], float]:
     """arch -> median latency (ms) at full clock, archs in measuring order, and the peak TFLOP/s used."""
     from nasutil.predictor.fit import median_latencies, read_measurements
@@ -38,7 +44,7 @@ def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str
     order = list(dict.fromkeys(r["arch"] for r in rows if r["arch"] in medians))
     peaks = {float(r["peak_tflops"]) for r in rows if r.get("peak_tflops")}
     if len(peaks) != 1:
-        sys.exit(f"error: expected one peak figure in {path}, found {sorted(peaks)}")
+        fail(f"error: expected one peak figure in {path}, found {sorted(peaks)}")
     return medians, order, peaks.pop()
 
 
@@ -421,6 +427,11 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--plots-only", action="store_true", help="reuse cells.csv; redo summary and plots")
     args = parser.parse_args()
+    needed = ["saturation.json", "sweep.csv", "measured_b256.csv", "measured_saturated.csv",
+              "profile_saturated.json"] + (["cells.csv"] if args.plots_only else [])
+    missing = [name for name in needed if not (args.results / name).is_file()]
+    if missing:
+        fail(f"error: {args.results} lacks {', '.join(missing)} (run measure.py on the GPU machine first)")
     if not args.plots_only:
         write_cells(args.results / "cells.csv", build_cells(args.results))
     (args.results / "summary.json").write_text(json.dumps(summarize(args.results), indent=1) + "\n")

@@ -35,6 +35,12 @@ HEAVIEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor
 STAGES = ("sweep", "ops", "b256", "saturated")
 
 
+def fail(message: str) -> None:
+    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def cell_order(seed: int) -> list[str]:
     """All 15,625 cells in one fixed random order: any prefix is a uniform random sample."""
     cells = sorted(accuracy_table())
@@ -72,7 +78,7 @@ def saturating_batch(cfg: DictConfig, out: Path) -> int:
         return int(cfg.saturating_batch)
     path = out / "saturation.json"
     if not path.exists():
-        sys.exit("error: no saturating batch yet: run the sweep stage or set saturating_batch=N")
+        fail("error: no saturating batch yet: run the sweep stage or set saturating_batch=N")
     return int(json.loads(path.read_text())["saturating_batch"])
 
 
@@ -128,7 +134,7 @@ def measure_sample(cfg: DictConfig, path: Path, batch: int, order: list[str], bu
 def main(cfg: DictConfig) -> None:
     unknown = sorted(set(cfg.stages) - set(STAGES))
     if unknown:
-        sys.exit(f"error: unknown stage(s) {unknown}; choose from {list(STAGES)}")
+        fail(f"error: unknown stage(s) {unknown}; choose from {list(STAGES)}")
     out = Path(hydra.utils.to_absolute_path(cfg.out))
     out.mkdir(parents=True, exist_ok=True)
     order = cell_order(int(cfg.seed))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -541,10 +542,15 @@ def write_outputs(results: Path) -> tuple[dict[str, str], pd.DataFrame]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--results", type=Path, default=Path("experiments/survey/results"),
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results",
                         help="folder with survey.csv, survey_compile.csv and layers_*.csv")
     parser.add_argument("--markdown", action="store_true", help="print the headline numbers and the results table")
     args = parser.parse_args()
+    missing = [name for name in ("survey.csv", "survey_compile.csv") if not (args.results / name).is_file()]
+    if missing:
+        print(f"error: {args.results} lacks {', '.join(missing)} (run run.py on the GPU machine first)",
+              file=sys.stderr)
+        raise SystemExit(2)
     numbers, table = write_outputs(args.results)
     if args.markdown:
         for key, value in numbers.items():

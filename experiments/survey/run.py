@@ -31,6 +31,12 @@ COLUMNS = ("space", "arch", "status", "error", "device_name", "dtype", "batch_si
 PHASES = ("grid", "layers", "compile")
 
 
+def fail(message: str) -> None:
+    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
 def base_config(cfg: DictConfig, **changes) -> MeasureConfig:
     config = MeasureConfig(device=cfg.device, dtype=cfg.dtype, batch_size=int(cfg.batch_sizes[0]), mode="eager",
                            counters=bool(cfg.counters), num_classes=1000)
@@ -98,7 +104,7 @@ class PhaseTable:
 def main(cfg: DictConfig) -> None:
     unknown = sorted(set(cfg.phases) - set(PHASES))
     if unknown:
-        sys.exit(f"error: unknown phase(s) {unknown}; choose from {list(PHASES)}")
+        fail(f"error: unknown phase(s) {unknown}; choose from {list(PHASES)}")
     out = Path(hydra.utils.to_absolute_path(cfg.out))
     out.mkdir(parents=True, exist_ok=True)
     cache = MeasurementCache(out / "cache.sqlite")
