@@ -167,18 +167,19 @@ def _kendall(a: np.ndarray, b: np.ndarray) -> float:
 
 def thresholds(cells: dict[str, np.ndarray], batch: int) -> list[dict]:
     """For utilization thresholds at quantiles of the space: share removed and Pareto cells kept."""
-    util = cells[f"utilization_b{batch}"]
-    front = pareto_mask(cells["cifar10_test_200ep"], cells[f"throughput_b{batch}"])
+    util, acc = cells[f"utilization_b{batch}"], cells["cifar10_test_200ep"]
+    front = pareto_mask(acc, cells[f"throughput_b{batch}"])
     out = []
     for q in THRESHOLD_QUANTILES:
         t = float(np.quantile(util, q)) if q else 0.0
-        kept = util >= t
+        kept, dropped = util >= t, front & (util < t)
         out.append({"quantile": q, "threshold": t, "removed": float(1 - kept.mean()),
-                    "pareto_kept": int((front & kept).sum()), "pareto_total": int(front.sum())})
+                    "pareto_kept": int((front & kept).sum()), "pareto_total": int(front.sum()),
+                    "dropped_max_accuracy": float(acc[dropped].max()) if dropped.any() else None})
     return out
 
 
-def conv_time_share(results: Path) -> float:
+def conv_time_share(cells: dict[str, np.ndarray]) -> float:
     """Mean share of convolutions in a measured cell's summed op times at batch 256 (shipped op table)."""
     from nasutil.predictor.base import PredictTarget
     from nasutil.predictor.operator_level import OperatorPredictor
@@ -188,7 +189,6 @@ def conv_time_share(results: Path) -> float:
     profile = load_profile("h200")
     table = OperatorPredictor(profile.operators).tables[PredictTarget(profile.device_name, "fp16", 256,
                                                                       "cudagraph").key]
-    cells = read_cells(results)
     space = get_space("nb201")
     shares = []
     for arch in cells["arch"][~np.isnan(cells["measured_ms_b256"])]:
@@ -198,20 +198,8 @@ def conv_time_share(results: Path) -> float:
     return float(np.mean(shares))
 
 
-def threshold_cut(results: Path, batch: int, quantile: float) -> dict:
-    """One threshold's effect, with the best accuracy among the Pareto cells it drops."""
-    cells = read_cells(results)
-    util, acc = cells[f"utilization_b{batch}"], cells["cifar10_test_200ep"]
-    front = pareto_mask(acc, cells[f"throughput_b{batch}"])
-    t = float(np.quantile(util, quantile))
-    dropped = front & (util < t)
-    return {"threshold": t, "removed": float((util < t).mean()), "pareto_kept": int((front & (util >= t)).sum()),
-            "pareto_total": int(front.sum()), "dropped_max_accuracy": float(acc[dropped].max()) if dropped.any()
-            else float("nan")}
-
-
-def summarize(results: Path) -> dict:
-    cells = read_cells(results)
+def summarize(results: Path, cells: dict[str, np.ndarray] | None = None) -> dict:
+    cells = read_cells(results) if cells is None else cells
     batch = saturating_batch(results)
     summary: dict = {"cells": len(cells["arch"]), "saturating_batch": batch, "batches": {}}
     acc = cells["cifar10_test_200ep"]
@@ -261,20 +249,21 @@ def repeatability(path: Path) -> dict[str, float]:
 
 def headline(results: Path) -> dict[str, str]:
     """The numbers the README quotes, formatted as it quotes them, computed from the committed CSVs."""
-    s = summarize(results)
+    cells = read_cells(results)
+    s = summarize(results, cells)
     batch = s["saturating_batch"]
     b256, bsat = s["batches"]["256"], s["batches"][str(batch)]
     e256, esat = b256["prediction_error"], bsat["prediction_error"]
     half = next(t for t in b256["thresholds"] if t["quantile"] == 0.5)
     safe = max((t for t in b256["thresholds"] if t["pareto_kept"] == t["pareto_total"]), key=lambda t: t["quantile"])
-    high = threshold_cut(results, 256, 0.7)
+    high = next(t for t in b256["thresholds"] if t["quantile"] == 0.7)
     return {
         "saturating_batch": f"batch {batch}",
         "threshold_70_256": f"{100 * high['threshold']:.2f}% removes {100 * high['removed']:.0f}% of the space and "
                             f"keeps {high['pareto_kept']} of the {high['pareto_total']} Pareto-optimal cells; the "
                             f"{high['pareto_total'] - high['pareto_kept']} it drops have at most "
                             f"{high['dropped_max_accuracy']:.2f}% accuracy",
-        "conv_share_256": f"{100 * conv_time_share(results):.0f}%",
+        "conv_share_256": f"{100 * conv_time_share(cells):.0f}%",
         "pareto_measured_256": f"{b256['pareto_measured']} of the {b256['pareto_cells']} Pareto-optimal cells",
         "measured_256": f"{b256['measured_cells']:,} cells",
         "measured_sat": f"{bsat['measured_cells']:,} cells",
