@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from nasutil.operators import network_flops, network_params
+from nasutil.ops import network_flops, network_params
 from nasutil.predictor.active import choose_next
-from nasutil.predictor.analytical import AnalyticalPredictor, calibrate
-from nasutil.predictor.base import PredictTarget
+from nasutil.predictor.analytical import RooflineModel, calibrate
+from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.features import operator_features
 from nasutil.predictor.fit import median_latencies, read_measurements
 from nasutil.predictor.learned import LearnedLatencyModel
-from nasutil.predictor.operator_level import OperatorPredictor, OperatorTable, fit_overlap
+from nasutil.predictor.op_tables import OpTableModel, OperatorTable, fit_overlap
 from nasutil.predictor.profile import load_profile
 from nasutil.registry import get_space
 
@@ -81,15 +81,15 @@ def evaluate(space_name: str, batch: int, mode: str, latencies: dict[str, float]
     for name, feature in (("flops_baseline", network_flops), ("params_baseline", network_params)):
         record(name, power_law(np.array([feature(ops[a]) for a in train]), y_train,
                                np.array([feature(ops[a]) for a in test])))
-    record("analytical_default", [AnalyticalPredictor().predict_latency_ms(ops[a], target) for a in test])
+    record("analytical_default", [RooflineModel().predict_latency_ms(ops[a], target) for a in test])
     fixed = ("launch_us",) if mode == "cudagraph" else ("graph_gap_us",)
     kernel_model = calibrate([(ops[a], target, latencies[a]) for a in train[:200]], fixed=fixed)
-    analytical = AnalyticalPredictor(kernel_model)
+    analytical = RooflineModel(kernel_model)
     record("analytical_calibrated", [analytical.predict_latency_ms(ops[a], target) for a in test])
 
     table = next(t for t in tables if (t.batch_size, t.mode) == (batch, mode))
     plain = OperatorTable(table.dtype, table.batch_size, table.mode, table.times_us)
-    operators = OperatorPredictor([plain])
+    operators = OpTableModel([plain])
     record("operators_sum", [operators.predict_latency_ms(ops[a], target) for a in test])
     fit_overlap(plain, operators, target, [(ops[a], latencies[a]) for a in train])
     record("operators", [operators.predict_latency_ms(ops[a], target) for a in test])
@@ -139,8 +139,8 @@ def active_learning(space_name: str, latencies: dict[str, float], n_test: int, d
     np.random.default_rng(seed).shuffle(archs)
     test, pool = archs[:n_test], archs[n_test:]
     table = next(t for t in tables if (t.batch_size, t.mode) == (256, "cudagraph"))
-    operators = OperatorPredictor([table])
-    analytical = AnalyticalPredictor()
+    operators = OpTableModel([table])
+    analytical = RooflineModel()
     x = {a: np.concatenate([space.parse(a).encode(),
                             operator_features(space.operators(space.parse(a)), target, analytical, operators)])
          for a in archs}

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from nasutil.devices import cpu_name
-from nasutil.predictor.base import PredictTarget
+from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.fit import ProfilePredictor
 from nasutil.predictor.profile import load_profile
 from nasutil.registry import get_space

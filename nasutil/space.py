@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import optuna
     import torch.nn as nn
 
-    from nasutil.operators import Op
+    from nasutil.ops import Op
 
 A = TypeVar("A", bound=Arch)
 
@@ -73,12 +73,12 @@ class SearchSpace(ABC, Generic[A]):
         raise NotEnumerableError(f"search space {self.name!r} cannot be enumerated")
 
     def operators(self, arch: A, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
-        """The ops one forward pass of one image launches (see `nasutil.operators`).
+        """The ops one forward pass of one image launches (see `nasutil.ops`).
 
         The default builds the network and traces it (tens to hundreds of milliseconds);
         a space that knows its structure overrides this with a direct listing, which is
         what makes scoring tens of thousands of candidates with a predictor cheap."""
-        from nasutil.operators import trace_ops
+        from nasutil.ops import trace_ops
 
         size = self.default_input_size if input_size is None else input_size
         return trace_ops(self.build(arch, num_classes=num_classes, input_size=size), size, self.in_channels)

@@ -47,7 +47,7 @@ import torch.nn as nn
 
 from nasutil.arch import Arch
 from nasutil.errors import InvalidArchError
-from nasutil.operators import Op, conv_out
+from nasutil.ops import Op, conv_out
 from nasutil.space import SearchSpace
 from nasutil_search_spaces._blocks import make_divisible
 

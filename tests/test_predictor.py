@@ -6,18 +6,19 @@ import numpy as np
 import pytest
 
 from nasutil import NasutilError, get_space
-from nasutil.predictor.analytical import AnalyticalPredictor, KernelModel, calibrate
-from nasutil.predictor.base import PredictTarget
+from nasutil.predictor.analytical import KernelModel, RooflineModel, calibrate
+from nasutil.predictor import PredictTarget
 from nasutil.predictor.learned import LearnedLatencyModel
 
 H200 = PredictTarget(device_name="NVIDIA H200", dtype="fp16", batch_size=256, mode="cudagraph")
+CONV = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 
 
 @pytest.fixture(scope="module")
 def nb201_counts():
     space = get_space("nb201")
     cells = {
-        "conv": "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|",
+        "conv": CONV,
         "skip": "|skip_connect~0|+|skip_connect~0|skip_connect~1|+|skip_connect~0|skip_connect~1|skip_connect~2|",
         "mixed": "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
     }
@@ -25,7 +26,7 @@ def nb201_counts():
 
 
 def test_analytical_orders_and_modes(nb201_counts):
-    predictor = AnalyticalPredictor()
+    predictor = RooflineModel()
     conv = predictor.predict_latency_ms(nb201_counts["conv"], H200)
     skip = predictor.predict_latency_ms(nb201_counts["skip"], H200)
     assert conv > skip > 0
@@ -34,21 +35,25 @@ def test_analytical_orders_and_modes(nb201_counts):
     assert eager > graph
     bigger = predictor.predict_latency_ms(nb201_counts["conv"], PredictTarget("NVIDIA H200", "fp16", 1024, "cudagraph"))
     assert bigger > conv
-    p = predictor.predict(nb201_counts["conv"], H200, space="nb201", arch="x")
+    from nasutil.predictor import load_profile, predict_many
+
+    p, = predict_many("nb201", [CONV], H200, predictor="analytical")  # with the shipped profile's constants
+    calibrated = RooflineModel(load_profile("h200").kernel_model("fp16", "cudagraph"))
+    assert p.latency_ms == calibrated.predict_latency_ms(nb201_counts["conv"], H200)
     assert p.throughput_per_s == pytest.approx(256 / (p.latency_ms / 1e3)) and 0 < p.utilization < 1
 
 
 def test_analytical_needs_a_known_device(nb201_counts):
     with pytest.raises(NasutilError, match="no datasheet entry"):
-        AnalyticalPredictor().predict_latency_ms(nb201_counts["conv"], PredictTarget("Imaginary GPU 9000"))
+        RooflineModel().predict_latency_ms(nb201_counts["conv"], PredictTarget("Imaginary GPU 9000"))
     with pytest.raises(NasutilError, match="no bf16 peak"):
-        AnalyticalPredictor().predict_latency_ms(nb201_counts["conv"], PredictTarget("Tesla T4", "bf16"))
+        RooflineModel().predict_latency_ms(nb201_counts["conv"], PredictTarget("Tesla T4", "bf16"))
 
 
 def test_calibration_recovers_a_known_model(nb201_counts):
     truth = KernelModel(dense_efficiency=0.3, kernel_us=4.0)
     samples = [(c, PredictTarget("NVIDIA H200", "fp16", b, "cudagraph"),
-                AnalyticalPredictor(truth).predict_latency_ms(c, PredictTarget("NVIDIA H200", "fp16", b, "cudagraph")))
+                RooflineModel(truth).predict_latency_ms(c, PredictTarget("NVIDIA H200", "fp16", b, "cudagraph")))
                for c in nb201_counts.values() for b in (1, 64, 256, 1024)]
     fixed = ("pointwise_efficiency", "depthwise_efficiency", "memory_efficiency", "launch_us", "graph_gap_us")
     fitted = calibrate(samples, fixed=fixed)
@@ -86,7 +91,7 @@ def _measured(space: str, batch: int, mode: str, count: int) -> list[dict]:
 @pytest.mark.parametrize("space_name,batch,mode", [("nb201", 256, "cudagraph"), ("nb201", 1, "cudagraph"),
                                                     ("mbconv", 256, "cudagraph"), ("mbconv", 256, "eager")])
 def test_shipped_h200_profile_predicts_measured_networks(space_name, batch, mode):
-    from nasutil.predictor.fit import ProfilePredictor
+    from nasutil.predictor import make_predictor, predict_many
     from nasutil.predictor.profile import builtin_profiles, load_profile
 
     assert "h200" in builtin_profiles()
@@ -94,14 +99,13 @@ def test_shipped_h200_profile_predicts_measured_networks(space_name, batch, mode
     assert profile.device_name == "NVIDIA H200" and profile.driver_version and profile.torch_version
     assert {t.key for t in profile.operators} >= {"fp16/256/cudagraph", "fp16/256/eager", "fp16/1/cudagraph",
                                                   "fp16/1/eager"}
-    predictor = ProfilePredictor(profile)
-    space = get_space(space_name)
     target = PredictTarget("NVIDIA H200", "fp16", batch, mode)
-    for row in _measured(space_name, batch, mode, 5):
-        for which in ("operators", "auto"):
-            p = predictor.predict(space, space_name, row["arch"], target, which)
+    rows = _measured(space_name, batch, mode, 5)
+    for which in ("operators", "auto"):
+        predictor = make_predictor(which, profile=profile)
+        for row, p in zip(rows, predict_many(space_name, [r["arch"] for r in rows], target, predictor=predictor)):
             assert p.latency_ms == pytest.approx(float(row["latency_ms"]), rel=0.1), (which, row["arch"])
-            assert p.flops_per_image == int(row["flops_per_image"])
+            assert p.flops_per_image == int(row["flops_per_image"]) and p.params == int(row["params"])
 
 
 def test_profile_fit_and_predict_cli(cli, tmp_path):
@@ -135,18 +139,18 @@ def test_profile_fit_on_a_base_keeps_its_operator_tables(cli, tmp_path):
 
 def test_profile_build_needs_a_gpu(cli, tmp_path):
     r = cli("profile", "build", "--device", "cpu", "--out", str(tmp_path / "cpu.json"))
-    assert r.returncode == 2 and "needs --device cuda" in r.stderr
+    assert r.returncode == 2 and "needs a CUDA device" in r.stderr
 
 
 def test_operator_predictor_lookup_interpolation_and_overlap():
-    from nasutil.operators import Op
-    from nasutil.predictor.operator_level import OperatorPredictor, OperatorTable, fit_overlap
+    from nasutil.ops import Op
+    from nasutil.predictor.op_tables import OpTableModel, OperatorTable, fit_overlap
 
     target = PredictTarget("NVIDIA H200", "fp16", 64, "cudagraph")
     measured = {Op("conv", c, 16, 16, c, 16, 16, kernel=3): 2.0 + c / 8 for c in (16, 32, 64, 128)}
     measured[Op("add", 32, 16, 16, 32, 16, 16)] = 3.0
     table = OperatorTable("fp16", 64, "cudagraph", dict(measured))
-    predictor = OperatorPredictor([table])
+    predictor = OpTableModel([table])
     conv32 = Op("conv", 32, 16, 16, 32, 16, 16, kernel=3)
     assert predictor.op_us(conv32, target) == 6.0  # measured: looked up
     unseen = [predictor.op_us(Op("conv", c, 16, 16, c, 16, 16, kernel=3), target) for c in (24, 48, 96, 256)]

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from nasutil.operators import Op
-from nasutil.predictor.base import PredictTarget
+from nasutil.ops import Op
+from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.op_timing import time_op_us
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from nasutil.search.app import main
+from nasutil.cli.search_command import main
 
 FAST = ["predictor=analytical", "plots=false", "progress=false"]
 
@@ -133,11 +133,10 @@ def test_constraint_and_other_samplers(tmp_path):
 
 
 def test_a_crashing_trial_is_failed_with_its_reason_and_the_search_goes_on(tmp_path):
-    from nasutil.registry import get_space
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
     from nasutil.search.controller import Search
     from nasutil.search.objectives import Objectives
-    from nasutil.search.predictors import make_predictor
-    from nasutil.search.prune import make_policy
     from nasutil.search.trainers.tabular import TabularTrainer
 
     class Flaky(TabularTrainer):
@@ -148,9 +147,9 @@ def test_a_crashing_trial_is_failed_with_its_reason_and_the_search_goes_on(tmp_p
 
     study = optuna.create_study(directions=["maximize", "maximize"], storage=f"sqlite:///{tmp_path}/s.db",
                                 sampler=optuna.samplers.RandomSampler(seed=0))
-    space = get_space("nb201")
-    search = Search(study, "nb201", make_predictor({"name": "profile", "model": "analytical"}, space, "nb201"),
-                    make_policy({"name": "none"}), Flaky(), Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Flaky(),
+                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
     counts = search.run(9)
     failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     assert counts.finished == 9 and counts.failed == len(failed) >= 3

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import nasutil_conf
 import pytest
+from omegaconf import OmegaConf
 
 from nasutil.errors import NasutilError
-from nasutil.search.objectives import Objectives, hypervolume_2d, pareto_mask
-from nasutil.search.predictors import Scored
-from nasutil.search.prune import (DominatedThroughput, History, PrunePolicy, Seen, UtilizationQuantile, history_from,
-                                  make_policy)
+from nasutil.pareto import front_2d, front_mask_2d, hypervolume_2d, pareto_mask
+from nasutil.predictor import Prediction
+from nasutil.search.config import instantiate_group
+from nasutil.search.objectives import Objectives
+from nasutil.search.prune import DominatedThroughput, History, PrunePolicy, Seen, UtilizationQuantile, history_from
+
+PRUNE_CONFIGS = Path(nasutil_conf.__file__).parent / "prune"
 
 
-def cand(throughput: float, utilization: float = 0.02, latency: float | None = None) -> Scored:
-    return Scored("arch", "test", "GPU", latency or 256_000 / throughput, throughput, utilization, 1, 1)
+def make_policy(cfg: dict) -> PrunePolicy:
+    """A policy as `nasutil-search prune=NAME prune.KEY=VALUE` makes it: the shipped config, overridden."""
+    path = PRUNE_CONFIGS / f"{cfg.get('name')}.yaml"
+    node = OmegaConf.to_container(OmegaConf.load(path)) if path.is_file() else {}
+    return instantiate_group({**node, **cfg}, "prune")
+
+
+def cand(throughput: float, utilization: float = 0.02, latency: float | None = None) -> Prediction:
+    return Prediction("nb201", "arch", "test", "GPU", "fp16", 256, "cudagraph", 1,
+                      latency or 256_000 / throughput, throughput, utilization, 1)
 
 
 def test_none_never_prunes():
@@ -82,11 +97,11 @@ def test_latency_slo_policy_uses_predicted_latency():
 
 
 @pytest.mark.parametrize("cfg, message", [
-    ({"name": "nope"}, "unknown prune policy 'nope'"),
+    ({"name": "nope"}, "prune config needs a _target_"),
     ({"name": "utilization_threshold", "threshold": 0.1, "extra": 1}, "takes no option extra"),
     ({"name": "utilization_threshold", "threshold": 2.0}, "in \\[0, 1\\]"),
     ({"name": "utilization_quantile", "quantile": 1.0}, "quantile"),
-    ({"name": "no_such_module_xyz:Policy"}, "cannot import prune policy"),
+    ({"_target_": "no_such_module_xyz.Policy"}, "cannot import prune"),
 ])
 def test_bad_policy_configs_are_one_line_errors(cfg, message):
     with pytest.raises(NasutilError, match=message):
@@ -100,10 +115,12 @@ class EveryOther(PrunePolicy):
         return "odd" if len(history.seen) % 2 else None
 
 
-def test_a_policy_can_be_named_by_module_path():
-    policy = make_policy({"name": f"{__name__}:EveryOther"})
+def test_a_policy_of_your_own_is_named_by_target():
+    policy = make_policy({"name": "every_other", "_target_": f"{__name__}.EveryOther"})
     assert isinstance(policy, EveryOther)
     assert policy.decide(cand(1.0), History([Seen(1.0, 1.0, 0.1)])) == "odd"
+    with pytest.warns(FutureWarning, match="prune._target_"):  # the old module:Class name, for one release
+        assert isinstance(make_policy({"name": f"{__name__}:EveryOther"}), EveryOther)
 
 
 def test_history_from_stored_records_keeps_order_and_accuracy():
@@ -115,6 +132,17 @@ def test_history_from_stored_records_keeps_order_and_accuracy():
     assert [s.accuracy for s in h.trained] == [90.0]
     front = History([Seen(10.0, 1, None, 90.0), Seen(20.0, 1, None, 80.0), Seen(15.0, 1, None, 70.0)]).front()
     assert [(s.throughput_per_s, s.accuracy) for s in front] == [(20.0, 80.0), (10.0, 90.0)]
+
+
+def test_two_objective_fronts_agree_however_they_are_asked():
+    points = [(90.0, 10.0), (80.0, 20.0), (70.0, 15.0), (80.0, 20.0), (95.0, 5.0), (60.0, 25.0)]
+    front = front_2d(points, x=lambda p: p[1], y=lambda p: p[0])
+    assert front == [(60.0, 25.0), (80.0, 20.0), (90.0, 10.0), (95.0, 5.0)]
+    import numpy as np
+
+    mask = front_mask_2d(np.array([p[0] for p in points]), np.array([p[1] for p in points]))
+    assert [i for i, m in enumerate(mask) if m] == [0, 1, 4, 5]  # of equal points, the first
+    assert sorted(front) == sorted(p for p, m in zip(points, mask) if m)
 
 
 def test_hypervolume_and_pareto_mask():

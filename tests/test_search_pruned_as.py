@@ -12,29 +12,31 @@ import pytest
 from optuna.trial import TrialState
 
 from nasutil.errors import NasutilError
-from nasutil.search.controller import Counts, Search, outcome, resolve_pruned_as
+from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.objectives import Objectives
-from nasutil.search.outputs import generation, pareto_trials, trial_row
+from nasutil.search.outputs import pareto_trials, trial_row
+from nasutil.search.record import Counts, generation, outcome
 
 POPULATION = 10
 
 
-QUANTILE = {"name": "utilization_quantile", "quantile": 0.5, "warmup_trials": 5}  # prunes about half; no estimate
-DOMINATED = {"name": "dominated_throughput", "warmup_trials": 5, "band": 0.1, "min_neighbours": 2}
+QUANTILE = ("utilization_quantile", {"quantile": 0.5, "warmup_trials": 5})  # prunes about half; no estimate
+DOMINATED = ("dominated_throughput", {"warmup_trials": 5, "band": 0.1, "min_neighbours": 2})
 
 
 def _search(pruned_as: str, sampler: optuna.samplers.BaseSampler, n_trials: int = 60,
-            policy: dict | None = None) -> optuna.Study:
-    from nasutil.registry import get_space
-    from nasutil.search.predictors import make_predictor
-    from nasutil.search.prune import make_policy
+            policy: tuple[str, dict] | None = None) -> optuna.Study:
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
     from nasutil.search.trainers.tabular import TabularTrainer
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=sampler)
-    predictor = make_predictor({"name": "profile", "model": "analytical"}, get_space("nb201"), "nb201")
-    search = Search(study, "nb201", predictor, make_policy(policy or QUANTILE), TabularTrainer(fidelities=[200]),
-                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}), pruned_as=pruned_as)
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    option, settings = policy or QUANTILE
+    search = Search(study, "nb201", predictor, target, shipped("prune", option, **settings),
+                    TabularTrainer(fidelities=[200]), Objectives.from_config({"metrics": ["accuracy", "throughput"]}),
+                    pruned_as=pruned_as)
     search.run(n_trials)
     return study
 

@@ -11,7 +11,7 @@ import time
 
 import optuna
 
-from nasutil.search.app import main
+from nasutil.cli.search_command import main
 
 
 def _complete(db) -> int:
@@ -60,12 +60,9 @@ def test_killed_search_resumes_without_losing_completed_trials(tmp_path):
 
 
 def _study_name(*overrides: str) -> str:
-    from hydra import compose, initialize_config_module
+    from nasutil.search.config import compose
 
-    import nasutil.search.app  # noqa: F401  (registers the digest resolver the default name uses)
-
-    with initialize_config_module(config_module="nasutil_conf", version_base="1.3"):
-        return str(compose("config", overrides=list(overrides)).study_name)
+    return str(compose(overrides).study_name)
 
 
 def test_default_study_name_follows_the_settings_that_change_the_search():
@@ -74,8 +71,9 @@ def test_default_study_name_follows_the_settings_that_change_the_search():
     # Budget and display options leave it alone: re-running with more trials resumes the same study.
     assert _study_name("n_trials=500", "timeout_s=60", "progress=false", "plots=false", "verbose=true") == base
     changed = {_study_name(o) for o in ("seed=1", "prune.band=0.1", "sampler.population_size=10",
-                                        "pruned_as=pruned", "objectives=accuracy_latency", "trainer.dataset=cifar100")}
-    assert len(changed) == 6 and base not in changed
+                                        "pruned_as=pruned", "objectives=accuracy_latency", "trainer.dataset=cifar100",
+                                        "target.batch_size=1")}
+    assert len(changed) == 7 and base not in changed
     assert _study_name("study_name=mine") == "mine"
 
 

@@ -12,7 +12,7 @@ import pytest
 from nasutil.errors import NasutilError
 from nasutil.registry import get_space
 from nasutil.search.controller import EarlyStopping, StoppedEarly
-from nasutil.search.trainers import make_trainer
+from nasutil.search.config import shipped
 from nasutil.search.trainers.tabular import TabularTrainer
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
@@ -81,8 +81,8 @@ def test_optuna_pruner_stops_training_through_the_companion_study():
 
 
 def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
-    trainer = make_trainer({"name": "torch", "dataset": "digits", "epochs": 2, "batch_size": 64, "lr": 0.05,
-                            "max_batches_per_epoch": 4}, seed=0)
+    trainer = shipped("trainer", "torch", dataset="digits", epochs=2, batch_size=64, lr=0.05,
+                      max_batches_per_epoch=4)
     trainer.check("nb201")
     rec = Recorder()
     result = trainer.train(get_space("nb201"), ARCH, rec, trial_number=0)
@@ -94,18 +94,18 @@ def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
 @pytest.mark.parametrize("dataset, expected", [("cifar10", "cifar-10-batches-bin"), ("mnist", "MNIST"),
                                                ("fashion_mnist", "FashionMNIST")])
 def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected):
-    trainer = make_trainer({"name": "torch", "dataset": dataset, "data_dir": str(tmp_path)})
+    trainer = shipped("trainer", "torch", dataset=dataset, data_dir=str(tmp_path))
     with pytest.raises(NasutilError, match=f"dataset {dataset} not found.*{expected}.*never downloads"):
         trainer.check("nb201")
 
 
 def test_pickled_cifar_is_refused_with_a_hint(tmp_path):
     (tmp_path / "cifar-10-batches-py").mkdir()
-    trainer = make_trainer({"name": "torch", "dataset": "cifar10", "data_dir": str(tmp_path)})
+    trainer = shipped("trainer", "torch", dataset="cifar10", data_dir=str(tmp_path))
     with pytest.raises(NasutilError, match="pickled Python version"):
         trainer.check("nb201")
 
 
 def test_unknown_trainer_option_is_named():
     with pytest.raises(NasutilError, match="takes no option epochz"):
-        make_trainer({"name": "torch", "epochz": 3})
+        shipped("trainer", "torch", epochz=3)

@@ -25,7 +25,7 @@ _state: dict = {}
 def _init(profile: str) -> None:
     import torch
 
-    from nasutil.predictor.base import PredictTarget
+    from nasutil.predictor.prediction import PredictTarget
     from nasutil.predictor.profile import load_profile
     from nasutil.registry import get_space
 

@@ -50,7 +50,7 @@ def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str
 
 def predicted_b256(archs: list[str]) -> tuple[list[float], set[str]]:
     """Operator-level latencies from the shipped profile, and the cells its constants were fitted on."""
-    from nasutil.predictor.base import PredictTarget
+    from nasutil.predictor.prediction import PredictTarget
     from nasutil.predictor.fit import ProfilePredictor, median_latencies, read_measurements
     from nasutil.predictor.profile import load_profile
     from nasutil.registry import get_space
@@ -65,7 +65,7 @@ def predicted_b256(archs: list[str]) -> tuple[list[float], set[str]]:
 
 def predicted_saturated(results: Path, archs: list[str], batch: int, fit_cells: list[str]) -> list[float]:
     """Operator-level latencies at the saturating batch, overlap constants fitted on `fit_cells`."""
-    from nasutil.predictor.base import PredictTarget
+    from nasutil.predictor.prediction import PredictTarget
     from nasutil.predictor.fit import ProfilePredictor, fit_profile, read_measurements
     from nasutil.predictor.profile import load_profile
     from nasutil.registry import get_space
@@ -80,7 +80,7 @@ def predicted_saturated(results: Path, archs: list[str], batch: int, fit_cells: 
 
 def cell_costs(archs: list[str]) -> tuple[list[int], list[int]]:
     """FLOPs per image and parameters of each cell, from its direct op listing."""
-    from nasutil.operators import network_flops, network_params
+    from nasutil.ops import network_flops, network_params
     from nasutil.registry import get_space
 
     space = get_space("nb201")
@@ -181,13 +181,13 @@ def thresholds(cells: dict[str, np.ndarray], batch: int) -> list[dict]:
 
 def conv_time_share(cells: dict[str, np.ndarray]) -> float:
     """Mean share of convolutions in a measured cell's summed op times at batch 256 (shipped op table)."""
-    from nasutil.predictor.base import PredictTarget
-    from nasutil.predictor.operator_level import OperatorPredictor
+    from nasutil.predictor.prediction import PredictTarget
+    from nasutil.predictor.op_tables import OpTableModel
     from nasutil.predictor.profile import load_profile
     from nasutil.registry import get_space
 
     profile = load_profile("h200")
-    table = OperatorPredictor(profile.operators).tables[PredictTarget(profile.device_name, "fp16", 256,
+    table = OpTableModel(profile.operators).tables[PredictTarget(profile.device_name, "fp16", 256,
                                                                       "cudagraph").key]
     space = get_space("nb201")
     shares = []

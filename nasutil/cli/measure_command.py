@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,26 +11,14 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from nasutil.cli.args import add_arch_choice, chosen_archs, positive_float, positive_int
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.cli.space_commands import non_negative_int, positive_int
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.cache import MeasurementCache, default_cache_path
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MODES, MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.evaluator.measurement import Measurement
+from nasutil.evaluator.config import MODES
 from nasutil.zoo import DEFAULT_NUM_CLASSES
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,13 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Measure one architecture (SPACE ARCH), many (SPACE --sample N or --archs FILE) "
                                    "or a known model (--model torchvision:resnet50 / timm:NAME).")
     p.add_argument("space", nargs="?", help="search space (NAME or NAME:OPTION)")
-    p.add_argument("arch", nargs="?", help="one architecture string")
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--sample", type=positive_int, metavar="N", help="measure N sampled architectures")
-    what.add_argument("--archs", type=Path, metavar="FILE", help="file with one architecture string per line")
+    add_arch_choice(p, what)
     what.add_argument("--model", action="append", metavar="ZOO:NAME",
                       help="torchvision:NAME or timm:NAME (repeatable)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default 256 on cuda, 8 on cpu")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default fp16 on cuda, fp32 on cpu")
@@ -96,37 +80,8 @@ def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Ca
     from nasutil.registry import get_space
 
     space = get_space(args.space)  # fail fast on an unknown space
-    if args.arch is not None:
-        if args.sample or args.archs:
-            raise NasutilError("give either ARCH, --sample or --archs")
-        space.parse(args.arch)
-        return [Candidate(args.space, args.arch)], 1
-    if args.sample:
-        import numpy as np
-
-        rng = np.random.default_rng(args.seed)
-        return [Candidate(args.space, space.sample(rng).to_string()) for _ in range(args.sample)], args.sample
-    if args.archs:
-        archs = read_arch_file(args.archs, space)
-        return [Candidate(args.space, text) for text in archs], len(archs)
-    raise NasutilError("give an ARCH, --sample N or --archs FILE")
-
-
-def read_arch_file(path: Path, space) -> list[str]:
-    """One architecture string per line (blank lines and # comments skipped), all checked up front."""
-    try:
-        lines = [line.strip() for line in path.read_text().splitlines()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
-    archs = [line for line in lines if line and not line.startswith("#")]
-    if not archs:
-        raise NasutilError(f"{str(path)!r} holds no architecture strings")
-    for number, text in enumerate(archs, start=1):
-        try:
-            space.parse(text)
-        except NasutilError as exc:
-            raise NasutilError(f"{path}: entry {number}: {exc}") from None
-    return archs
+    archs = chosen_archs(args, space)
+    return [Candidate(args.space, text) for text in archs], len(archs)
 
 
 def cmd_measure(args: argparse.Namespace) -> int:

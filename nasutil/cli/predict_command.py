@@ -3,40 +3,35 @@
 from __future__ import annotations
 
 import argparse
-import os
-import time
 from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.measure_command import read_arch_file
+from nasutil.cli.args import add_arch_choice, chosen_archs, non_negative_int, positive_int
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.cli.space_commands import non_negative_int, positive_int
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
 
-PREDICTORS = ("auto", "learned", "operators", "analytical")
+PROFILE_KINDS = ("auto", "learned", "operators", "analytical")  # the kinds that predict from a profile
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict latency, throughput and utilization from a device profile")
     p.add_argument("space")
-    p.add_argument("arch", nargs="?")
-    what = p.add_mutually_exclusive_group()
-    what.add_argument("--sample", type=positive_int, metavar="N")
-    what.add_argument("--archs", type=Path, metavar="FILE")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+    add_arch_choice(p)
     p.add_argument("--profile", default="h200", help="shipped profile name or a profile .json (default h200)")
     p.add_argument("--batch-size", type=positive_int, default=256)
     p.add_argument("--dtype", choices=DTYPES, default="fp16")
     p.add_argument("--mode", choices=MODES, default="cudagraph")
     p.add_argument("--input-size", type=positive_int, default=None, help="default: the space's own")
-    p.add_argument("--predictor", choices=PREDICTORS, default="auto",
+    p.add_argument("--predictor", choices=PROFILE_KINDS, default="auto",
                    help="auto: of the profile's learned model and operator table for this space and "
                         "configuration, the one with the lower held-out error; else analytical")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--table", type=Path, metavar="FILE",
+                   help="also write the predictions to FILE as a CSV table (what predictor=table reads)")
     p.set_defaults(handler=cmd_predict)
 
     prof = sub.add_parser("profile", help="build, fit or show device profiles")
@@ -87,51 +82,54 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from nasutil.predictor.base import PredictTarget
-    from nasutil.predictor.fit import ProfilePredictor
-    from nasutil.predictor.profile import load_profile
+    from nasutil.predictor import make_predictor
+    from nasutil.predictor.kinds.table import write_table
     from nasutil.registry import get_space
 
     space = get_space(args.space)
-    profile = load_profile(args.profile)
-    target = PredictTarget(profile.device_name, args.dtype, args.batch_size, args.mode)
-    if args.arch is not None:
-        if args.sample or args.archs:
-            raise NasutilError("give either ARCH, --sample or --archs")
-        archs = [args.arch]
-    elif args.sample:
-        archs = [a.to_string() for a in space.sample_many(args.sample, args.seed)]
-    elif args.archs:
-        archs = read_arch_file(args.archs, space)
-    else:
-        raise NasutilError("give an ARCH, --sample N or --archs FILE")
-    for text in archs:
-        space.parse(text)
-    predictor = ProfilePredictor(profile)
-    predictor.choose(args.space, target, args.predictor)  # a missing model or table fails before any output
+    predictor = make_predictor(args.predictor, profile=args.profile)
+    target = predictor.target(args.dtype, args.batch_size, args.mode)
+    archs = chosen_archs(args, space)
+    predictor.check(args.space, target)  # a missing model or table fails before any output
+    table = _open_for_writing(args.table) if args.table else None
     rows = []
-    for start in range(0, len(archs), 1024):  # batches: learned models score a batch at once
-        for p in predictor.predict_many(space, args.space, archs[start:start + 1024], target, args.predictor,
-                                        args.input_size):
+    try:
+        for start in range(0, len(archs), 1024):  # batches: learned models score a batch at once
+            batch = predictor.predict_many(args.space, archs[start:start + 1024], target, args.input_size)
+            if table is not None:
+                write_table(table, batch, header=start == 0)
             if args.json:
-                print_json(p.to_dict())
+                for p in batch:
+                    print_json(p.to_dict())
             else:
-                rows.append(p)
+                rows += batch
+    finally:
+        if table is not None:
+            table.close()
     if not args.json:
-        table = Table("arch", "predictor", "latency ms", "images/s", "utilization",
-                      title=f"predicted for {escape(profile.device_name)}, {args.dtype}, batch {args.batch_size}, "
-                            f"{args.mode}")
+        title = (f"predicted for {escape(predictor.device_name)}, {args.dtype}, batch {args.batch_size}, "
+                 f"{args.mode}")
+        out = Table("arch", "predictor", "latency ms", "images/s", "utilization", "params", title=title)
         for p in rows:
             label = p.arch if len(p.arch) < 60 else p.arch[:57] + "..."
             util = "-" if p.utilization is None else f"{100 * p.utilization:.2f}%"
-            table.add_row(escape(label), p.predictor, f"{p.latency_ms:.3f}", human_count(p.throughput_per_s), util)
-        console().print(table)
+            out.add_row(escape(label), p.predictor, f"{p.latency_ms:.3f}", human_count(p.throughput_per_s), util,
+                        "-" if p.params is None else human_count(p.params))
+        console().print(out)
     return 0
 
 
+def _open_for_writing(path: Path):
+    try:
+        return path.open("w", newline="")
+    except OSError as exc:
+        raise NasutilError(f"cannot write {str(path)!r}: {exc}") from None
+
+
 def cmd_profile_fit(args: argparse.Namespace) -> int:
-    from nasutil.predictor.fit import fit_profile, read_measurements
-    from nasutil.predictor.profile import load_profile
+    from nasutil.predictor import load_profile
+    from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.training_data import read_measurements
 
     rows = read_measurements(args.measurements)
     if not rows:
@@ -146,62 +144,16 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_profile_build(args: argparse.Namespace) -> int:
-    import torch
-    from rich.progress import Progress
+    from nasutil.predictor.profile_build import build_profile
 
-    from nasutil.evaluator.candidate import Candidate
-    from nasutil.evaluator.config import MeasureConfig
-    from nasutil.evaluator.evaluator import Evaluator
-    from nasutil.evaluator.counters import NvmlDevice
-    from nasutil.evaluator.measure import device_name, resolve_device
-    from nasutil.predictor.base import PredictTarget
-    from nasutil.predictor.build import measure_tables, sampled_ops, select_ops
-    from nasutil.predictor.fit import fit_profile
-    from nasutil.predictor.profile import DeviceProfile
-    from nasutil.registry import get_space
-
-    if not args.device.startswith("cuda"):
-        raise NasutilError("profile build times operators with CUDA graphs and events: it needs --device cuda[:N]")
-    if not torch.cuda.is_available():
-        raise NasutilError("no CUDA device here (profile build measures on the GPU it runs on)")
     spaces = [s.strip() for s in args.spaces.split(",") if s.strip()]
     if not spaces:
         raise NasutilError("--spaces names no space")
-    for name in spaces:
-        get_space(name)
-    started = time.perf_counter()
-    device = resolve_device(args.device)
-    info = {"device_name": device_name(device), "torch_version": torch.__version__,
-            "driver_version": NvmlDevice.for_torch_device(device).driver_version}
     configs = [(b, m) for b in (args.batch_size or [256, 1]) for m in (args.mode or ["cudagraph", "eager"])]
-    targets = [PredictTarget(info["device_name"], args.dtype, b, m) for b, m in configs]
-    ops = select_ops(sampled_ops(spaces, args.op_networks, args.seed), args.max_ops, args.seed)
-    with Progress(console=console(), transient=True) as bar:
-        task = bar.add_task(f"{len(ops)} ops x {len(targets)} configurations", total=len(ops) * len(targets))
-        tables = measure_tables(ops, targets, args.device, progress=lambda: bar.advance(task))
-    console().print(f"timed {len(ops)} ops at {len(targets)} configurations in {time.perf_counter() - started:.0f} s")
-    profile = DeviceProfile(device_name=info["device_name"], driver_version=info.get("driver_version"),
-                            torch_version=info.get("torch_version"), operators=tables,
-                            source=f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}")
-    _save(profile, args.out)  # the operator tables are kept even if the network measurements are cut short
-    rows = []
-    if args.networks:
-        base = MeasureConfig(device=args.device, dtype=args.dtype, counters=False, warmup=2, repeats=5,
-                             min_window_ms=2.0)
-        candidates = [Candidate(name, a.to_string()) for name in spaces
-                      for a in get_space(name).sample_many(args.networks, args.seed + 1)]
-        for batch, mode in configs:
-            workers = args.workers or max(1, min(8, len(os.sched_getaffinity(0)) // 2))
-            with Evaluator(base.with_(batch_size=batch, mode=mode), workers=workers) as evaluator:
-                results = evaluator.measure_many(candidates, progress=True, total=len(candidates),
-                                                 description=f"networks, batch {batch} {mode}")
-                rows += [m.to_dict(with_layers=False) for m in results if m.ok]
-    elapsed = time.perf_counter() - started
-    source = (f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}, {len(rows)} network "
-              f"measurements, {elapsed:.0f} s")
-    if rows:
-        profile = fit_profile(rows, min_rows=50, source=source, base=profile)
-    profile.source = source
+    profile = build_profile(args.device, spaces, dtype=args.dtype, configs=configs, op_networks=args.op_networks,
+                            max_ops=args.max_ops, networks=args.networks, workers=args.workers, seed=args.seed,
+                            on_tables=lambda tables_only: _save(tables_only, args.out),
+                            log=lambda line: console().print(line))
     _save(profile, args.out)
     return 0
 
@@ -220,12 +172,11 @@ def _save(profile, path: Path) -> None:
 def cmd_profile_next(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from nasutil.predictor import PredictTarget, load_profile
     from nasutil.predictor.active import choose_next
-    from nasutil.predictor.analytical import AnalyticalPredictor
-    from nasutil.predictor.base import PredictTarget
-    from nasutil.predictor.fit import feature_vector, median_latencies, read_measurements
-    from nasutil.predictor.operator_level import OperatorPredictor
-    from nasutil.predictor.profile import load_profile
+    from nasutil.predictor.analytical import RooflineModel
+    from nasutil.predictor.features import feature_vector
+    from nasutil.predictor.training_data import median_latencies, read_measurements
     from nasutil.registry import get_space
 
     space = get_space(args.space)
@@ -239,8 +190,8 @@ def cmd_profile_next(args: argparse.Namespace) -> int:
         raise NasutilError(f"need at least 10 measured {args.space} archs at {args.dtype}, batch {args.batch_size}, "
                            f"{args.mode}; found {len(latencies)} (measure a random sample first)")
     target = PredictTarget(devices.pop(), args.dtype, args.batch_size, args.mode)
-    analytical = AnalyticalPredictor(profile.kernel_model(args.dtype, args.mode))
-    operators = OperatorPredictor(profile.operators) if profile.operators else None
+    analytical = RooflineModel(profile.kernel_model(args.dtype, args.mode))
+    operators = profile.op_model
 
     def features(text: str) -> np.ndarray:
         arch = space.parse(text)

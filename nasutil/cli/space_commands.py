@@ -8,30 +8,11 @@ from collections import defaultdict
 from rich.markup import escape
 from rich.table import Table
 
+from nasutil.cli.args import non_negative_int, positive_int
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.counting import count_model
 from nasutil.errors import NasutilError
 from nasutil.registry import entries, get_space
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,11 +1,17 @@
 """Measure how well a network uses the device it runs on.
 
-`measure_model` times one module in-process; `Evaluator` measures architectures
-of any space (or torchvision/timm models) in an isolated worker with a time
-limit and a results cache.
+`Evaluator` measures architectures of any space (or torchvision/timm models) in an isolated worker
+with a time limit and a results cache; `measure_model` times one module in this process.
+
+    from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+    with Evaluator(MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph")) as ev:
+        for m in ev.measure_many([Candidate("nb201", a) for a in archs], progress=True):
+            print(m.arch, m.latency_ms, m.utilization)
 """
 
+from nasutil.evaluator.candidate import Candidate
 from nasutil.evaluator.config import MeasureConfig
+from nasutil.evaluator.evaluator import Evaluator
 from nasutil.evaluator.measurement import Measurement
 
-__all__ = ["MeasureConfig", "Measurement"]
+__all__ = ["Candidate", "Evaluator", "MeasureConfig", "Measurement"]

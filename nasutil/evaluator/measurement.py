@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -54,6 +55,16 @@ class Measurement:
         if not with_layers:
             out.pop("layers", None)
         return _finite(out)
+
+    def to_row(self, columns: Sequence[str] | None = None) -> dict[str, Any]:
+        """A flat row for a CSV table: `columns` of `to_dict` (all but layers and timing by default), then
+        each hardware counter as `counter_<name>`."""
+        data = self.to_dict(with_layers=False)
+        counters = data.pop("counters") or {}
+        data.pop("timing", None)
+        row = data if columns is None else {k: data.get(k) for k in columns}
+        row.update({f"counter_{k}": v for k, v in counters.items()})
+        return row
 
     def to_json(self, with_layers: bool = True) -> str:
         return json.dumps(self.to_dict(with_layers), allow_nan=False)

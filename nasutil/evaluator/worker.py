@@ -58,7 +58,7 @@ def _first_line(exc: BaseException) -> str:
 def device_info(device: str) -> dict[str, Any]:
     import torch
 
-    from nasutil.evaluator.measure import device_name, resolve_device
+    from nasutil.evaluator.run_model import device_name, resolve_device
 
     dev = resolve_device(device)
     return {"device_name": device_name(dev), "torch_version": torch.__version__, "pid": os.getpid()}
@@ -76,7 +76,7 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
     `exclusive` (a lock shared by sibling workers) is held while the candidate runs on the device."""
     import torch
 
-    from nasutil.evaluator.measure import measure_model
+    from nasutil.evaluator.run_model import measure_model
     from nasutil.errors import NasutilError
 
     try:

@@ -1,6 +1,6 @@
 """Analytical predictor: a per-kernel roofline with launch overhead and wave quantization.
 
-Every op (see `nasutil.operators`) is one kernel. Its time is the larger of its compute time
+Every op (see `nasutil.ops`) is one kernel. Its time is the larger of its compute time
 (FLOPs / (peak x efficiency of its operator class), stretched by wave quantization
 over the SMs) and its memory time (bytes / (bandwidth x efficiency)), plus a fixed
 per-kernel cost. In eager mode the CPU must also launch each kernel, so a kernel
@@ -8,7 +8,7 @@ takes at least the launch cost; in CUDA-graph mode launches cost almost nothing;
 `compile` fuses element-wise ops into their producers.
 
 The efficiencies and fixed costs are the only free constants: `calibrate` fits them
-to measurements (least squares on log latency), `AnalyticalPredictor()` uses defaults.
+to measurements (least squares on log latency), `RooflineModel()` uses defaults.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
-from nasutil.operators import Op
-from nasutil.predictor.base import Predictor, PredictTarget
+from nasutil.ops import Op
+from nasutil.predictor.prediction import PredictTarget
 
 TILE = 128  # output tile edge of a tensor-core GEMM/conv kernel
 
@@ -74,8 +74,8 @@ def op_time_us(op: Op, target: PredictTarget, model: KernelModel) -> float:
     return _latency_ms(_op_arrays([op], target), model) * 1e3
 
 
-class AnalyticalPredictor(Predictor):
-    name = "analytical"
+class RooflineModel:
+    """A network's latency as the sum of its ops' roofline times under one set of constants."""
 
     def __init__(self, model: KernelModel | None = None) -> None:
         self.model = model or KernelModel()

@@ -8,18 +8,20 @@ import numpy as np
 
 from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
-from nasutil.operators import Op
-from nasutil.predictor.analytical import AnalyticalPredictor, op_class
-from nasutil.predictor.base import PredictTarget
-from nasutil.predictor.operator_level import OperatorPredictor
+from nasutil.ops import Op
+from nasutil.predictor.analytical import RooflineModel, op_class
+from nasutil.predictor.prediction import PredictTarget
+from nasutil.predictor.op_tables import OpTableModel
+
+FEATURE_SETS = ("encoding", "encoding+operators")
 
 FEATURE_NAMES = ("log_flops", "log_bytes", "kernels", "dense_kernels", "pointwise_kernels", "depthwise_kernels",
                  "memory_kernels", "log_dense_flops", "log_depthwise_flops", "log_analytical_ms",
                  "log_operators_ms")
 
 
-def operator_features(ops: list[Op], target: PredictTarget, analytical: AnalyticalPredictor,
-                      operators: OperatorPredictor | None = None, space: str = "") -> np.ndarray:
+def operator_features(ops: list[Op], target: PredictTarget, analytical: RooflineModel,
+                      operators: OpTableModel | None = None, space: str = "") -> np.ndarray:
     """Counts and work per op class, plus the analytical and (where the profile has a table for
     the target) operator-level predictions, in logs: the trees learn their residuals."""
     batch, elem = target.batch_size, element_size(target.dtype)
@@ -47,3 +49,11 @@ def operator_features(ops: list[Op], target: PredictTarget, analytical: Analytic
         math.log1p(flops["dense"]), math.log1p(flops["depthwise"]),
         log_analytical, log_operators,
     ], dtype=np.float64)
+
+
+def feature_vector(encoding: np.ndarray, ops: list[Op] | None, target: PredictTarget, features: str,
+                   analytical: RooflineModel, operators: OpTableModel | None = None,
+                   space: str = "") -> np.ndarray:
+    if features == "encoding":
+        return encoding.astype(np.float64)
+    return np.concatenate([encoding, operator_features(ops, target, analytical, operators, space)])

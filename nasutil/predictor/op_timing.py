@@ -1,4 +1,4 @@
-"""Time single operators on a device: the measurements an operator-level profile is made of.
+"""Time single operators on a device: the measurements an operator table is made of.
 
 Each op is built as the module (or element-wise expression) a network would run, in
 the evaluator's layout (channels_last) and dtype, on a batch of the target's size.
@@ -17,8 +17,9 @@ import torch
 import torch.nn as nn
 
 from nasutil.evaluator.dtypes import torch_dtype
-from nasutil.operators import ACTIVATIONS, Op
-from nasutil.predictor.base import PredictTarget
+from nasutil.ops import ACTIVATIONS, Op
+from nasutil.predictor.op_tables import OperatorTable
+from nasutil.predictor.prediction import PredictTarget
 
 _ACTIVATION_BY_NAME = {cls.__name__.lower(): cls for cls in ACTIVATIONS}
 
@@ -142,3 +143,13 @@ def time_ops(ops: Iterable[Op], target: PredictTarget, device: str | torch.devic
         if progress:
             progress()
     return times
+
+
+def measure_tables(ops: list[Op], targets: list[PredictTarget], device: str = "cuda",
+                   progress: Callable[[], None] | None = None) -> list[OperatorTable]:
+    """One table per target, each op timed at the target's batch, dtype and mode."""
+    tables = []
+    for target in targets:
+        times = time_ops(ops, target, device, progress=progress)
+        tables.append(OperatorTable(target.dtype, target.batch_size, target.mode, times))
+    return tables

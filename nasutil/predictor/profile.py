@@ -14,13 +14,14 @@ import datetime as dt
 import importlib.resources
 import json
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from nasutil.errors import NasutilError
-from nasutil.operators import Op
+from nasutil.ops import Op
 from nasutil.predictor.analytical import KernelModel
 from nasutil.predictor.learned import LearnedLatencyModel
-from nasutil.predictor.operator_level import OperatorTable, Overlap
+from nasutil.predictor.op_tables import OperatorTable, OpTableModel, Overlap
 
 PROFILE_FORMAT = "nasutil-device-profile"
 PROFILE_VERSION = 2
@@ -58,6 +59,11 @@ class DeviceProfile:
 
     def kernel_model(self, dtype: str, mode: str) -> KernelModel:
         return self.analytical.get(f"{dtype}/{mode}", KernelModel())
+
+    @cached_property
+    def op_model(self) -> OpTableModel | None:
+        """The operator-level model over this profile's tables (one per profile: it memoises op times)."""
+        return OpTableModel(self.operators) if self.operators else None
 
     def learned_for(self, space: str, dtype: str, batch_size: int, mode: str) -> LearnedEntry | None:
         return next((e for e in self.learned if e.matches(space, dtype, batch_size, mode)), None)

@@ -1,7 +1,12 @@
-"""`nasutil-search`: multi-objective NAS with Optuna that skips candidates before training them.
+"""Multi-objective NAS with Optuna that prunes candidates on predicted utilization before training them.
 
-Each trial: the search space suggests an architecture through the Optuna trial, a predictor scores
-it (latency, throughput, utilization on the target GPU), a prune policy may end it before training,
-survivors are trained (a table lookup or real training) and, where a GPU is present, measured; the
-objectives go back to the study. `app.main` is the Hydra entry point, `controller.Search` the loop.
+`build_search(cfg, folder)` makes a search from a Hydra config (see `conf/`); `Search.run` runs it;
+`report_search` writes its tables, plots and summary. The front door is `nasutil-search`.
 """
+
+from nasutil.search.build import SearchSetup, build_search
+from nasutil.search.controller import Search
+from nasutil.search.record import Counts, TrialRecord, outcome
+from nasutil.search.report import report_search
+
+__all__ = ["Counts", "Search", "SearchSetup", "TrialRecord", "build_search", "outcome", "report_search"]

@@ -2,7 +2,7 @@
 
 import sys
 
-from nasutil.search.app import main
+from nasutil.cli.search_command import main
 
 if __name__ == "__main__":
     sys.exit(main())

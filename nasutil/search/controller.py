@@ -36,22 +36,20 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from nasutil.errors import NasutilError
-from nasutil.search.measure import Measurer
+from nasutil.predictor import Predictor, PredictTarget
+from nasutil.search.measurer import Measurer
 from nasutil.search.objectives import Objectives
-from nasutil.search.predictors import CandidatePredictor
 from nasutil.search.prune import PrunePolicy, history_from
+from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures, outcome,
+                                   predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 PRUNED_AS = ("auto", "pruned", "infeasible", "predicted")
-PRUNED_CONSTRAINT = "pruned"  # the constraint an infeasible-recorded pruned trial violates
 
 
 def resolve_pruned_as(choice: str, sampler: optuna.samplers.BaseSampler | None) -> str:
@@ -63,24 +61,6 @@ def resolve_pruned_as(choice: str, sampler: optuna.samplers.BaseSampler | None) 
         return choice
     genetic = (optuna.samplers.NSGAIISampler, optuna.samplers.NSGAIIISampler)
     return "predicted" if isinstance(sampler, genetic) else "pruned"
-
-
-def outcome(t: FrozenTrial) -> str:
-    """What happened to a trial, whichever way it was recorded: `trained`, `repeat` (an arch the study
-    had trained already), `pruned_before_training`, `stopped_early`, `failed` or `running`."""
-    stage = t.user_attrs.get("prune_stage")
-    if t.state in FINISHED and stage == "before_training":
-        return "pruned_before_training"
-    if t.state in FINISHED and stage == "during_training":
-        return "stopped_early"
-    if t.state == TrialState.COMPLETE:
-        return "repeat" if t.user_attrs.get("duplicate_of") is not None else "trained"
-    return {TrialState.FAIL: "failed", TrialState.RUNNING: "running"}.get(t.state, t.state.name.lower())
-
-
-def has_accuracy(t: FrozenTrial) -> bool:
-    """Trained to the end, here or as the repeat of an arch trained earlier."""
-    return outcome(t) in ("trained", "repeat")
 
 
 class _Pruned(Exception):
@@ -101,11 +81,13 @@ class EarlyStopping:
     pruner judges; it is rebuilt from the curves stored on the main study's trials when resuming.
     """
 
-    def __init__(self, pruner: optuna.pruners.BasePruner | None, previous: list[FrozenTrial]) -> None:
+    def __init__(self, pruner: optuna.pruners.BasePruner | None, previous: list[FrozenTrial],
+                 study_name: str = "early-stopping") -> None:
         self.pruner = pruner
         self.name = type(pruner).__name__ if pruner is not None else "none"
+        # A fixed name: Hyperband assigns brackets by a hash of the study's name, which would otherwise be random.
         self.study = optuna.create_study(direction="maximize", pruner=pruner or optuna.pruners.NopPruner(),
-                                         sampler=optuna.samplers.RandomSampler(seed=0))
+                                         sampler=optuna.samplers.RandomSampler(seed=0), study_name=study_name)
         for t in previous:
             curve = {int(k): float(v) for k, v in (t.user_attrs.get("curve") or {}).items()}
             if not curve or t.state not in FINISHED:
@@ -140,68 +122,24 @@ class _Reporter:
             self.owner.study.tell(self.trial, float(accuracy))
 
 
-@dataclass
-class Counts:
-    """What the study holds, by outcome."""
-
-    finished: int = 0
-    trained: int = 0  # trained to the end (duplicates of an already trained arch excluded)
-    duplicates: int = 0
-    pruned_before: int = 0
-    stopped_early: int = 0
-    failed: int = 0
-    running: int = 0
-    epochs: float = 0.0
-    reasons: dict[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, trials: list[FrozenTrial]) -> Counts:
-        c = cls()
-        for t in trials:
-            c.epochs += float(t.user_attrs.get("training_epochs") or 0.0)
-            if t.state in FINISHED:
-                c.finished += 1
-            kind = outcome(t)
-            if kind == "trained":
-                c.trained += 1
-            elif kind == "repeat":
-                c.duplicates += 1
-            elif kind == "pruned_before_training":
-                c.pruned_before += 1
-                policy = str(t.user_attrs.get("prune_policy", "policy"))
-                c.reasons[policy] = c.reasons.get(policy, 0) + 1
-            elif kind == "stopped_early":
-                c.stopped_early += 1
-            elif kind == "failed":
-                c.failed += 1
-            elif kind == "running":
-                c.running += 1
-        return c
-
-    @property
-    def trainings(self) -> int:
-        """Candidates that cost any training (to the end or stopped early)."""
-        return self.trained + self.stopped_early
-
-
 class Search:
     """One study and the parts that score, prune, train and measure its candidates."""
 
-    def __init__(self, study: optuna.Study, space_spec: str, predictor: CandidatePredictor, policy: PrunePolicy,
-                 trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
+    def __init__(self, study: optuna.Study, space_spec: str, predictor: Predictor, target: PredictTarget,
+                 policy: PrunePolicy, trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto") -> None:
         from nasutil.registry import get_space
 
         self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
-        self.predictor, self.policy, self.trainer = predictor, policy, trainer
+        self.predictor, self.target, self.policy, self.trainer = predictor, target, policy, trainer
         self.objectives, self.measurer = objectives, measurer
-        self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False))
+        self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False), f"{study.study_name}-early-stopping")
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
 
     # -- one trial -------------------------------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> list[float]:
-        record: dict[str, Any] = {}
+        record: TrialRecord = {}
         try:
             return self._objective(trial, record)
         except _Pruned as pruned:
@@ -214,17 +152,15 @@ class Search:
                 trial.set_user_attr("fail_traceback", traceback.format_exc(limit=-3))
             raise
 
-    def _objective(self, trial: optuna.Trial, record: dict[str, Any]) -> list[float]:
+    def _objective(self, trial: optuna.Trial, record: TrialRecord) -> list[float]:
         arch = self.space.suggest(trial)
         text = arch.to_string()
         trial.set_user_attr("arch", text)
         earlier = self.study.get_trials(deepcopy=False, states=FINISHED)
-        scored = self.predictor.score(text)
-        record.update(predictor=scored.predictor, predicted_latency_ms=scored.latency_ms,
-                      predicted_throughput_per_s=scored.throughput_per_s, predicted_utilization=scored.utilization,
-                      flops_per_image=scored.flops_per_image, params=scored.params)
+        scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
+        record.update(predicted_figures(scored))
 
-        history = history_from([_with_accuracy(t) for t in earlier])
+        history = history_from([with_accuracy(t) for t in earlier])
         reason = self.policy.decide(scored, history)
         if reason is not None:
             record.update(prune_stage="before_training", prune_policy=self.policy.name, prune_reason=reason,
@@ -256,7 +192,7 @@ class Search:
                 trial.set_constraint(key, value)
         return values
 
-    def _train(self, trial: optuna.Trial, text: str, record: dict[str, Any]) -> None:
+    def _train(self, trial: optuna.Trial, text: str, record: TrialRecord) -> None:
         curve: dict[str, float] = {}
         reporter = self.early.start(curve)
         try:
@@ -275,7 +211,7 @@ class Search:
         record.update(accuracy=result.accuracy, training_epochs=result.epochs, curve=curve,
                       accuracy_detail=result.extra)
 
-    def _end_pruned(self, trial: optuna.Trial, record: dict[str, Any], reason: str) -> list[float]:
+    def _end_pruned(self, trial: optuna.Trial, record: TrialRecord, reason: str) -> list[float]:
         """Store what the pruned trial learned, then end it as the sampler should learn of it: PRUNED,
         or COMPLETE with the policy's estimate or, without one, as infeasible (see the module
         docstring). It never gets an `accuracy`, so nothing downstream takes it for a trained one."""
@@ -296,7 +232,7 @@ class Search:
         return values
 
     @staticmethod
-    def _store(trial: optuna.Trial, record: dict[str, Any]) -> None:
+    def _store(trial: optuna.Trial, record: TrialRecord) -> None:
         for key, value in record.items():
             if value is None or (isinstance(value, float) and not math.isfinite(value)):
                 continue
@@ -343,17 +279,3 @@ class Search:
     def close(self) -> None:
         if self.measurer is not None:
             self.measurer.close()
-
-
-def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Latency, throughput and utilization of a trial: measured where it was measured, else predicted."""
-    source = "measured" if attrs.get("measured_latency_ms") is not None else "predicted"
-    return {key: attrs.get(f"{source}_{key}") for key in ("latency_ms", "throughput_per_s", "utilization")}
-
-
-def _with_accuracy(t: FrozenTrial) -> dict[str, Any]:
-    """A trial's record, with accuracy only where it was trained to the end."""
-    record = dict(t.user_attrs)
-    if not has_accuracy(t):
-        record.pop("accuracy", None)
-    return record

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,26 +83,3 @@ class Objectives:
         if self.min_accuracy is not None and record.get("accuracy") is not None:
             out["min_accuracy"] = self.min_accuracy - float(record["accuracy"])
         return out
-
-
-def pareto_mask(values: Sequence[Sequence[float]], directions: Sequence[str]) -> list[bool]:
-    """True for each point no other point dominates (at least as good everywhere, better somewhere)."""
-    signed = [[v if d == "maximize" else -v for v, d in zip(row, directions)] for row in values]
-    mask = []
-    for i, a in enumerate(signed):
-        dominated = any(all(x >= y for x, y in zip(b, a)) and any(x > y for x, y in zip(b, a))
-                        for j, b in enumerate(signed) if j != i)
-        mask.append(not dominated)
-    return mask
-
-
-def hypervolume_2d(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
-    """Area dominated by `points` (both objectives maximised) and bounded below by `reference`."""
-    rx, ry = reference
-    inside = sorted(((x, y) for x, y in points if x > rx and y > ry), key=lambda p: -p[0])
-    area, best_y = 0.0, ry
-    for x, y in inside:  # sweep from the largest first objective down
-        if y > best_y:
-            area += (x - rx) * (y - best_y)
-            best_y = y
-    return area

@@ -11,8 +11,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.controller import PRUNED_CONSTRAINT, has_accuracy, hardware_figures, outcome
-from nasutil.search.objectives import METRICS, pareto_mask
+from nasutil.search.record import feasible, generation, has_accuracy, hardware_figures, outcome
+from nasutil.pareto import pareto_mask
+from nasutil.search.objectives import METRICS
 
 # Leading columns, in this order; any other user attribute follows, sorted.
 COLUMNS = ("number", "outcome", "state", "generation", "arch", "accuracy", "throughput_per_s", "latency_ms", "utilization", "hardware_source",
@@ -26,20 +27,6 @@ SKIP = ("curve", "fail_traceback", "constraints", "accuracy_detail")
 def metric_names(study: optuna.Study) -> list[str]:
     names = study.user_attrs.get("metrics")
     return list(names) if names else [f"value_{i}" for i in range(len(study.directions))]
-
-
-def feasible(t: FrozenTrial) -> bool:
-    """Meets the objectives' constraints; a pruned trial recorded as infeasible never does."""
-    cons = t.user_attrs.get("constraints") or {}
-    return PRUNED_CONSTRAINT not in cons and all(v <= 0 for v in cons.values())
-
-
-def generation(t: FrozenTrial) -> int | None:
-    """The generation a genetic sampler (NSGA-II/III) put the trial in, where one did."""
-    for key, value in t.system_attrs.items():
-        if key.endswith("Sampler:generation"):
-            return int(value)
-    return None
 
 
 def trial_row(t: FrozenTrial) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.controller import hardware_figures, outcome
+from nasutil.search.record import hardware_figures, outcome
 from nasutil.search.objectives import METRICS
 from nasutil.search.outputs import axis_label, metric_names, pareto_trials
 

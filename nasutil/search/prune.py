@@ -2,24 +2,22 @@
 
 A policy sees the candidate's prediction and what the study has seen so far (every candidate it
 scored, and the accuracy of those it trained) and returns a reason to prune, or None to train.
-Built-in policies are registered by name; `register_policy` adds more, and a config may also name
-a class as `module:Class`.
+A config names a policy class by `_target_` (`conf/prune/*.yaml`); your own is any `PrunePolicy`
+subclass, named the same way (`prune._target_=my_package.MyPolicy`).
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from nasutil.errors import NasutilError
-from nasutil.search.predictors import Scored
+from nasutil.pareto import front_2d
+from nasutil.predictor import Prediction
 
 
 @dataclass(frozen=True)
@@ -45,13 +43,7 @@ class History:
     def front(self) -> list[Seen]:
         """Trained candidates that no other trained one beats on both accuracy and predicted throughput,
         fastest first."""
-        best = -math.inf
-        out = []
-        for s in sorted(self.trained, key=lambda s: (-s.throughput_per_s, -s.accuracy)):
-            if s.accuracy > best:
-                out.append(s)
-                best = s.accuracy
-        return out
+        return front_2d(self.trained, x=lambda s: s.throughput_per_s, y=lambda s: s.accuracy)
 
 
 class PrunePolicy(ABC):
@@ -60,10 +52,10 @@ class PrunePolicy(ABC):
     name: ClassVar[str]
 
     @abstractmethod
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         """A one-line reason to prune the candidate, or None to train it."""
 
-    def estimate(self, candidate: Scored, history: History) -> float | None:
+    def estimate(self, candidate: Prediction, history: History) -> float | None:
         """The accuracy a candidate this policy pruned would reach at most, where the policy can tell
         (None: it cannot). With `pruned_as=predicted` the sampler sees it in place of the accuracy
         that training would have measured."""
@@ -74,32 +66,15 @@ class PrunePolicy(ABC):
         return f"{self.name} ({params})" if params else self.name
 
 
-_POLICIES: dict[str, type[PrunePolicy]] = {}
-
-
-def register_policy(cls: type[PrunePolicy]) -> type[PrunePolicy]:
-    """Register a policy class under its `name` (usable as a decorator)."""
-    if not (isinstance(cls, type) and issubclass(cls, PrunePolicy)):
-        raise TypeError(f"{cls!r} is not a PrunePolicy subclass")
-    _POLICIES[cls.name] = cls
-    return cls
-
-
-def policy_names() -> list[str]:
-    return sorted(_POLICIES)
-
-
-@register_policy
 class NoPruning(PrunePolicy):
     """Train every candidate (the baseline)."""
 
     name = "none"
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         return None
 
 
-@register_policy
 class UtilizationThreshold(PrunePolicy):
     """Skip networks predicted to use less than `threshold` of the GPU's datasheet peak."""
 
@@ -110,14 +85,13 @@ class UtilizationThreshold(PrunePolicy):
             raise NasutilError(f"prune.threshold must be a utilization in [0, 1], got {threshold}")
         self.threshold = float(threshold)
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         u = candidate.utilization
         if u is not None and u < self.threshold:
             return f"predicted utilization {u:.2%} < threshold {self.threshold:.2%}"
         return None
 
 
-@register_policy
 class UtilizationQuantile(PrunePolicy):
     """Skip networks predicted to use the GPU worse than most of what the study has seen: adapts to
     the space and device without a hand-set threshold."""
@@ -131,7 +105,7 @@ class UtilizationQuantile(PrunePolicy):
             raise NasutilError(f"prune.warmup_trials must be >= 0, got {warmup_trials}")
         self.quantile, self.warmup_trials = float(quantile), int(warmup_trials)
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         seen = [s.utilization for s in history.seen if s.utilization is not None]
         if candidate.utilization is None or len(seen) < max(1, self.warmup_trials):
             return None
@@ -142,7 +116,6 @@ class UtilizationQuantile(PrunePolicy):
         return None
 
 
-@register_policy
 class LatencySLO(PrunePolicy):
     """Skip networks predicted to miss the latency SLO: they would be infeasible anyway."""
 
@@ -154,13 +127,12 @@ class LatencySLO(PrunePolicy):
                                "(or objectives.latency_slo_ms)")
         self.max_latency_ms = float(max_latency_ms)
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         if candidate.latency_ms > self.max_latency_ms:
             return f"predicted latency {candidate.latency_ms:.3f} ms > SLO {self.max_latency_ms:g} ms"
         return None
 
 
-@register_policy
 class DominatedThroughput(PrunePolicy):
     """Skip a candidate that the current Pareto front is predicted to dominate.
 
@@ -180,13 +152,13 @@ class DominatedThroughput(PrunePolicy):
         self.warmup_trials, self.band = int(warmup_trials), float(band)
         self.min_neighbours, self.margin = int(min_neighbours), float(margin)
 
-    def _neighbours(self, candidate: Scored, history: History) -> list[float]:
+    def _neighbours(self, candidate: Prediction, history: History) -> list[float]:
         """Accuracies of the trained candidates of about the candidate's predicted throughput."""
         t = candidate.throughput_per_s
         lo, hi = t / (1 + self.band), t * (1 + self.band)
         return [s.accuracy for s in history.trained if lo <= s.throughput_per_s <= hi]
 
-    def estimate(self, candidate: Scored, history: History) -> float | None:
+    def estimate(self, candidate: Prediction, history: History) -> float | None:
         """The bound `decide` prunes on (the best accuracy of the candidate's throughput neighbours),
         capped at the best accuracy of the front members at least as fast: the sampler then sees the
         candidate as what the policy predicted, dominated by that front member."""
@@ -196,7 +168,7 @@ class DominatedThroughput(PrunePolicy):
             return None
         return min(max(neighbours), max(faster))
 
-    def decide(self, candidate: Scored, history: History) -> str | None:
+    def decide(self, candidate: Prediction, history: History) -> str | None:
         if len(history.trained) < max(1, self.warmup_trials):
             return None
         t = candidate.throughput_per_s
@@ -212,33 +184,6 @@ class DominatedThroughput(PrunePolicy):
             return (f"predicted dominated: {best.accuracy:.2f}% at {best.throughput_per_s:,.0f}/s on the front "
                     f"vs <= {bound:.2f}% for {len(neighbours)} trained at {t:,.0f}/s +-{self.band:.0%}")
         return None
-
-
-def make_policy(cfg: dict[str, Any]) -> PrunePolicy:
-    """A policy from the `prune` config group: `name` (registered, or `module:Class`) plus its keywords."""
-    params = dict(cfg)
-    name = str(params.pop("name", "none"))
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise NasutilError(f"cannot import prune policy {name!r}: {exc}") from None
-        if not (isinstance(cls, type) and issubclass(cls, PrunePolicy)):
-            raise NasutilError(f"prune policy {name!r} is not a PrunePolicy subclass")
-    elif name in _POLICIES:
-        cls = _POLICIES[name]
-    else:
-        raise NasutilError(f"unknown prune policy {name!r} (choose from {', '.join(policy_names())})")
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    unknown = sorted(set(params) - accepted)
-    if unknown:
-        raise NasutilError(f"prune policy {name!r} takes no option {', '.join(unknown)} "
-                           f"(takes: {', '.join(sorted(accepted)) or 'none'})")
-    try:
-        return cls(**params)
-    except TypeError as exc:
-        raise NasutilError(f"prune policy {name!r}: {exc}") from None
 
 
 def history_from(records: Sequence[dict]) -> History:

@@ -9,7 +9,7 @@ import optuna
 from rich.console import Console
 from rich.table import Table
 
-from nasutil.search.controller import Counts
+from nasutil.search.record import Counts
 from nasutil.search.outputs import metric_names, pareto_trials
 from nasutil.search.storage import safe_url
 

@@ -10,7 +10,8 @@ from nasutil.space import SearchSpace
 
 
 class Reporter(Protocol):
-    """Receives intermediate accuracy; raises `optuna.TrialPruned` when training should stop early."""
+    """Receives intermediate accuracy; raises `nasutil.search.controller.StoppedEarly` when the study's
+    pruner stops the training (a trainer lets it propagate)."""
 
     def report(self, step: int, accuracy: float) -> None: ...
 

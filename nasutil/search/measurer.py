@@ -14,7 +14,7 @@ class Measurer:
 
     def __init__(self, device: str = "cuda", dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph",
                  counters: bool = False, timeout_s: float = 300.0) -> None:
-        from nasutil.evaluator.config import MeasureConfig
+        from nasutil.evaluator import MeasureConfig
 
         self.config = MeasureConfig(device=device, dtype=dtype, batch_size=int(batch_size), mode=mode,
                                     counters=bool(counters))
@@ -28,11 +28,11 @@ class Measurer:
 
     def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
         """Measured figures (`measured_*` keys); a NasutilError naming the reason if it failed."""
-        from nasutil.evaluator.candidate import Candidate
+        from nasutil.evaluator import Candidate
 
         if self._evaluator is None:
+            from nasutil.evaluator import Evaluator
             from nasutil.evaluator.cache import MeasurementCache, default_cache_path
-            from nasutil.evaluator.evaluator import Evaluator
 
             try:
                 cache = MeasurementCache(default_cache_path())
@@ -52,17 +52,16 @@ class Measurer:
             self._evaluator = None
 
 
-def make_measurer(cfg: dict[str, Any]) -> Measurer | None:
-    """None where measuring is off, or `auto` on a machine without CUDA (the prediction stands in)."""
-    mode = cfg.get("measure", "auto")
-    if mode not in ("auto", True, False):
-        raise NasutilError(f"evaluator.measure must be auto, true or false, got {mode!r}")
-    device = str(cfg.get("device", "cuda"))
-    if mode is False or (mode == "auto" and device.startswith("cuda") and not torch.cuda.is_available()):
+def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype: str = "fp16", batch_size: int = 256,
+                      mode: str = "cudagraph", counters: bool = False, timeout_s: float = 300.0) -> Measurer | None:
+    """The `evaluator` config group's target: a Measurer, or None where measuring is off or `auto` finds
+    no CUDA on this machine (the predictions then stand in)."""
+    if measure not in ("auto", True, False):
+        raise NasutilError(f"evaluator.measure must be auto, true or false, got {measure!r}")
+    device = str(device)
+    if measure is False or (measure == "auto" and device.startswith("cuda") and not torch.cuda.is_available()):
         return None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise NasutilError("evaluator.measure=true with device cuda, but CUDA is not available "
                            "(use evaluator=auto, evaluator=none or evaluator=cpu)")
-    return Measurer(device, str(cfg.get("dtype", "fp16")), int(cfg.get("batch_size", 256)),
-                    str(cfg.get("mode", "cudagraph")), bool(cfg.get("counters", False)),
-                    float(cfg.get("timeout_s", 300)))
+    return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s))

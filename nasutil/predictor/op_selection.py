@@ -1,4 +1,4 @@
-"""Operator tables for a device profile: which ops to measure, and measuring them.
+"""Which ops an operator table should hold: those the profile's spaces use, within a budget.
 
 The ops come from networks sampled from the spaces the profile is for, so the table
 covers the shapes those spaces use; where a space has more distinct ops than the
@@ -9,13 +9,11 @@ variant) so that every kind is measured and the rest are interpolated.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
-from nasutil.operators import Op
-from nasutil.predictor.base import PredictTarget
-from nasutil.predictor.operator_level import OperatorTable
+from nasutil.ops import Op
 from nasutil.registry import get_space
 
 
@@ -46,15 +44,3 @@ def select_ops(ops: list[Op], limit: int, seed: int = 0) -> list[Op]:
             if queue and len(chosen) < limit:
                 chosen.append(group[queue.pop()])
     return chosen
-
-
-def measure_tables(ops: list[Op], targets: list[PredictTarget], device: str = "cuda",
-                   progress: Callable[[], None] | None = None) -> list[OperatorTable]:
-    """One table per target, each op timed at the target's batch, dtype and mode."""
-    from nasutil.predictor.op_timing import time_ops
-
-    tables = []
-    for target in targets:
-        times = time_ops(ops, target, device, progress=progress)
-        tables.append(OperatorTable(target.dtype, target.batch_size, target.mode, times))
-    return tables

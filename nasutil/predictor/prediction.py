@@ -1,13 +1,11 @@
-"""The predictor interface: what every predictor takes and returns."""
+"""What every predictor takes (a target) and returns (a prediction)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 
 from nasutil.devices import datasheet_peak_tflops
 from nasutil.evaluator.config import check_run_settings
-from nasutil.operators import Op, network_flops
 
 
 @dataclass(frozen=True)
@@ -30,6 +28,8 @@ class PredictTarget:
 
 @dataclass(frozen=True)
 class Prediction:
+    """Predicted figures of one candidate; latency and throughput are per batch of the target's size."""
+
     space: str
     arch: str
     predictor: str
@@ -37,36 +37,25 @@ class Prediction:
     dtype: str
     batch_size: int
     mode: str
-    flops_per_image: int
+    flops_per_image: int | None
     latency_ms: float
     throughput_per_s: float
     utilization: float | None
+    params: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-class Predictor(ABC):
-    """Maps a network's ops (see `nasutil.operators`) to a latency on a target."""
-
-    name: str
-
-    @abstractmethod
-    def predict_latency_ms(self, ops: list[Op], target: PredictTarget) -> float:
-        """Predicted median latency of one batch."""
-
-    def predict(self, ops: list[Op], target: PredictTarget, *, space: str = "", arch: str = "") -> Prediction:
-        return prediction_from_latency(network_flops(ops), target, self.predict_latency_ms(ops, target), self.name,
-                                       space, arch)
-
-
-def prediction_from_latency(flops_per_image: int, target: PredictTarget, latency_ms: float, predictor: str,
-                            space: str = "", arch: str = "") -> Prediction:
+def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, latency_ms: float, predictor: str,
+                            space: str = "", arch: str = "", params: int | None = None) -> Prediction:
     """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
     peak = datasheet_peak_tflops(target.device_name, target.dtype)
-    achieved = flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12
+    utilization = None
+    if peak and flops_per_image is not None:
+        utilization = flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12 / peak
     return Prediction(space=space, arch=arch, predictor=predictor, device_name=target.device_name,
                       dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
                       flops_per_image=flops_per_image, latency_ms=latency_ms,
-                      throughput_per_s=target.batch_size / (latency_ms * 1e-3),
-                      utilization=achieved / peak if peak else None)
+                      throughput_per_s=target.batch_size / (latency_ms * 1e-3), utilization=utilization,
+                      params=params)

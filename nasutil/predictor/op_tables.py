@@ -29,9 +29,9 @@ import numpy as np
 from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
-from nasutil.operators import Op
+from nasutil.ops import Op
 from nasutil.predictor.analytical import KernelModel, op_time_us
-from nasutil.predictor.base import Predictor, PredictTarget
+from nasutil.predictor.prediction import PredictTarget
 
 NEIGHBOURS = 4
 
@@ -65,8 +65,8 @@ class OperatorTable:
         return self.by_space.get(space) or self.shared
 
 
-class OperatorPredictor(Predictor):
-    name = "operators"
+class OpTableModel:
+    """A network's latency from a profile's operator tables (see the module docstring)."""
 
     def __init__(self, tables: list[OperatorTable]) -> None:
         self.tables = {t.key: t for t in tables}
@@ -144,7 +144,7 @@ def _roofline_us(op: Op, target: PredictTarget) -> float:
     return op_time_us(op, target, _ROOF_MODEL)
 
 
-def fit_overlap(table: OperatorTable, predictor: OperatorPredictor, target: PredictTarget,
+def fit_overlap(table: OperatorTable, predictor: OpTableModel, target: PredictTarget,
                 networks: list[tuple[list[Op], float]], space: str = "") -> OperatorTable:
     """Fit scale, per-op and offset constants to measured network latencies (ms), on relative error:
     the table's shared constants, or with `space` that space's own."""

@@ -1,0 +1,80 @@
+"""Argument helpers every `nasutil` command shares: number types, and which architectures a command is about."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from nasutil.errors import NasutilError
+from nasutil.space import SearchSpace
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def add_arch_choice(parser: argparse.ArgumentParser, what: argparse._MutuallyExclusiveGroup | None = None) -> None:
+    """ARCH, --sample N or --archs FILE (and --seed for --sample); `what` is the exclusive group to join."""
+    parser.add_argument("arch", nargs="?", help="one architecture string (quote it)")
+    group = what or parser.add_mutually_exclusive_group()
+    group.add_argument("--sample", type=positive_int, metavar="N", help="N sampled architectures")
+    group.add_argument("--archs", type=Path, metavar="FILE", help="file with one architecture string per line")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
+
+
+def chosen_archs(args: argparse.Namespace, space: SearchSpace) -> list[str]:
+    """The architecture strings of ARCH, --sample N or --archs FILE, every one checked before any work."""
+    if args.arch is not None:
+        if args.sample or args.archs:
+            raise NasutilError("give either ARCH, --sample or --archs")
+        space.parse(args.arch)
+        return [args.arch]
+    if args.sample:
+        return [a.to_string() for a in space.sample_many(args.sample, args.seed)]
+    if args.archs:
+        return read_arch_file(args.archs, space)
+    raise NasutilError("give an ARCH, --sample N or --archs FILE")
+
+
+def read_arch_file(path: Path, space: SearchSpace) -> list[str]:
+    """One architecture string per line (blank lines and # comments skipped), all checked up front."""
+    try:
+        lines = [line.strip() for line in path.read_text().splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
+    archs = [line for line in lines if line and not line.startswith("#")]
+    if not archs:
+        raise NasutilError(f"{str(path)!r} holds no architecture strings")
+    for number, text in enumerate(archs, start=1):
+        try:
+            space.parse(text)
+        except NasutilError as exc:
+            raise NasutilError(f"{path}: entry {number}: {exc}") from None
+    return archs

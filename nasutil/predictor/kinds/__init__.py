@@ -1,0 +1,1 @@
+"""The built-in predictor kinds, one module each; every module here is registered on first use."""

@@ -1,0 +1,30 @@
+"""`auto`: for each space and configuration, whichever of the profile's learned model and operator table
+scored the lower held-out error when the profile was fitted; else the one the profile has; else the
+analytical model. It never refuses a space."""
+
+from __future__ import annotations
+
+from nasutil.predictor.prediction import PredictTarget
+from nasutil.predictor.registry import Candidates, Predictor, ProfileKind, predictor_class, register_predictor
+
+
+@register_predictor
+class AutoPredictor(ProfileKind):
+    name = "auto"
+
+    def choice(self, space_spec: str, target: PredictTarget) -> str:
+        learned = self.profile.learned_for(space_spec, target.dtype, target.batch_size, target.mode)
+        model = self.profile.op_model
+        has_table = model is not None and target.key in model.tables
+        if learned is not None and has_table and "operators" in learned.validation:
+            return "learned" if learned.validation["learned"] <= learned.validation["operators"] else "operators"
+        return "learned" if learned is not None else "operators" if has_table else "analytical"
+
+    def _chosen(self, space_spec: str, target: PredictTarget) -> Predictor:
+        return predictor_class(self.choice(space_spec, target))(self.profile)
+
+    def answering(self, space_spec: str, target: PredictTarget) -> str:
+        return self.choice(space_spec, target)
+
+    def latencies_ms(self, candidates: Candidates, target: PredictTarget) -> list[float]:
+        return self._chosen(candidates.space_spec, target).latencies_ms(candidates, target)

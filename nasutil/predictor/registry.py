@@ -1,0 +1,209 @@
+"""Predictor kinds: the interface every kind implements, one registry of them, one entry point.
+
+A kind is a `Predictor` subclass. The built-in kinds live one file each in `nasutil/predictor/kinds/`
+and are found there by name, so adding one is adding one file; a third-party package registers its
+kinds under the `nasutil.predictors` entry-point group; a Hydra config may also name any subclass
+directly (`predictor._target_: my_package.MyPredictor`). `predict_many` lists each candidate's ops
+once, so every kind (and the params of every prediction) works from the same listing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, ClassVar
+
+from nasutil.arch import Arch
+from nasutil.errors import NasutilError
+from nasutil.ops import Op, network_flops, network_params
+from nasutil.predictor.prediction import Prediction, PredictTarget, prediction_from_latency
+from nasutil.predictor.profile import DeviceProfile, load_profile
+from nasutil.space import SearchSpace
+
+ENTRY_POINT_GROUP = "nasutil.predictors"
+DEFAULT_PROFILE = "h200"
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Architectures of one space, parsed and with their ops listed once: what a kind predicts from."""
+
+    space_spec: str
+    space: SearchSpace
+    archs: list[Arch]
+    ops: list[list[Op]]  # one listing per arch (empty where the kind does not use ops)
+
+
+class Predictor(ABC):
+    """Predicts the latency of candidate networks on a target without running them there."""
+
+    #: the kind's name on the command line and in configs
+    name: ClassVar[str]
+    #: whether `latencies_ms` reads `Candidates.ops` (listing them is most of a prediction's cost)
+    uses_ops: ClassVar[bool] = True
+
+    @property
+    @abstractmethod
+    def device_name(self) -> str:
+        """The device this predictor knows (a profile's GPU, say)."""
+
+    def target(self, dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph") -> PredictTarget:
+        return PredictTarget(self.device_name, dtype, int(batch_size), mode)
+
+    def check(self, space_spec: str, target: PredictTarget) -> None:
+        """Raise a one-line NasutilError, before any prediction, if this kind cannot serve the space at the target."""
+
+    def answering(self, space_spec: str, target: PredictTarget) -> str:
+        """The name of the model whose figures the predictions carry (`auto` names the one it chose)."""
+        return self.name
+
+    @abstractmethod
+    def latencies_ms(self, candidates: Candidates, target: PredictTarget) -> list[float]:
+        """Predicted median latency of one batch, for each candidate."""
+
+    def describe(self) -> str:
+        """One line for summaries."""
+        return self.name
+
+    def predict_many(self, space: str | SearchSpace, archs: Sequence[str | Arch], target: PredictTarget,
+                     input_size: int | None = None) -> list[Prediction]:
+        """Predictions for many archs of one space at once (learned models score a batch in one pass,
+        which is what makes them cheap per candidate)."""
+        candidates = self.candidates(space, archs, input_size)
+        self.check(candidates.space_spec, target)
+        latencies = self.latencies_ms(candidates, target)
+        answered_by = self.answering(candidates.space_spec, target)
+        return [prediction_from_latency(network_flops(ops) if self.uses_ops else None, target, latency, answered_by,
+                                        candidates.space_spec, arch.to_string(),
+                                        int(network_params(ops)) if self.uses_ops else None)
+                for arch, ops, latency in zip(candidates.archs, candidates.ops, latencies)]
+
+    def candidates(self, space: str | SearchSpace, archs: Sequence[str | Arch],
+                   input_size: int | None = None) -> Candidates:
+        import torch
+
+        space_spec, space = _space(space)
+        parsed = [a if isinstance(a, Arch) else space.parse(a) for a in archs]
+        if not self.uses_ops:
+            return Candidates(space_spec, space, parsed, [[] for _ in parsed])
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # spaces without a direct listing build and trace tiny networks: threads only contend
+        try:
+            ops = [space.operators(arch, input_size=input_size) for arch in parsed]
+        finally:
+            torch.set_num_threads(threads)
+        return Candidates(space_spec, space, parsed, ops)
+
+
+def _space(space: str | SearchSpace) -> tuple[str, SearchSpace]:
+    from nasutil.registry import get_space
+
+    if isinstance(space, str):
+        return space, get_space(space)
+    return space.name, space
+
+
+# ---- profiles, loaded once per process ----
+
+_PROFILES: dict[tuple, DeviceProfile] = {}
+
+
+def open_profile(profile: str | Path | DeviceProfile) -> DeviceProfile:
+    """A profile object, or a shipped name or JSON path loaded once per process (profiles refit their learned
+    models on first use, which takes seconds); a file is read again once it has been modified."""
+    if isinstance(profile, DeviceProfile):
+        return profile
+    path = Path(profile)
+    key = (str(path.resolve()), path.stat().st_mtime_ns) if path.is_file() else (str(profile),)
+    if key not in _PROFILES:
+        _PROFILES[key] = load_profile(str(profile))
+    return _PROFILES[key]
+
+
+class ProfileKind(Predictor, ABC):
+    """A kind that predicts from a device profile (a shipped name, a JSON path or a loaded profile)."""
+
+    def __init__(self, profile: str | Path | DeviceProfile = DEFAULT_PROFILE) -> None:
+        self.profile_label = profile if isinstance(profile, str) else getattr(profile, "device_name", str(profile))
+        self.profile = open_profile(profile)
+
+    @property
+    def device_name(self) -> str:
+        return self.profile.device_name
+
+    def describe(self) -> str:
+        return f"{self.profile_label} profile ({self.device_name}), {self.name}"
+
+
+# ---- the registry ----
+
+_KINDS: dict[str, type[Predictor]] = {}
+_discovered = False
+
+
+def register_predictor(cls: type[Predictor]) -> type[Predictor]:
+    """Register a predictor kind under its `name` (usable as a class decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, Predictor)):
+        raise TypeError(f"{cls!r} is not a Predictor subclass")
+    _KINDS[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    from nasutil.predictor import kinds
+
+    for module in pkgutil.iter_modules(kinds.__path__):
+        importlib.import_module(f"{kinds.__name__}.{module.name}")
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            register_predictor(entry.load())
+        except Exception as exc:  # a broken plugin must not take the built-in kinds down with it
+            import warnings
+
+            warnings.warn(f"predictor plugin {entry.name!r} failed to load: {exc}", stacklevel=2)
+
+
+def predictor_names() -> list[str]:
+    _discover()
+    return sorted(_KINDS)
+
+
+def predictor_class(kind: str) -> type[Predictor]:
+    _discover()
+    if kind not in _KINDS:
+        raise NasutilError(f"unknown predictor {kind!r} (choose from {', '.join(sorted(_KINDS))})")
+    return _KINDS[kind]
+
+
+def make_predictor(kind: str = "auto", **options: Any) -> Predictor:
+    """A predictor of a registered kind, given the options its constructor takes (e.g. `profile`, `path`);
+    options it does not take are an error only if they are set."""
+    cls = predictor_class(kind)
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(k for k, v in options.items() if k not in accepted and v is not None)
+    if unknown:
+        raise NasutilError(f"predictor {kind!r} takes no option {', '.join(unknown)} "
+                           f"(takes: {', '.join(sorted(accepted)) or 'none'})")
+    return cls(**{k: v for k, v in options.items() if k in accepted})
+
+
+def predict_many(space: str | SearchSpace, archs: Sequence[str | Arch], target: PredictTarget | None = None, *,
+                 predictor: str | Predictor = "auto", profile: str | Path | DeviceProfile = DEFAULT_PROFILE,
+                 input_size: int | None = None) -> list[Prediction]:
+    """Predicted latency, throughput, utilization, FLOPs and params of each arch, by one predictor kind.
+
+    `target` defaults to fp16, batch 256, CUDA graph on the profile's device."""
+    if not isinstance(predictor, Predictor):
+        takes_profile = "profile" in inspect.signature(predictor_class(predictor).__init__).parameters
+        predictor = make_predictor(predictor, **({"profile": profile} if takes_profile else {}))
+    return predictor.predict_many(space, archs, target or predictor.target(), input_size)

@@ -1,0 +1,131 @@
+"""Build a search from its config: every part instantiated, checked and joined to its study, nothing run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from omegaconf import DictConfig
+
+from nasutil.errors import NasutilError
+from nasutil.predictor import Predictor
+from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
+from nasutil.search.controller import PRUNED_AS, Search, resolve_pruned_as
+from nasutil.search.objectives import Objectives
+from nasutil.search.record import Counts
+
+
+@dataclass
+class SearchSetup:
+    """A search ready to run, and what its report needs to say about how it was made."""
+
+    search: Search
+    study_name: str
+    folder: Path
+    storage_url: str
+    n_trials: int
+    seed: int
+    timeout_s: float | None
+    sampler_name: str
+    resumed: bool
+    before: Counts
+
+    def describe(self) -> list[str]:
+        """The lines that say what searched: space, objectives, sampler, policy, predictor, trainer, hardware."""
+        s = self.search
+        slo = f" (latency SLO {s.objectives.latency_slo_ms} ms)" if s.objectives.latency_slo_ms else ""
+        return [f"search space {s.space_spec}; objectives {', '.join(s.objectives.names)}{slo}; sampler "
+                f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
+                f"pruner {s.early.name}",
+                f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
+                f"hardware figures: {s.measurer.description if s.measurer else 'predicted (no measurement)'}"]
+
+    def predictor_description(self) -> str:
+        s, t = self.search, self.search.target
+        return (f"{s.predictor.describe()}, {t.dtype}, batch {t.batch_size}, {t.mode} -> "
+                f"{s.predictor.answering(s.space_spec, t)}")
+
+
+def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
+    """The search the config describes, with its study opened (created, or resumed where it exists)."""
+    from nasutil.registry import get_space
+    from nasutil.search.storage import open_storage
+
+    n_trials = positive_int(cfg, "n_trials")
+    seed = cfg.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise NasutilError(f"seed must be an integer, got {seed!r}")
+    timeout = cfg.get("timeout_s")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise NasutilError(f"timeout_s must be positive or null, got {timeout!r}")
+    study_name = str(cfg.get("study_name") or "").strip()
+    if not study_name:
+        raise NasutilError("study_name must not be empty")
+    pruned_as_choice = str(cfg.get("pruned_as", "auto"))
+    if pruned_as_choice not in PRUNED_AS:
+        raise NasutilError(f"pruned_as must be one of {', '.join(PRUNED_AS)}, got {pruned_as_choice!r}")
+    # Failed trials are reported in one line each; Optuna's own warning carries a traceback.
+    optuna.logging.set_verbosity(optuna.logging.INFO if cfg.get("verbose") else optuna.logging.ERROR)
+
+    space_spec = str(cfg.search_space.name)
+    get_space(space_spec)
+    objectives = Objectives.from_config(plain(cfg.objectives))
+    policy = instantiate_group(plain(cfg.prune), "prune")
+    trainer = instantiate_group(plain(cfg.trainer), "trainer", seed=seed)
+    trainer.check(space_spec)
+    early = plain(cfg.early_stopping)
+    pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
+    evaluator_node = plain(cfg.evaluator)
+    check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
+    measurer = instantiate_group(evaluator_node, "evaluator")
+    storage_cfg = plain(cfg.storage)
+    url = str(storage_cfg.get("url"))
+    storage = open_storage(url, storage_cfg.get("heartbeat_interval"), storage_cfg.get("grace_period"),
+                           storage_cfg.get("max_retry"))
+    predictor, target = predictor_for(cfg)
+    predictor.check(space_spec, target)
+    constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
+    sampler = _sampler(plain(cfg.sampler), seed, constrained)
+    pruned_as = resolve_pruned_as(pruned_as_choice, sampler)
+    study, resumed = open_study(storage, study_name, objectives.directions, objectives.names, sampler)
+    search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as)
+    return SearchSetup(search, study_name, folder, url, n_trials, seed, timeout, str(cfg.sampler.get("name")),
+                       resumed, search.counts())
+
+
+def predictor_for(cfg: DictConfig) -> tuple[Predictor, PredictTarget]:
+    """The config's predictor and the target (dtype, batch size, mode on its device) it predicts for."""
+    target_node, predictor_node = split_target(plain(cfg.predictor))
+    predictor = instantiate_group(predictor_node, "predictor")
+    if not isinstance(predictor, Predictor):
+        raise NasutilError(f"predictor._target_ made a {type(predictor).__name__}, not a nasutil Predictor")
+    return predictor, predictor.target(**target_node)
+
+
+def _sampler(node: dict[str, Any], seed: int, constraints_needed: bool) -> optuna.samplers.BaseSampler:
+    extra: dict[str, Any] = {"seed": seed}
+    if constraints_needed and not hasattr(optuna.Trial, "set_constraint"):
+        extra["constraints_func"] = lambda t: list((t.user_attrs.get("constraints") or {"none": 0.0}).values())
+    return instantiate_group(node, "sampler", **extra)
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str], metrics: list[str],
+               sampler: optuna.samplers.BaseSampler) -> tuple[optuna.Study, bool]:
+    """The study `name` (created if new), refusing one that optimises other objectives; True if it existed."""
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        study_id = None
+    if study_id is not None:
+        existing = [d.name.lower() for d in storage.get_study_directions(study_id)]
+        stored = storage.get_study_user_attrs(study_id).get("metrics")
+        if existing != directions or (stored is not None and list(stored) != metrics):
+            raise NasutilError(f"study {name!r} in this storage optimises {stored or existing}, not {metrics} "
+                               "(choose another study_name or the same objectives)")
+    study = optuna.create_study(storage=storage, sampler=sampler, study_name=name, directions=directions,
+                                load_if_exists=True)
+    if study_id is None:
+        study.set_user_attr("metrics", metrics)
+    return study, study_id is not None

@@ -1,0 +1,133 @@
+"""The search's config idiom: each group names its class or factory by `_target_` and Hydra instantiates it.
+
+Also here: the `${nasutil.digest:...}` resolver the default study name uses, and the check that the
+predictor and the evaluator were given one hardware target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from nasutil.errors import NasutilError
+
+#: how a target is declared: `target` in conf/config.yaml, interpolated into the predictor and the evaluator
+TARGET_KEYS = ("dtype", "batch_size", "mode")
+#: keys of a group that label it (study name, summary) and are not constructor arguments
+LABEL_KEYS = ("name",)
+
+
+def config_digest(*nodes: Any) -> str:
+    """Eight hex digits that change with any setting of the given config nodes: the default study name
+    carries it, so re-running the same search resumes it and changing how it searches starts anew."""
+    plain = [OmegaConf.to_container(n, resolve=True) if OmegaConf.is_config(n) else n for n in nodes]
+    return hashlib.sha256(json.dumps(plain, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
+
+
+def plain(node: Any) -> dict[str, Any]:
+    """A config node as a plain dict, interpolations resolved."""
+    return OmegaConf.to_container(node, resolve=True) if node is not None else {}  # type: ignore[return-value]
+
+
+def positive_int(cfg: DictConfig, key: str) -> int:
+    value = cfg.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise NasutilError(f"{key} must be a positive integer, got {value!r}")
+    return value
+
+
+def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
+    """The object a config group's `_target_` names, built with the node's other keys. `extra` keywords
+    (a seed, say) go only to targets that accept them; an option the target does not take is a one-line
+    error naming what it takes."""
+    from hydra.utils import get_object, instantiate
+
+    params = {k: v for k, v in node.items() if k not in LABEL_KEYS}
+    label = node.get("name")
+    if "_target_" not in params and isinstance(label, str) and ":" in label:
+        warnings.warn(f"{group}.name={label} is deprecated: name the class with {group}._target_="
+                      f"{label.replace(':', '.')}", FutureWarning, stacklevel=2)
+        params["_target_"] = label.replace(":", ".")
+    if "_target_" not in params:
+        raise NasutilError(f"{group} config needs a _target_ (the class or function that makes it)")
+    what = f"{group} {label or params['_target_']!r}"
+    try:
+        target = get_object(params["_target_"])
+    except Exception as exc:
+        raise NasutilError(f"cannot import {what}: {_first_line(exc)}") from None
+    accepted = _parameters(target)
+    if accepted is not None:
+        unknown = sorted(k for k in params if not k.startswith("_") and k not in accepted)
+        if unknown:
+            raise NasutilError(f"{what} takes no option {', '.join(unknown)} "
+                               f"(takes: {', '.join(sorted(accepted)) or 'none'})")
+        extra = {k: v for k, v in extra.items() if k in accepted}
+    try:
+        return instantiate(params, **extra)
+    except Exception as exc:
+        cause = exc.__cause__ or exc
+        if isinstance(cause, NasutilError):
+            raise cause from None
+        raise NasutilError(f"cannot create {what}: {_first_line(cause)}") from None
+
+
+def _parameters(target: Any) -> set[str] | None:
+    """Keyword parameters a class or function takes; None if it takes any (**kwargs) or cannot be told."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return None
+    return {name for name, p in signature.parameters.items()
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def split_target(node: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A predictor node split into its hardware target (dtype, batch size, mode) and the rest."""
+    return {k: node[k] for k in TARGET_KEYS if k in node}, {k: v for k, v in node.items() if k not in TARGET_KEYS}
+
+
+def check_one_target(predicted: dict[str, Any], evaluator: dict[str, Any]) -> None:
+    """Predicted and measured figures must describe one configuration: they meet in one study (pruned
+    trials carry predictions, trained ones measurements)."""
+    if evaluator.get("measure", "auto") is False:
+        return
+    differ = [k for k in TARGET_KEYS if k in predicted and k in evaluator and predicted[k] != evaluator[k]]
+    if differ:
+        show = ", ".join(f"{k} {predicted[k]} predicted vs {evaluator[k]} measured" for k in differ)
+        raise NasutilError(f"the predictor and the evaluator were given different targets ({show}): set it once "
+                           f"with target.{differ[0]}=..., or evaluator=none to use predictions only")
+
+
+def compose(overrides: Sequence[str] = ()) -> DictConfig:
+    """The config `nasutil-search OVERRIDES` runs with, composed from the shipped groups (for use from Python;
+    nodes that read Hydra's run folder, such as `storage`, resolve only inside a run)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("nasutil_conf", version_base="1.3"):
+        return hydra_compose("config", overrides=list(overrides))
+
+
+def shipped(group: str, option: str, **overrides: Any) -> Any:
+    """The object a shipped config option makes, with some of its settings overridden: for example
+    `shipped("prune", "utilization_quantile", quantile=0.3)`."""
+    node = {**plain(compose([f"{group}={option}"])[group]), **overrides}
+    return instantiate_group(node, group)

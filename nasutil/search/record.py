@@ -1,0 +1,152 @@
+"""The trial record: what a search stores on each Optuna trial (its user attributes), and how to read it.
+
+The controller writes it; prune policies, outputs, plots, the summary and analysis scripts read it
+back from the storage alone. The keys are those of `TrialRecord`; a key is absent (never None) where
+a trial has no value for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+from optuna.trial import FrozenTrial, TrialState
+
+from nasutil.predictor import Prediction
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+PRUNED_CONSTRAINT = "pruned"  # the constraint an infeasible-recorded pruned trial violates
+OUTCOMES = ("trained", "repeat", "pruned_before_training", "stopped_early", "failed", "running")
+
+
+class TrialRecord(TypedDict, total=False):
+    """One trial's user attributes."""
+
+    arch: str
+    # predicted, before any training (`Prediction` of the search's predictor)
+    predictor: str
+    predicted_latency_ms: float
+    predicted_throughput_per_s: float
+    predicted_utilization: float
+    flops_per_image: int
+    params: int
+    # pruned before training, or stopped early by an Optuna pruner
+    prune_stage: str  # "before_training" or "during_training"
+    prune_policy: str
+    prune_reason: str
+    estimated_accuracy: float  # the policy's estimate, told to the sampler with pruned_as=predicted
+    accuracy_partial: float
+    # training
+    accuracy: float
+    accuracy_detail: dict[str, float]
+    training_epochs: float
+    curve: dict[str, float]  # step -> intermediate accuracy
+    duplicate_of: int  # the trial that trained the same arch
+    # measured on the hardware, where an evaluator is configured
+    measured_device: str
+    measured_latency_ms: float
+    measured_latency_cv: float
+    measured_throughput_per_s: float
+    measured_utilization: float
+    measured_sm_clock_mhz: float
+    hardware_source: str  # "measured" or "predicted"
+    constraints: dict[str, float]
+    fail_reason: str
+    fail_traceback: str
+
+
+def predicted_figures(p: Prediction) -> TrialRecord:
+    """The record fields of a prediction."""
+    return TrialRecord(predictor=p.predictor, predicted_latency_ms=p.latency_ms,
+                       predicted_throughput_per_s=p.throughput_per_s, predicted_utilization=p.utilization,
+                       flops_per_image=p.flops_per_image, params=p.params)
+
+
+def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
+    """Latency, throughput and utilization of a trial: measured where it was measured, else predicted."""
+    source = "measured" if attrs.get("measured_latency_ms") is not None else "predicted"
+    return {key: attrs.get(f"{source}_{key}") for key in ("latency_ms", "throughput_per_s", "utilization")}
+
+
+def outcome(t: FrozenTrial) -> str:
+    """What happened to a trial, whichever way it was recorded: `trained`, `repeat` (an arch the study
+    had trained already), `pruned_before_training`, `stopped_early`, `failed` or `running`."""
+    stage = t.user_attrs.get("prune_stage")
+    if t.state in FINISHED and stage == "before_training":
+        return "pruned_before_training"
+    if t.state in FINISHED and stage == "during_training":
+        return "stopped_early"
+    if t.state == TrialState.COMPLETE:
+        return "repeat" if t.user_attrs.get("duplicate_of") is not None else "trained"
+    return {TrialState.FAIL: "failed", TrialState.RUNNING: "running"}.get(t.state, t.state.name.lower())
+
+
+def has_accuracy(t: FrozenTrial) -> bool:
+    """Trained to the end, here or as the repeat of an arch trained earlier."""
+    return outcome(t) in ("trained", "repeat")
+
+
+def with_accuracy(t: FrozenTrial) -> dict[str, Any]:
+    """A trial's record, with accuracy only where it was trained to the end."""
+    record = dict(t.user_attrs)
+    if not has_accuracy(t):
+        record.pop("accuracy", None)
+    return record
+
+
+def feasible(t: FrozenTrial) -> bool:
+    """Meets the objectives' constraints; a pruned trial recorded as infeasible never does."""
+    cons = t.user_attrs.get("constraints") or {}
+    return PRUNED_CONSTRAINT not in cons and all(v <= 0 for v in cons.values())
+
+
+def generation(t: FrozenTrial) -> int | None:
+    """The generation a genetic sampler (NSGA-II/III) put the trial in, where one did."""
+    for key, value in t.system_attrs.items():
+        if key.endswith("Sampler:generation"):
+            return int(value)
+    return None
+
+
+@dataclass
+class Counts:
+    """What the study holds, by outcome."""
+
+    finished: int = 0
+    trained: int = 0  # trained to the end (duplicates of an already trained arch excluded)
+    duplicates: int = 0
+    pruned_before: int = 0
+    stopped_early: int = 0
+    failed: int = 0
+    running: int = 0
+    epochs: float = 0.0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, trials: list[FrozenTrial]) -> Counts:
+        c = cls()
+        for t in trials:
+            c.epochs += float(t.user_attrs.get("training_epochs") or 0.0)
+            if t.state in FINISHED:
+                c.finished += 1
+            kind = outcome(t)
+            if kind == "trained":
+                c.trained += 1
+            elif kind == "repeat":
+                c.duplicates += 1
+            elif kind == "pruned_before_training":
+                c.pruned_before += 1
+                policy = str(t.user_attrs.get("prune_policy", "policy"))
+                c.reasons[policy] = c.reasons.get(policy, 0) + 1
+            elif kind == "stopped_early":
+                c.stopped_early += 1
+            elif kind == "failed":
+                c.failed += 1
+            elif kind == "running":
+                c.running += 1
+        return c
+
+    @property
+    def trainings(self) -> int:
+        """Candidates that cost any training (to the end or stopped early)."""
+        return self.trained + self.stopped_early

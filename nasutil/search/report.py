@@ -1,0 +1,41 @@
+"""What a finished (or interrupted) search leaves behind: tables, plots, summary.json and the closing report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from nasutil.search.build import SearchSetup
+from nasutil.search.outputs import write_tables
+from nasutil.search.plots import write_plots
+from nasutil.search.record import Counts
+from nasutil.search.summary import print_summary
+
+
+def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrupted: bool = False,
+                  plots: bool = True) -> dict[str, Any]:
+    """Write the run folder's files and print the closing report; returns what summary.json holds."""
+    s, folder = setup.search, setup.folder
+    lines: list[str] = []
+    if setup.resumed:
+        b = setup.before
+        lines.append(f"resumed study {setup.study_name!r}: it held {b.finished} finished trials "
+                     f"({b.failed} failed, {b.running} left running)")
+    lines[:0] = setup.describe()
+    files: dict[str, Path] = write_tables(s.study, folder)
+    if plots:
+        try:
+            made = write_plots(s.study, folder)
+        except Exception as exc:  # a plot must never cost the tables and the summary
+            lines.append(f"plots skipped: {type(exc).__name__}: {exc}")
+            made = {}
+        files.update({("pareto_png" if k == "pareto" else k): v for k, v in made.items()})
+    summary = {"study_name": setup.study_name, "folder": str(folder), "n_trials": setup.n_trials, "seed": setup.seed,
+               "wall_s": round(wall_s, 2), "resumed": setup.resumed, "interrupted": interrupted,
+               "metrics": s.objectives.names, "sampler": setup.sampler_name, "prune": s.policy.describe(),
+               "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
+               "trainer": s.trainer.describe(), "counts": {**vars(counts), "trainings": counts.trainings}}
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print_summary(s.study, counts, folder, setup.storage_url, wall_s, lines, files)
+    return summary

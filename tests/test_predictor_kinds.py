@@ -1,0 +1,86 @@
+"""One entry point for every predictor kind: the registry, params in every prediction, the table kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from nasutil import NasutilError, get_space
+from nasutil.ops import network_params
+from nasutil.predictor import (Candidates, PredictTarget, Predictor, make_predictor, predict_many, predictor_names,
+                               register_predictor)
+from nasutil.predictor.kinds.table import TablePredictor, write_table
+
+H200 = PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph")
+
+
+def test_the_built_in_kinds_are_registered():
+    assert {"auto", "learned", "operators", "analytical", "table"} <= set(predictor_names())
+    with pytest.raises(NasutilError, match="unknown predictor 'oracle'"):
+        make_predictor("oracle")
+
+
+def test_every_prediction_carries_flops_and_params_of_one_op_listing():
+    space = get_space("mbconv")
+    archs = space.sample_many(4, seed=3)
+    for kind in ("auto", "operators", "analytical"):
+        predictions = predict_many("mbconv", archs, H200, predictor=kind)
+        assert [p.arch for p in predictions] == [a.to_string() for a in archs]
+        assert [p.params for p in predictions] == [network_params(space.operators(a)) for a in archs]
+        assert all(p.latency_ms > 0 and p.flops_per_image > 0 and 0 < p.utilization < 1 for p in predictions)
+
+
+def test_auto_names_the_model_it_chose_and_a_missing_model_is_refused_up_front():
+    assert {p.predictor for p in predict_many("nb201", get_space("nb201").sample_many(3, 0))} == {"learned"}
+    other = PredictTarget("NVIDIA H200", "bf16", 64, "eager")
+    with pytest.raises(NasutilError, match="no learned model for nb201 at bf16, batch 64, eager"):
+        predict_many("nb201", get_space("nb201").sample_many(1, 0), other, predictor="learned")
+    p, = predict_many("nb201", get_space("nb201").sample_many(1, 0), other)
+    assert p.predictor == "analytical"  # auto never refuses
+
+
+class FlopsPerTeraflop(Predictor):
+    """A toy kind: a millisecond per 10 GFLOPs of the batch."""
+
+    name = "flops_per_teraflop"
+
+    @property
+    def device_name(self) -> str:
+        return "NVIDIA H200"
+
+    def latencies_ms(self, candidates: Candidates, target: PredictTarget) -> list[float]:
+        return [sum(op.flops for op in ops) * target.batch_size / 1e10 for ops in candidates.ops]
+
+
+def test_a_kind_of_your_own_is_one_class():
+    register_predictor(FlopsPerTeraflop)
+    arch = get_space("nb201").sample_many(1, 0)[0]
+    p, = predict_many("nb201", [arch], predictor="flops_per_teraflop")
+    assert p.predictor == "flops_per_teraflop" and p.latency_ms == pytest.approx(p.flops_per_image * 256 / 1e10)
+
+
+def test_table_written_from_predictions_answers_with_them(tmp_path):
+    archs = get_space("nb201").sample_many(5, seed=1)
+    predictions = predict_many("nb201", archs, H200)
+    path = tmp_path / "table.csv"
+    with path.open("w", newline="") as out:
+        write_table(out, predictions)
+    table = TablePredictor(path)
+    again = table.predict_many("nb201", archs, H200)
+    for p, q in zip(predictions, again):
+        assert q.arch == p.arch and q.params == p.params and q.flops_per_image == p.flops_per_image
+        assert q.latency_ms == pytest.approx(p.latency_ms, rel=1e-5)
+        assert q.utilization == pytest.approx(p.utilization, rel=1e-5) and q.predictor == "learned"
+    with pytest.raises(NasutilError, match="another configuration: batch_size 256 \\(asked: 1\\)"):
+        table.predict_many("nb201", archs, PredictTarget("NVIDIA H200", "fp16", 1, "cudagraph"))
+    with pytest.raises(NasutilError, match="is not in the prediction table"):
+        table.predict_many("nb201", get_space("nb201").sample_many(1, seed=99), H200)
+
+
+def test_a_malformed_table_is_refused_before_any_prediction(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("arch,latency_ms,throughput_per_s,utilization\n|nope|,1,2,0.1\n")
+    with pytest.raises(NasutilError, match="bad.csv:2"):
+        TablePredictor(path).check("nb201", H200)
+    path.write_text("arch,latency_ms\nx,1\n")
+    with pytest.raises(NasutilError, match="lacks column"):
+        TablePredictor(path)
