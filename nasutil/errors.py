@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from typing import NoReturn
+
 
 class NasutilError(Exception):
     """Base class of every user-facing error (bad input, unknown names, missing data)."""
@@ -20,3 +23,12 @@ class InvalidArchError(NasutilError, ValueError):
 
 class NotEnumerableError(NasutilError):
     """Asked to enumerate a space that is infinite or too large to list."""
+
+
+EXIT_USAGE = 2  # what every nasutil command and script exits with on a user error
+
+
+def fail(message: str) -> NoReturn:
+    """End a script on a user error as nasutil's commands do: one line on stderr, exit code 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
