@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from nasutil import NasutilError, get_space
-from nasutil.predictor.analytical import KernelModel, RooflineModel, calibrate
 from nasutil.predictor import PredictTarget
+from nasutil.predictor.analytical import KernelModel, RooflineModel, calibrate
 from nasutil.predictor.learned import LearnedLatencyModel
 
 H200 = PredictTarget(device_name="NVIDIA H200", dtype="fp16", batch_size=256, mode="cudagraph")
@@ -144,7 +144,7 @@ def test_profile_build_needs_a_gpu(cli, tmp_path):
 
 def test_operator_predictor_lookup_interpolation_and_overlap():
     from nasutil.ops import Op
-    from nasutil.predictor.op_tables import OpTableModel, OperatorTable, fit_overlap
+    from nasutil.predictor.op_tables import OperatorTable, OpTableModel, fit_overlap
 
     target = PredictTarget("NVIDIA H200", "fp16", 64, "cudagraph")
     measured = {Op("conv", c, 16, 16, c, 16, 16, kernel=3): 2.0 + c / 8 for c in (16, 32, 64, 128)}

@@ -6,7 +6,7 @@ import pytest
 
 from nasutil import NasutilError, get_space
 from nasutil.ops import network_params
-from nasutil.predictor import (Candidates, PredictTarget, Predictor, make_predictor, predict_many, predictor_names,
+from nasutil.predictor import (Candidates, Predictor, PredictTarget, make_predictor, predict_many, predictor_names,
                                register_predictor)
 from nasutil.predictor.kinds.table import TablePredictor, write_table
 

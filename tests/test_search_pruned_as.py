@@ -14,8 +14,8 @@ from optuna.trial import TrialState
 from nasutil.errors import NasutilError
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.objectives import Objectives
-from nasutil.search.outputs import pareto_trials, trial_row
 from nasutil.search.record import Counts, generation, outcome
+from nasutil.search.tables import pareto_trials, trial_row
 
 POPULATION = 10
 

@@ -11,8 +11,8 @@ import pytest
 
 from nasutil.errors import NasutilError
 from nasutil.registry import get_space
-from nasutil.search.controller import EarlyStopping, StoppedEarly
 from nasutil.search.config import shipped
+from nasutil.search.controller import EarlyStopping, StoppedEarly
 from nasutil.search.trainers.tabular import TabularTrainer
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"

@@ -10,8 +10,8 @@ from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
 from nasutil.ops import Op
 from nasutil.predictor.analytical import RooflineModel, op_class
-from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.op_tables import OpTableModel
+from nasutil.predictor.prediction import PredictTarget
 
 FEATURE_SETS = ("encoding", "encoding+operators")
 

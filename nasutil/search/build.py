@@ -10,9 +10,9 @@ import optuna
 from omegaconf import DictConfig
 
 from nasutil.errors import NasutilError
-from nasutil.predictor import Predictor
+from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
-from nasutil.search.controller import PRUNED_AS, Search, resolve_pruned_as
+from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 
@@ -64,8 +64,6 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if not study_name:
         raise NasutilError("study_name must not be empty")
     pruned_as_choice = str(cfg.get("pruned_as", "auto"))
-    if pruned_as_choice not in PRUNED_AS:
-        raise NasutilError(f"pruned_as must be one of {', '.join(PRUNED_AS)}, got {pruned_as_choice!r}")
     # Failed trials are reported in one line each; Optuna's own warning carries a traceback.
     optuna.logging.set_verbosity(optuna.logging.INFO if cfg.get("verbose") else optuna.logging.ERROR)
 
@@ -88,7 +86,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     predictor.check(space_spec, target)
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     sampler = _sampler(plain(cfg.sampler), seed, constrained)
-    pruned_as = resolve_pruned_as(pruned_as_choice, sampler)
+    pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     study, resumed = open_study(storage, study_name, objectives.directions, objectives.names, sampler)
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as)
     return SearchSetup(search, study_name, folder, url, n_trials, seed, timeout, str(cfg.sampler.get("name")),

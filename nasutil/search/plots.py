@@ -9,9 +9,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.record import hardware_figures, outcome
 from nasutil.search.objectives import METRICS
-from nasutil.search.outputs import axis_label, metric_names, pareto_trials
+from nasutil.search.record import hardware_figures, outcome
+from nasutil.search.tables import axis_label, metric_names, pareto_trials
 
 PREDICTED_KEY = {"throughput": "predicted_throughput_per_s", "latency": "predicted_latency_ms",
                  "utilization": "predicted_utilization", "params": "params", "flops": "flops_per_image"}

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from nasutil.search.build import SearchSetup
-from nasutil.search.outputs import write_tables
+from nasutil.search.console_report import print_summary
 from nasutil.search.plots import write_plots
 from nasutil.search.record import Counts
-from nasutil.search.summary import print_summary
+from nasutil.search.tables import write_tables
 
 
 def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrupted: bool = False,

@@ -11,9 +11,9 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from nasutil.search.record import feasible, generation, has_accuracy, hardware_figures, outcome
 from nasutil.pareto import pareto_mask
 from nasutil.search.objectives import METRICS
+from nasutil.search.record import feasible, generation, hardware_figures, has_accuracy, outcome
 
 # Leading columns, in this order; any other user attribute follows, sorted.
 COLUMNS = ("number", "outcome", "state", "generation", "arch", "accuracy", "throughput_per_s", "latency_ms", "utilization", "hardware_source",

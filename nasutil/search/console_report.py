@@ -1,4 +1,4 @@
-"""The closing report: a rich table of the Pareto front and what the search spent and saved."""
+"""The closing report on the console: a rich table of the Pareto front and what the search spent and saved."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from nasutil.search.record import Counts
-from nasutil.search.outputs import metric_names, pareto_trials
 from nasutil.search.storage import safe_url
+from nasutil.search.tables import metric_names, pareto_trials
 
 
 def _fmt(name: str, value) -> str:
