@@ -1,12 +1,12 @@
 """The evaluator on a CUDA device (skipped without one)."""
 
+import time
+
 import pytest
 import torch
 
 from nasutil.devices import datasheet_peak_tflops
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 from nasutil.evaluator.peak import measured_peak_tflops
 
 pytestmark = pytest.mark.gpu
@@ -28,13 +28,64 @@ def test_cudagraph_beats_eager_on_a_launch_bound_cell():
 
 
 def test_gpm_counters_on_hopper():
-    name = torch.cuda.get_device_name()
-    if not any(k in name for k in ("H100", "H200", "B200", "GH200")):
-        pytest.skip(f"GPM needs Hopper or newer, this is {name}")
+    _hopper()
     with Evaluator(GPU.with_(batch_size=256), isolate=False) as ev:
         m = ev.measure(Candidate("nb201", CELL))
     assert m.counters["sm_activity"] is not None and 0 < m.counters["sm_activity"] <= 100
     assert m.counters["tensor_activity"] is not None
+
+
+def _hopper() -> None:
+    name = torch.cuda.get_device_name()
+    if not any(k in name for k in ("H100", "H200", "B200", "GH200")):
+        pytest.skip(f"GPM needs Hopper or newer, this is {name}")
+
+
+@pytest.mark.parametrize("model", ["torchvision:resnet18", "torchvision:squeezenet1_1"])
+def test_gpm_counters_converge_to_a_long_plain_window(model):
+    """The evaluator's counters agree with an independent reading: the model's CUDA graph replayed back to
+    back for 2 s between two GPM samples, after a 0.5 s lead-in (over 0.12 s windows they read low)."""
+    from nasutil.evaluator.counters import NvmlDevice
+
+    _hopper()
+    config = GPU.with_(batch_size=256)
+    with Evaluator(config, isolate=False) as ev:
+        m = ev.measure(Candidate.model(model))
+    assert m.ok and m.counters_converged is True and m.counter_window_ms == config.counter_window_ms
+
+    net = torchvision_model(model.split(":")[1])
+    x = torch.randn(256, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    graph = torch.cuda.CUDAGraph()
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                net(x)
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            net(x)
+    nvml = NvmlDevice.for_torch_device(torch.device("cuda"))
+
+    def replay_for(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(20):
+                graph.replay()
+            torch.cuda.synchronize()
+
+    replay_for(0.5)
+    with nvml.gpm_window() as reference:
+        replay_for(2.0)
+    for key in ("sm_activity", "tensor_activity"):
+        assert m.counters[key] == pytest.approx(reference[key], abs=4.0), (key, m.counters, reference)
+
+
+def torchvision_model(name: str) -> torch.nn.Module:
+    import torchvision
+
+    net = getattr(torchvision.models, name)(num_classes=1000).eval()
+    return net.to("cuda", torch.float16).to(memory_format=torch.channels_last)
 
 
 def test_measured_gemm_peak_is_below_the_datasheet():

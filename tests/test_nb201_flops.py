@@ -43,3 +43,33 @@ def test_flops_and_params_match_nni(spaces, arch):
     assert ours.params == pytest.approx(theirs.params, rel=0.01)
     # the two are the same network, so the counts are in fact identical
     assert (ours.flops_per_image, ours.params) == (theirs.flops_per_image, theirs.params)
+
+
+def _conv_inputs_channels_last(model, size: int = 32) -> list[bool]:
+    """For each convolution a forward pass runs: was its input in channels_last memory format?"""
+    import torch
+
+    model = model.eval().to(memory_format=torch.channels_last)
+    seen: list[bool] = []
+
+    def note(module, args) -> None:
+        x = args[0]
+        seen.append(x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous())
+
+    hooks = [m.register_forward_pre_hook(note) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    with torch.no_grad():
+        model(torch.randn(2, 3, size, size).contiguous(memory_format=torch.channels_last))
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("arch", _cells()[5:], ids=str)
+def test_nb201_network_keeps_channels_last_through_every_conv(spaces, arch):
+    """nasutil's network sums node inputs in place, so every conv sees channels_last input; NNI's sums them
+    with torch.stack + sum, which hands most convs an NCHW copy (the FLOP count cannot see this)."""
+    ours_space, nni_space = spaces
+    ours = _conv_inputs_channels_last(ours_space.build(arch))
+    assert ours and all(ours)
+    theirs = _conv_inputs_channels_last(nni_space.build(nni_space.arch_from_sample(nb201_sample_for_nni(arch))))
+    assert len(theirs) == len(ours) and not all(theirs)

@@ -24,6 +24,9 @@ from nasutil.evaluator.measurement import Measurement
 KEY_COLUMNS = ("space", "arch_hash", "device_name", "dtype", "batch_size", "mode", "channels_last", "input_size",
                "num_classes", "counters", "per_layer", "torch_version")
 TABLE = "measurements_v2"
+#: stored in the `counters` column when counters are on: 2 = converged windows (1 was one 120 ms window,
+#: whose readings are not served again)
+COUNTERS_METHOD = 2
 _SCHEMA = (f"CREATE TABLE IF NOT EXISTS {TABLE} ({', '.join(KEY_COLUMNS)}, "
            f"created TEXT NOT NULL DEFAULT (datetime('now')), json TEXT NOT NULL, "
            f"PRIMARY KEY ({', '.join(KEY_COLUMNS)}))")
@@ -54,7 +57,7 @@ class MeasurementCache:
     def _key(space: str, arch_hash: str, device_name: str, torch_version: str, config: MeasureConfig,
              input_size: int) -> tuple:
         return (space, arch_hash, device_name, config.dtype, config.batch_size, config.mode,
-                int(config.channels_last), input_size, config.num_classes, int(config.counters),
+                int(config.channels_last), input_size, config.num_classes, COUNTERS_METHOD if config.counters else 0,
                 int(config.per_layer), torch_version)
 
     def _disable(self, exc: sqlite3.Error) -> None:

@@ -35,8 +35,10 @@ class MeasureConfig:
     min_window_ms: float = 5.0  # each window runs enough iterations to last this long
     max_iters_per_window: int = 200
     cv_threshold: float = 0.05  # a result noisier than this is re-measured, then flagged
-    counters: bool = True  # NVML GPM counters over an extra window of >= counter_window_ms
-    counter_window_ms: float = 120.0
+    counters: bool = True  # NVML GPM counters over extra windows, until two successive ones agree
+    counter_window_ms: float = 500.0  # each counter window lasts this long
+    counter_tolerance: float = 2.0  # percentage points within which two windows agree
+    counter_max_ms: float = 4000.0  # counter windows stop here, converged or not
     per_layer: bool = False
 
     def __post_init__(self) -> None:
@@ -47,6 +49,10 @@ class MeasureConfig:
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
         if self.repeats < 2 or self.warmup < 0:
             raise NasutilError("need at least 2 timed repeats and a non-negative warm-up")
+        if not (self.counter_window_ms > 0 and self.counter_max_ms >= self.counter_window_ms
+                and self.counter_tolerance >= 0):
+            raise NasutilError("counter windows need counter_window_ms > 0, counter_max_ms >= counter_window_ms "
+                               "and counter_tolerance >= 0")
         if self.input_size is not None and self.input_size < 1:
             raise NasutilError(f"input size must be positive, got {self.input_size}")
 

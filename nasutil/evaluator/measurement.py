@@ -39,6 +39,8 @@ class Measurement:
     utilization: float | None = None  # achieved / peak_tflops
     sm_clock_mhz: float | None = None
     counters: dict[str, float | None] = field(default_factory=dict)
+    counter_window_ms: float | None = None  # the window the counters cover (the last of those read)
+    counters_converged: bool | None = None  # whether the last two counter windows agreed
     noisy: bool = False
     timing: dict[str, Any] = field(default_factory=dict)  # windows, iterations, phases
     layers: list[dict[str, Any]] | None = None

@@ -98,12 +98,16 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
 
         nvml = _nvml(device)
         counters = empty_counters()
+        reading = None
         sm_clock = nvml.sm_clock_mhz() if nvml else None
         if nvml is not None and config.counters:
             t0 = time.perf_counter()
-            counters = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms)
+            reading = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms,
+                                       tolerance=config.counter_tolerance, max_ms=config.counter_max_ms)
+            counters = reading.counters
             sm_clock = nvml.sm_clock_mhz()
             phases["counters_s"] = time.perf_counter() - t0
+            phases["counter_windows"] = reading.windows
 
         name = device_name(device)
         measured_peak = measured_peak_tflops(str(device), config.dtype)
@@ -130,7 +134,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         latency_ms=timing.median_ms, latency_cv=timing.cv, latency_iqr_ms=timing.iqr_ms,
         throughput_per_s=config.batch_size / latency_s, achieved_tflops=achieved, peak_tflops=peak,
         peak_source=source, measured_peak_tflops=measured_peak, utilization=achieved / peak if peak else None,
-        sm_clock_mhz=sm_clock, counters=counters, noisy=timing.cv > config.cv_threshold,
+        sm_clock_mhz=sm_clock, counters=counters, counter_window_ms=reading.window_ms if reading else None,
+        counters_converged=reading.converged if reading else None, noisy=timing.cv > config.cv_threshold,
         timing={"windows_ms": list(timing.window_ms), "iters_per_window": timing.iters_per_window,
                 "remeasured": remeasured, **phases},
         layers=layers, torch_version=torch.__version__,
