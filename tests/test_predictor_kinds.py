@@ -84,3 +84,17 @@ def test_a_malformed_table_is_refused_before_any_prediction(tmp_path):
     path.write_text("arch,latency_ms\nx,1\n")
     with pytest.raises(NasutilError, match="lacks column"):
         TablePredictor(path)
+
+
+def test_a_prediction_says_how_far_the_profile_trusts_it(cli):
+    arch = get_space("nb201").sample_many(1, 0)
+    graph, = predict_many("nb201", arch, H200)
+    eager, = predict_many("nb201", arch, PredictTarget("NVIDIA H200", "fp16", 1, "eager"))
+    other, = predict_many("nb201", arch, PredictTarget("NVIDIA H200", "bf16", 8, "cudagraph"))
+    assert graph.expected_error is not None and eager.expected_error is not None
+    assert graph.expected_error < eager.expected_error and other.expected_error is None  # analytical: unknown
+    rough = cli("predict", "nb201", "--sample", "1", "--batch-size", "1", "--mode", "eager")
+    calm = cli("predict", "nb201", "--sample", "1")
+    assert rough.returncode == calm.returncode == 0
+    assert ("treat these predictions as rough" in rough.stderr) == (eager.expected_error > 0.10)
+    assert "rough" not in calm.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.markup import escape
@@ -15,6 +16,7 @@ from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
 
 PROFILE_KINDS = ("auto", "learned", "operators", "analytical")  # the kinds that predict from a profile
+ROUGH = 0.10  # a held-out error above this gets a note with the predictions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,6 +118,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
             out.add_row(escape(label), p.predictor, f"{p.latency_ms:.3f}", human_count(p.throughput_per_s), util,
                         "-" if p.params is None else human_count(p.params))
         console().print(out)
+    error = predictor.expected_error(args.space, target)
+    if error is not None and error > ROUGH:
+        print(f"nasutil: note: this profile's held-out latency error for {args.space} at {args.dtype}, batch "
+              f"{args.batch_size}, {args.mode} is {error:.0%} ({predictor.answering(args.space, target)}): "
+              f"treat these predictions as rough", file=sys.stderr)
     return 0
 
 

@@ -42,13 +42,16 @@ class Prediction:
     throughput_per_s: float
     utilization: float | None
     params: int | None = None
+    #: held-out mean relative latency error of the model that answered, where the profile measured it
+    expected_error: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, latency_ms: float, predictor: str,
-                            space: str = "", arch: str = "", params: int | None = None) -> Prediction:
+                            space: str = "", arch: str = "", params: int | None = None,
+                            expected_error: float | None = None) -> Prediction:
     """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
     peak = datasheet_peak_tflops(target.device_name, target.dtype)
     utilization = None
@@ -58,4 +61,4 @@ def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, 
                       dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
                       flops_per_image=flops_per_image, latency_ms=latency_ms,
                       throughput_per_s=target.batch_size / (latency_ms * 1e-3), utilization=utilization,
-                      params=params)
+                      params=params, expected_error=expected_error)

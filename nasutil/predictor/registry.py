@@ -63,6 +63,10 @@ class Predictor(ABC):
         """The name of the model whose figures the predictions carry (`auto` names the one it chose)."""
         return self.name
 
+    def expected_error(self, space_spec: str, target: PredictTarget) -> float | None:
+        """Held-out mean relative latency error for the space at the target, where it is known."""
+        return None
+
     @abstractmethod
     def latencies_ms(self, candidates: Candidates, target: PredictTarget) -> list[float]:
         """Predicted median latency of one batch, for each candidate."""
@@ -79,9 +83,10 @@ class Predictor(ABC):
         self.check(candidates.space_spec, target)
         latencies = self.latencies_ms(candidates, target)
         answered_by = self.answering(candidates.space_spec, target)
+        error = self.expected_error(candidates.space_spec, target)
         return [prediction_from_latency(network_flops(ops) if self.uses_ops else None, target, latency, answered_by,
                                         candidates.space_spec, arch.to_string(),
-                                        int(network_params(ops)) if self.uses_ops else None)
+                                        int(network_params(ops)) if self.uses_ops else None, error)
                 for arch, ops, latency in zip(candidates.archs, candidates.ops, latencies)]
 
     def candidates(self, space: str | SearchSpace, archs: Sequence[str | Arch],
@@ -139,6 +144,11 @@ class ProfileKind(Predictor, ABC):
 
     def describe(self) -> str:
         return f"{self.profile_label} profile ({self.device_name}), {self.name}"
+
+    def expected_error(self, space_spec: str, target: PredictTarget) -> float | None:
+        """The held-out error the profile scored for this kind when it was fitted to the space's networks."""
+        entry = self.profile.learned_for(space_spec, target.dtype, target.batch_size, target.mode)
+        return entry.validation.get(self.answering(space_spec, target)) if entry is not None else None
 
 
 # ---- the registry ----
