@@ -19,11 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.evaluator.measurement import Measurement
-from nasutil.registry import get_space
+from nasutil import get_space
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 
 TORCHVISION_10 = ("resnet18", "resnet50", "wide_resnet50_2", "vgg16", "densenet121", "mobilenet_v2",
                   "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "regnet_y_400mf")
@@ -35,16 +32,8 @@ def _write_jsonl(path: Path, rows: list[Measurement]) -> None:
             fh.write(m.to_json() + "\n")
 
 
-def _flat(m: Measurement) -> dict:
-    row = m.to_dict(with_layers=False)
-    counters = row.pop("counters") or {}
-    row.pop("timing")
-    row.update({f"counter_{k}": v for k, v in counters.items()})
-    return row
-
-
 def _write_csv(path: Path, rows: list[Measurement]) -> None:
-    flat = [_flat(m) for m in rows]
+    flat = [m.to_row() for m in rows]
     keys = list(dict.fromkeys(k for row in flat for k in row))
     with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=keys)
@@ -77,7 +66,7 @@ def part_resnet50(args, base: MeasureConfig) -> dict:
                              base.with_(batch_size=batches[-1], mode="eager", per_layer=True))
     _write_csv(args.out / "resnet50_modes.csv", rows)
     (args.out / "resnet50_layers.json").write_text(json.dumps(layered.to_dict(), indent=1))
-    return {"resnet50": [_flat(m) for m in rows]}
+    return {"resnet50": [m.to_row() for m in rows]}
 
 
 def part_repeatability(args, base: MeasureConfig) -> dict:

@@ -16,11 +16,9 @@ import time
 
 import torch
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
+from nasutil import get_space
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 from nasutil.evaluator.dtypes import torch_dtype
-from nasutil.registry import get_space
 
 
 def main() -> int:

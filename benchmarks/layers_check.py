@@ -7,9 +7,7 @@ import argparse
 import json
 import sys
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 
 
 def main() -> int:

@@ -24,16 +24,15 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
+from nasutil import get_space
 from nasutil.ops import network_flops, network_params
+from nasutil.predictor import PredictTarget, load_profile
 from nasutil.predictor.active import choose_next
 from nasutil.predictor.analytical import RooflineModel, calibrate
-from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.features import operator_features
-from nasutil.predictor.fit import median_latencies, read_measurements
 from nasutil.predictor.learned import LearnedLatencyModel
-from nasutil.predictor.op_tables import OpTableModel, OperatorTable, fit_overlap
-from nasutil.predictor.profile import load_profile
-from nasutil.registry import get_space
+from nasutil.predictor.op_tables import OperatorTable, OpTableModel, fit_overlap
+from nasutil.predictor.training_data import median_latencies, read_measurements
 
 CONFIGS = ((256, "cudagraph"), (256, "eager"), (1, "cudagraph"), (1, "eager"))
 

@@ -17,10 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.registry import get_space
+from nasutil import get_space
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 
 FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
           "latency_cv", "throughput_per_s", "utilization", "flops_per_image", "params", "sm_clock_mhz",

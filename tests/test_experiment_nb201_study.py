@@ -50,7 +50,8 @@ def test_cells_table_covers_the_space_and_agrees_with_the_measurements(analyze):
     assert int((~np.isnan(cells["measured_ms_b256"])).sum()) <= len(raw)
 
 
-def test_pareto_mask_on_a_known_front(analyze):
-    accuracy = np.array([90.0, 80.0, 85.0, 70.0, 90.0])
-    throughput = np.array([100.0, 300.0, 200.0, 250.0, 50.0])
-    assert analyze.pareto_mask(accuracy, throughput).tolist() == [True, True, True, False, False]
+def test_front_mask_on_a_known_front(analyze):
+    """The analysis's front (accuracy first, then throughput): of equal points only the first is kept."""
+    accuracy = np.array([90.0, 80.0, 85.0, 70.0, 90.0, 80.0])
+    throughput = np.array([100.0, 300.0, 200.0, 250.0, 50.0, 300.0])
+    assert analyze.front_mask_2d(accuracy, throughput).tolist() == [True, True, True, False, False, False]

@@ -1,8 +1,9 @@
 """Predict H200 latency, throughput and utilization of all 15,625 NAS-Bench-201 cells once.
 
-The shipped `h200` profile's learned model (fp16, batch 256, CUDA graph) scores every cell; the
-result, `predicted_h200.csv`, is what the pruning experiment reads instead of predicting again.
-Rows are appended as they arrive, so an interrupted run resumes where it stopped.
+The shipped `h200` profile's `auto` choice (its learned model at fp16, batch 256, CUDA graph) scores
+every cell; the result, `results/predicted_h200.csv`, is what the pruning experiment reads instead
+of predicting again. Rows are appended as they arrive, so an interrupted run resumes where it
+stopped; an existing table keeps its own columns.
 
     python experiments/nb201_pruning/predict_all.py --workers 2
 """
@@ -16,8 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+from nasutil import get_space
+from nasutil.errors import fail
+from nasutil.predictor.kinds.table import COLUMNS, table_row
+
 HERE = Path(__file__).resolve().parent
-COLUMNS = ("arch", "predictor", "latency_ms", "throughput_per_s", "utilization", "flops_per_image", "params")
+CHUNK = 250
 
 _state: dict = {}
 
@@ -25,54 +30,47 @@ _state: dict = {}
 def _init(profile: str) -> None:
     import torch
 
-    from nasutil.predictor.prediction import PredictTarget
-    from nasutil.predictor.profile import load_profile
-    from nasutil.registry import get_space
+    from nasutil.predictor import make_predictor
 
     torch.set_num_threads(1)
-    loaded = load_profile(profile)
-    _state.update(space=get_space("nb201"), profile=loaded,
-                  target=PredictTarget(loaded.device_name, "fp16", 256, "cudagraph"))
+    predictor = make_predictor("auto", profile=profile)
+    _state.update(predictor=predictor, target=predictor.target("fp16", 256, "cudagraph"))
 
 
 def _predict_chunk(archs: list[str]) -> list[dict]:
-    from nasutil.predictor import fit
-    from nasutil.search.predictors import count_params_of
-
-    space, profile, target = _state["space"], _state["profile"], _state["target"]
-    if hasattr(fit, "ProfilePredictor"):  # batched: one pass of the learned model for the whole chunk
-        predictions = fit.ProfilePredictor(profile).predict_many(space, "nb201", archs, target)
-    else:
-        predictions = [fit.predict(space, "nb201", a, profile, target) for a in archs]
-    return [{"arch": p.arch, "predictor": p.predictor, "latency_ms": f"{p.latency_ms:.6g}",
-             "throughput_per_s": f"{p.throughput_per_s:.6g}", "utilization": f"{p.utilization:.6g}",
-             "flops_per_image": p.flops_per_image, "params": count_params_of(space, p.arch)} for p in predictions]
+    """Table rows of a chunk of cells (the learned model scores the whole chunk in one pass)."""
+    return [table_row(p) for p in _state["predictor"].predict_many("nb201", archs, _state["target"])]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--profile", default="h200")
-    parser.add_argument("--out", type=Path, default=HERE / "predicted_h200.csv")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "predicted_h200.csv")
     args = parser.parse_args()
 
-    from nasutil.registry import get_space
-
     every = [a.to_string() for a in get_space("nb201").enumerate()]
-    done: set[str] = set()
-    if args.out.exists():
-        with args.out.open() as f:
-            done = {row["arch"] for row in csv.DictReader(f)}
+    columns, done = list(COLUMNS), set()
+    if args.out.exists() and args.out.stat().st_size:
+        with args.out.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if "arch" not in (reader.fieldnames or []):
+                fail(f"error: {args.out} is not a prediction table (it has no arch column)")
+            columns = list(reader.fieldnames)  # resume in the table's own columns
+            done = {row["arch"] for row in reader}
     todo = [a for a in every if a not in done]
     print(f"{len(done)} cells already predicted, {len(todo)} to go", file=sys.stderr)
+    if not todo:
+        return 0
     start = time.perf_counter()
-    new_file = not args.out.exists() or not done
+    new_file = not done
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w" if new_file else "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         if new_file:
             writer.writeheader()
         with mp.get_context("spawn").Pool(args.workers, initializer=_init, initargs=(args.profile,)) as pool:
-            chunks = [todo[i:i + 250] for i in range(0, len(todo), 250)]
+            chunks = [todo[i:i + CHUNK] for i in range(0, len(todo), CHUNK)]
             n = 0
             for rows in pool.imap(_predict_chunk, chunks):
                 writer.writerows(rows)

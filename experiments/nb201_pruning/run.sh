@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reproduce the experiment from the repository root: predictions of all 15,625 cells (once; resumes
 # where it stopped), 40 searches (10 seeds x {NSGA-II, random} x {no pruning, dominated_throughput}),
-# 20 more for NSGA-II with pruned trials recorded as PRUNED or as infeasible, then the analysis.
+# 20 more for NSGA-II with pruned trials recorded as PRUNED or as infeasible, then the analysis, which
+# first consolidates the run folders in runs/ (not committed) into results/trials.csv.gz.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python experiments/nb201_pruning/predict_all.py --workers 2

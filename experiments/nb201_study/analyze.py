@@ -21,6 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
+from nasutil.errors import fail
+from nasutil.pareto import front_mask_2d
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ACCURACY = ("cifar10_test_200ep", "cifar100_test_200ep", "imagenet16_120_test_200ep")
@@ -29,15 +32,9 @@ THRESHOLD_QUANTILES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 # ---------------------------------------------------------------- measuring and predicting (needs nasutil)
 
-def fail(message: str) -> None:
-    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
-
-
 def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str], float]:
     """arch -> median latency (ms) at full clock, archs in measuring order, and the peak TFLOP/s used."""
-    from nasutil.predictor.fit import median_latencies, read_measurements
+    from nasutil.predictor.training_data import median_latencies, read_measurements
 
     rows = read_measurements([path])
     medians = median_latencies(rows).get(("nb201", "fp16", batch, "cudagraph"), {})
@@ -50,38 +47,34 @@ def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str
 
 def predicted_b256(archs: list[str]) -> tuple[list[float], set[str]]:
     """Operator-level latencies from the shipped profile, and the cells its constants were fitted on."""
-    from nasutil.predictor.prediction import PredictTarget
-    from nasutil.predictor.fit import ProfilePredictor, median_latencies, read_measurements
-    from nasutil.predictor.profile import load_profile
-    from nasutil.registry import get_space
+    from nasutil.predictor import make_predictor
+    from nasutil.predictor.training_data import median_latencies, read_measurements
 
-    profile = load_profile("h200")
     fitted_on = set(median_latencies(read_measurements([REPO / "benchmarks/results/h200"]))
                     .get(("nb201", "fp16", 256, "cudagraph"), {}))
-    target = PredictTarget(profile.device_name, "fp16", 256, "cudagraph")
-    predictions = ProfilePredictor(profile).predict_many(get_space("nb201"), "nb201", archs, target, "operators")
+    predictor = make_predictor("operators", profile="h200")
+    predictions = predictor.predict_many("nb201", archs, predictor.target("fp16", 256, "cudagraph"))
     return [p.latency_ms for p in predictions], fitted_on
 
 
 def predicted_saturated(results: Path, archs: list[str], batch: int, fit_cells: list[str]) -> list[float]:
     """Operator-level latencies at the saturating batch, overlap constants fitted on `fit_cells`."""
-    from nasutil.predictor.prediction import PredictTarget
-    from nasutil.predictor.fit import ProfilePredictor, fit_profile, read_measurements
-    from nasutil.predictor.profile import load_profile
-    from nasutil.registry import get_space
+    from nasutil.predictor import load_profile, make_predictor
+    from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.training_data import read_measurements
 
     fit = set(fit_cells)
     rows = [r for r in read_measurements([results / "measured_saturated.csv"]) if r["arch"] in fit]
     profile = fit_profile(rows, base=load_profile(str(results / "profile_saturated.json")), min_rows=len(rows) + 1)
-    target = PredictTarget(profile.device_name, "fp16", batch, "cudagraph")
-    predictions = ProfilePredictor(profile).predict_many(get_space("nb201"), "nb201", archs, target, "operators")
+    predictor = make_predictor("operators", profile=profile)
+    predictions = predictor.predict_many("nb201", archs, predictor.target("fp16", batch, "cudagraph"))
     return [p.latency_ms for p in predictions]
 
 
 def cell_costs(archs: list[str]) -> tuple[list[int], list[int]]:
     """FLOPs per image and parameters of each cell, from its direct op listing."""
+    from nasutil import get_space
     from nasutil.ops import network_flops, network_params
-    from nasutil.registry import get_space
 
     space = get_space("nb201")
     ops = [space.operators(space.parse(a)) for a in archs]
@@ -90,7 +83,7 @@ def cell_costs(archs: list[str]) -> tuple[list[int], list[int]]:
 
 def build_cells(results: Path) -> list[dict]:
     """One row per cell: costs, accuracy, and measured/predicted latency at both batch sizes."""
-    from nasutil.search.trainers.tabular import accuracy_table
+    from nasutil.data.nasbench201 import accuracy_table
 
     table = accuracy_table()
     archs = sorted(table)
@@ -139,18 +132,6 @@ def read_cells(results: Path) -> dict[str, np.ndarray]:
     return columns
 
 
-def pareto_mask(accuracy: np.ndarray, throughput: np.ndarray) -> np.ndarray:
-    """Cells no other cell beats on both accuracy and throughput (both maximised)."""
-    order = np.lexsort((-throughput, -accuracy))  # accuracy descending, ties by throughput descending
-    mask = np.zeros(len(accuracy), dtype=bool)
-    best = -np.inf
-    for i in order:
-        if throughput[i] > best:
-            mask[i] = True
-            best = throughput[i]
-    return mask
-
-
 def prediction_error(cells: dict[str, np.ndarray], batch: int) -> dict[str, float]:
     held = cells[f"heldout_b{batch}"] == 1
     measured, predicted = cells[f"measured_ms_b{batch}"][held], cells[f"predicted_ms_b{batch}"][held]
@@ -168,7 +149,7 @@ def _kendall(a: np.ndarray, b: np.ndarray) -> float:
 def thresholds(cells: dict[str, np.ndarray], batch: int) -> list[dict]:
     """For utilization thresholds at quantiles of the space: share removed and Pareto cells kept."""
     util, acc = cells[f"utilization_b{batch}"], cells["cifar10_test_200ep"]
-    front = pareto_mask(acc, cells[f"throughput_b{batch}"])
+    front = front_mask_2d(acc, cells[f"throughput_b{batch}"])
     out = []
     for q in THRESHOLD_QUANTILES:
         t = float(np.quantile(util, q)) if q else 0.0
@@ -181,14 +162,11 @@ def thresholds(cells: dict[str, np.ndarray], batch: int) -> list[dict]:
 
 def conv_time_share(cells: dict[str, np.ndarray]) -> float:
     """Mean share of convolutions in a measured cell's summed op times at batch 256 (shipped op table)."""
-    from nasutil.predictor.prediction import PredictTarget
-    from nasutil.predictor.op_tables import OpTableModel
-    from nasutil.predictor.profile import load_profile
-    from nasutil.registry import get_space
+    from nasutil import get_space
+    from nasutil.predictor import PredictTarget, open_profile
 
-    profile = load_profile("h200")
-    table = OpTableModel(profile.operators).tables[PredictTarget(profile.device_name, "fp16", 256,
-                                                                      "cudagraph").key]
+    profile = open_profile("h200")
+    table = profile.op_model.tables[PredictTarget(profile.device_name, "fp16", 256, "cudagraph").key]
     space = get_space("nb201")
     shares = []
     for arch in cells["arch"][~np.isnan(cells["measured_ms_b256"])]:
@@ -206,7 +184,7 @@ def summarize(results: Path, cells: dict[str, np.ndarray] | None = None) -> dict
     for b in (256, batch):
         util, thr = cells[f"utilization_b{b}"], cells[f"throughput_b{b}"]
         measured = ~np.isnan(cells[f"measured_ms_b{b}"])
-        front = pareto_mask(acc, thr)
+        front = front_mask_2d(acc, thr)
         top = int(np.argmax(acc))
         summary["batches"][str(b)] = {
             "measured_cells": int(measured.sum()),
@@ -343,7 +321,7 @@ def plot_all(results: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, b in zip(axes, batches):
         thr = cells[f"throughput_b{b}"] / 1e3
-        front = pareto_mask(acc, cells[f"throughput_b{b}"])
+        front = front_mask_2d(acc, cells[f"throughput_b{b}"])
         ax.scatter(thr, acc, s=3, c="0.6", alpha=0.5, lw=0, label="cells")
         order = np.argsort(thr[front])
         ax.plot(thr[front][order], acc[front][order], "o-", color="tab:red", ms=3, lw=1,

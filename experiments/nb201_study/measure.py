@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -21,24 +20,17 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.evaluator.measurement import Measurement
+from nasutil import NasutilError
+from nasutil.data.nasbench201 import accuracy_table
+from nasutil.errors import fail
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 from nasutil.evaluator.sweep import sweep_batch
-from nasutil.search.trainers.tabular import accuracy_table
 
 FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
           "latency_cv", "throughput_per_s", "achieved_tflops", "peak_tflops", "utilization", "flops_per_image",
           "params", "sm_clock_mhz", "driver_version", "torch_version", "error")
 HEAVIEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
 STAGES = ("sweep", "ops", "b256", "saturated")
-
-
-def fail(message: str) -> None:
-    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
 
 
 def cell_order(seed: int) -> list[str]:
@@ -63,7 +55,7 @@ def run_sweep(cfg: DictConfig, out: Path, order: list[str]) -> int:
         for arch in cells:
             result = sweep_batch(evaluator, Candidate("nb201", arch), max_batch=int(cfg.sweep_max_batch))
             saturation[arch] = result.saturation_batch
-            rows += [{**row(p), "saturation_batch": result.saturation_batch} for p in result.points]
+            rows += [{**p.to_row(FIELDS), "saturation_batch": result.saturation_batch} for p in result.points]
             log(f"[sweep] {arch}: saturates at batch {result.saturation_batch}, "
                 f"best {result.best_throughput_per_s or 0:.0f} images/s")
     write_rows(out / "sweep.csv", rows, FIELDS + ("saturation_batch",), append=False)
@@ -83,16 +75,19 @@ def saturating_batch(cfg: DictConfig, out: Path) -> int:
 
 
 def build_ops(cfg: DictConfig, out: Path, batch: int) -> None:
-    command = [sys.executable, "-m", "nasutil", "profile", "build", "--device", cfg.device, "--spaces", "nb201",
-               "--batch-size", str(batch), "--mode", cfg.mode, "--dtype", cfg.dtype, "--networks", "0",
-               "--out", str(out / "profile_saturated.json")]
-    log("[ops] " + " ".join(command[1:]))
-    subprocess.run(command, check=True)
+    """The operator table of nb201's ops at the saturating batch (no networks: analyze.py fits the overlap
+    constants on measured cells), as `nasutil profile build --networks 0` builds it."""
+    from nasutil.predictor.profile_build import build_profile
 
-
-def row(m: Measurement) -> dict:
-    data = m.to_dict(with_layers=False)
-    return {k: data.get(k) for k in FIELDS}
+    path = out / "profile_saturated.json"
+    log(f"[ops] operator table of nb201 at {cfg.dtype}, batch {batch}, {cfg.mode} -> {path}")
+    try:
+        profile = build_profile(cfg.device, ["nb201"], dtype=cfg.dtype, configs=[(batch, cfg.mode)], networks=0,
+                                log=log, progress=False)
+    except NasutilError as exc:
+        fail(f"error: {exc}")
+    profile.save(path)
+    log(f"[ops] wrote {path}: {', '.join(f'{t.key} ({len(t.times_us)} ops)' for t in profile.operators)}")
 
 
 def write_rows(path: Path, rows: list[dict], fields: tuple[str, ...], append: bool) -> None:
@@ -122,7 +117,7 @@ def measure_sample(cfg: DictConfig, path: Path, batch: int, order: list[str], bu
         while todo and time.perf_counter() - started < budget_s:
             part, todo = todo[:chunk], todo[chunk:]
             results = list(evaluator.measure_many([Candidate("nb201", a) for a in part]))
-            write_rows(path, [row(m) for m in results], FIELDS, append=True)
+            write_rows(path, [m.to_row(FIELDS) for m in results], FIELDS, append=True)
             done += len(results)
             failed = sum(not m.ok for m in results)
             log(f"[{label}] {done} cells in {time.perf_counter() - started:.0f} s"

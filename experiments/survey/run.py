@@ -19,22 +19,14 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from nasutil.errors import fail
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.cache import MeasurementCache
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.evaluator.measurement import Measurement
 
 COLUMNS = ("space", "arch", "status", "error", "device_name", "dtype", "batch_size", "mode", "input_size", "params",
            "flops_per_image", "latency_ms", "latency_cv", "throughput_per_s", "achieved_tflops", "peak_tflops",
            "utilization", "sm_clock_mhz", "noisy", "driver_version", "torch_version")
 PHASES = ("grid", "layers", "compile")
-
-
-def fail(message: str) -> None:
-    """A user error: one line on stderr and exit code 2, as nasutil's commands do."""
-    print(message, file=sys.stderr)
-    raise SystemExit(2)
 
 
 def base_config(cfg: DictConfig, **changes) -> MeasureConfig:
@@ -52,13 +44,6 @@ def grid_configs(cfg: DictConfig, model: str) -> list[MeasureConfig]:
 
 def compile_configs(cfg: DictConfig) -> list[MeasureConfig]:
     return [base_config(cfg, batch_size=int(batch), mode="compile") for batch in cfg.compile_batch_sizes]
-
-
-def flat(m: Measurement) -> dict:
-    row = m.to_dict(with_layers=False)
-    out = {k: row.get(k) for k in COLUMNS}
-    out.update({f"counter_{k}": v for k, v in (row.get("counters") or {}).items()})
-    return out
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -91,7 +76,7 @@ class PhaseTable:
         self.rows: dict[str, list[dict]] = {}
 
     def add(self, model: str, results: list[Measurement]) -> None:
-        self.rows[model] = [flat(m) for m in results]
+        self.rows[model] = [m.to_row(COLUMNS) for m in results]
         failed = [m for m in results if not m.ok]
         mark = f", {len(failed)} failed: {str(failed[0].error)[:100]}" if failed else ""
         print(f"[{self.phase}] {model}: {len(results) - len(failed)}/{len(results)} ok{mark}", file=sys.stderr,

@@ -2,56 +2,54 @@
 unpruned search of the same sampler and seed (trainings saved, hypervolume ratio, seeds meeting the
 goal of >= 50% fewer trainings for >= 99% of the hypervolume).
 
-    python experiments/nb201_pruning/tuning/summarize.py RUNS_DIR [RUNS_DIR ...] --out NAME
+    python experiments/nb201_pruning/tuning/summarize.py SOURCE [SOURCE ...] --out NAME [--out-dir DIR]
 
-Each RUNS_DIR holds `<arm>/s<seed>/{trials.csv,summary.json}` folders (a Hydra sweep directory); the
-unpruned arms are `<sampler>-none`, and a pruned arm `<sampler>-<anything else>` is paired with the
-unpruned arm of its sampler, looked up in every RUNS_DIR given. Writes `<NAME>.csv` (one row an arm)
-and `<NAME>_per_seed.csv` next to this script.
+A SOURCE is a consolidated trials file (`results/trials.csv.gz`, the experiment's own searches) or a
+Hydra sweep directory of `<arm>/s<seed>/{trials.csv,summary.json}` folders (`tuning/runs/grid`,
+`tuning/runs/confirm`, as `tune.sh` writes them). The unpruned arms are `<sampler>-none`, and a
+pruned arm `<sampler>-<anything else>` is paired with the unpruned arm of its sampler, looked up in
+every SOURCE given. Writes `<NAME>.csv` (one row an arm) and `<NAME>_per_seed.csv` into DIR
+(default `results/tuning/`).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import statistics
+import sys
 from pathlib import Path
 
-from nasutil.search.objectives import hypervolume_2d
-from nasutil.search.trainers.tabular import accuracy_table
+from nasutil.errors import fail
+from nasutil.pareto import hypervolume_2d
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import analyze  # noqa: E402  (the experiment's analysis: its trials reader, reference point and trained points)
 
 
-def reference() -> tuple[float, float]:
-    table = accuracy_table()
-    with (HERE.parent / "predicted_h200.csv").open() as f:
-        predicted = {r["arch"]: float(r["throughput_per_s"]) for r in csv.DictReader(f)}
-    return (min(table[a]["cifar10_test_200ep"] for a in predicted), min(predicted.values()))
-
-
-def load(dirs: list[Path], ref) -> dict[tuple[str, int], dict]:
+def load(sources: list[Path], ref) -> dict[tuple[str, int], dict]:
     runs = {}
-    for d in dirs:
-        for path in sorted(d.glob("*/s*/summary.json")):
-            summary = json.loads(path.read_text())
-            with (path.parent / "trials.csv").open() as f:
-                trials = list(csv.DictReader(f))
-            points = [(float(t["accuracy"]), float(t["predicted_throughput_per_s"])) for t in trials
-                      if t["outcome"] == "trained"]
-            runs[(path.parent.parent.name, int(summary["seed"]))] = {
+    for source in sources:
+        searches = analyze.read_runs(source) if source.is_file() else analyze.group_runs(analyze.collect_runs(source))
+        for run in searches:
+            points = analyze.trained_points(run["trials"])
+            runs[(run["arm"], run["seed"])] = {
                 "trainings": len(points), "hypervolume": hypervolume_2d(points, ref),
-                "pruned": sum(t["outcome"] == "pruned_before_training" for t in trials)}
+                "pruned": sum(t["outcome"] == "pruned_before_training" for t in run["trials"])}
     return runs
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dirs", nargs="+", type=Path)
-    ap.add_argument("--out", required=True)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sources", nargs="+", type=Path, help="trials.csv.gz files or sweep directories")
+    ap.add_argument("--out", required=True, help="name of the CSVs written")
+    ap.add_argument("--out-dir", type=Path, default=analyze.RESULTS / "tuning")
     args = ap.parse_args()
-    runs = load(args.dirs, reference())
+    missing = [str(s) for s in args.sources if not s.exists()]
+    if missing:
+        fail(f"error: no such file or folder: {', '.join(missing)}")
+    runs = load(args.sources, analyze.reference_point(analyze.read_cells(analyze.RESULTS)))
     rows, per_seed = [], []
     for arm in sorted({a for a, _ in runs}):
         sampler, _, policy = arm.partition("-")
@@ -75,8 +73,11 @@ def main() -> int:
                      "seeds_hv_ge_0.99": sum(h >= 0.99 for h in hv), "seeds_saved_ge_50pct": sum(x >= 0.5 for x in saved),
                      "seeds_goal_met": sum(h >= 0.99 and x >= 0.5 for h, x in zip(hv, saved)),
                      "goal_met_on_mean": statistics.fmean(saved) >= 0.5 and statistics.fmean(hv) >= 0.99})
+    if not rows:
+        fail("error: no pruned arm with an unpruned arm of the same sampler and seed in the sources")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     for name, data in ((args.out, rows), (f"{args.out}_per_seed", per_seed)):
-        with (HERE / f"{name}.csv").open("w", newline="") as f:
+        with (args.out_dir / f"{name}.csv").open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(data[0]))
             w.writeheader()
             w.writerows(data)

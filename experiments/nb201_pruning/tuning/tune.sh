@@ -2,16 +2,19 @@
 # Tuning of the dominated_throughput policy for pruned NSGA-II (pruned_as=predicted, the default), run
 # from the repository root. Every knob is given explicitly, so the runs do not depend on the defaults.
 #   grid1:   seeds 0-9, NSGA-II, one knob at a time away from the old defaults (margin 0, band 0.05,
-#            warmup 10, min_neighbours 3); their run is ../runs before min_neighbours became 2
+#            warmup 10, min_neighbours 3); their run is the experiment's sweep before min_neighbours became 2
 #   grid2:   seeds 0-9, combinations around the best of grid1, and random search with it
 #   confirm: seeds 10-19, unpruned NSGA-II and random search, and both pruned with the chosen setting
 #            (min_neighbours 2) and the old one (min_neighbours 3)
-# Unpruned NSGA-II and random search for seeds 0-9 come from ../runs (they do not depend on the
-# policy). Runs go to tuning/runs/ (not committed); then, for the CSVs in this folder:
-#   python experiments/nb201_pruning/tuning/summarize.py experiments/nb201_pruning/runs experiments/nb201_pruning/tuning/runs/grid --out grid
+# Unpruned NSGA-II and random search for seeds 0-9 come from the experiment's own searches,
+# results/trials.csv.gz (they do not depend on the policy). Runs go to tuning/runs/ (not committed);
+# then, for the CSVs in results/tuning/:
+#   python experiments/nb201_pruning/tuning/summarize.py experiments/nb201_pruning/results/trials.csv.gz experiments/nb201_pruning/tuning/runs/grid --out grid
 #   python experiments/nb201_pruning/tuning/summarize.py experiments/nb201_pruning/tuning/runs/confirm --out confirm
-# (grid.csv was written before ../runs was re-run with the new default, so its min_neighbours-3 rows
-# are ../runs' pruned arms of that time, renamed with their knobs.)
+# (grid.csv was written before the experiment's searches were re-run with the new default, so its
+# min_neighbours-3 rows are their pruned arms of that time, renamed with their knobs; summarising
+# results/trials.csv.gz today gives the rows of the chosen setting, min_neighbours 2, under the arm
+# names of the experiment.)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 T=experiments/nb201_pruning/tuning

@@ -1,0 +1,129 @@
+"""The nb201 pruning experiment: its committed trials give its committed results, and its README quotes them."""
+
+import csv
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import load_script
+
+EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "nb201_pruning"
+RESULTS = EXPERIMENT / "results"
+ARMS = {  # arm -> the README's label for it
+    "nsga2-none": "NSGA-II, no pruning",
+    "nsga2-dominated_throughput": "NSGA-II + `dominated_throughput`, `pruned_as=predicted` (default)",
+    "nsga2-dominated_throughput-as_infeasible": "NSGA-II + `dominated_throughput`, `pruned_as=infeasible`",
+    "nsga2-dominated_throughput-as_pruned": "NSGA-II + `dominated_throughput`, `pruned_as=pruned`",
+    "random-none": "random, no pruning",
+    "random-dominated_throughput": "random + `dominated_throughput`",
+}
+PAIRED = {  # paired comparison -> the README's label for it
+    "random-dominated_throughput vs random-none": "random",
+    "nsga2-dominated_throughput vs nsga2-none": "NSGA-II, `predicted` (default)",
+    "nsga2-dominated_throughput-as_infeasible vs nsga2-none": "NSGA-II, `infeasible`",
+    "nsga2-dominated_throughput-as_pruned vs nsga2-none": "NSGA-II, `pruned` (before)",
+}
+
+
+@pytest.fixture(scope="module")
+def analyze():
+    return load_script(EXPERIMENT / "analyze.py", "nb201_pruning_analyze")
+
+
+@pytest.fixture(scope="module")
+def analysis(analyze):
+    runs = analyze.read_runs(RESULTS / "trials.csv.gz")
+    return runs, *analyze.analyze(runs, analyze.read_cells(RESULTS))
+
+
+@pytest.fixture(scope="module")
+def readme() -> str:
+    return " ".join((EXPERIMENT / "README.md").read_text().replace("**", "").split())  # line breaks do not matter
+
+
+def test_analysis_of_the_committed_trials_gives_the_committed_results(analyze, analysis):
+    _, results, _, summary = analysis
+    assert analyze.results_csv(results) == (RESULTS / "results.csv").read_bytes().decode()  # csv writes CRLF
+    assert analyze.summary_json(summary) == (RESULTS / "summary.json").read_text()
+
+
+def test_committed_trials_hold_every_search(analysis):
+    runs = analysis[0]
+    assert {(r["arm"], r["seed"]) for r in runs} == {(a, s) for a in ARMS for s in range(10)}
+    for run in runs:
+        assert [int(t["number"]) for t in run["trials"]] == list(range(150))
+        assert {t["outcome"] for t in run["trials"]} <= {"trained", "pruned_before_training", "repeat"}
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
+def test_readme_tables_quote_the_summary(readme):
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    for arm, label in ARMS.items():
+        s = summary["arms"][arm]
+        generations = s["generations"]
+        if arm.startswith("random"):
+            gens = "-"
+        elif generations["min"] == generations["max"]:
+            gens = _count(generations["mean"])
+        else:
+            gens = f"{_count(generations['mean'])} ({generations['min']}-{generations['max']})"
+        row = (f"| {label} | {s['trainings']['mean']:.1f} ({s['trainings']['min']}-{s['trainings']['max']}) | "
+               f"{_count(round(s['pruned_before_training']['mean'], 1))} | {gens} | "
+               f"{s['hv_ratio_to_true']['mean']:.3f} +- {s['hv_ratio_to_true']['std']:.3f} | "
+               f"{s['best_accuracy']['mean']:.2f}% |")
+        assert row in readme, f"README lacks {row!r}"
+    for key, label in PAIRED.items():
+        p = summary["paired"][key]
+        n = p["seeds"]
+        row = (f"| {label} | {100 * p['trainings_saved_mean']:.1f}%, {100 * p['trainings_saved_min']:.1f}% | "
+               f"{p['hv_ratio_mean']:.3f}, {p['hv_ratio_min']:.3f} | {p['hv_goal_seeds']} / {n} | "
+               f"{p['trainings_goal_seeds']} / {n} | {p['goal_met_seeds']} / {n} |")
+        assert row in readme, f"README lacks {row!r}"
+    ref, front = summary["reference_point"], summary["true_front"]
+    assert f"({ref['accuracy']:.1f}% accuracy, {ref['throughput_per_s']:,.1f} images/s)" in readme
+    hv = f"{front['hypervolume']:.3e}".replace("e+0", "e")
+    assert f"the {front['cells']} non-dominated cells among all 15,625 (HV {hv})" in readme
+
+
+def test_readme_quotes_the_hypervolume_after_60_trainings(analysis, readme):
+    curves = analysis[2]
+    after_60 = {arm: statistics.fmean(c[min(59, len(c) - 1)] for c in runs) for arm, runs in curves.items()}
+    assert (f"after 60 trainings pruned NSGA-II holds {after_60['nsga2-dominated_throughput']:.3f} of the true "
+            f"front's hypervolume with `predicted`, {after_60['nsga2-dominated_throughput-as_infeasible']:.3f} with "
+            f"`infeasible` and {after_60['nsga2-dominated_throughput-as_pruned']:.3f} with `pruned`; unpruned NSGA-II "
+            f"{after_60['nsga2-none']:.3f}, pruned random search {after_60['random-dominated_throughput']:.3f} and "
+            f"random search {after_60['random-none']:.3f}") in readme
+
+
+def test_run_folders_are_consolidated_into_one_file(analyze, tmp_path):
+    runs = tmp_path / "runs"
+    for arm, seed, wall in (("nsga2-none", 0, 26.21), ("nsga2-dominated_throughput", 0, 30.0)):
+        folder = runs / arm / f"s{seed}"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text(json.dumps({"seed": seed, "wall_s": wall, "pruned_as": "predicted"}))
+        with (folder / "trials.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["number", "outcome", "state", "generation", "arch", "accuracy",
+                                                   "predicted_throughput_per_s", "duration_s"])
+            writer.writeheader()
+            writer.writerows([{"number": n, "outcome": "trained", "state": "COMPLETE", "generation": 0,
+                               "arch": f"a{n}", "accuracy": 90 + n, "predicted_throughput_per_s": 1000 - n,
+                               "duration_s": 0.1} for n in (1, 0)])
+    results = tmp_path / "results"
+    results.mkdir()
+    path = analyze.trials_file(runs, results)
+    first = path.read_bytes()
+    assert analyze.trials_file(runs, results).read_bytes() == first  # the same runs give the same bytes
+    with gzip.open(path, "rt", newline="") as f:
+        header = next(csv.reader(f))
+    assert header == list(analyze.RUN_COLUMNS + analyze.TRIAL_COLUMNS)
+    read = analyze.read_runs(path)
+    assert [(r["arm"], r["seed"], r["wall_s"]) for r in read] == [("nsga2-dominated_throughput", 0, 30.0),
+                                                                  ("nsga2-none", 0, 26.21)]
+    assert [t["number"] for t in read[1]["trials"]] == ["0", "1"]
+    assert analyze.trained_points(read[1]["trials"]) == [(90.0, 1000.0), (91.0, 999.0)]
