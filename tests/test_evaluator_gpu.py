@@ -1,7 +1,5 @@
 """The evaluator on a CUDA device (skipped without one)."""
 
-import time
-
 import pytest
 import torch
 
@@ -45,7 +43,7 @@ def _hopper() -> None:
 def test_gpm_counters_converge_to_a_long_plain_window(model):
     """The evaluator's counters agree with an independent reading: the model's CUDA graph replayed back to
     back for 2 s between two GPM samples, after a 0.5 s lead-in (over 0.12 s windows they read low)."""
-    from nasutil.evaluator.counters import NvmlDevice
+    from nasutil.evaluator.reference import graph_replay_counters
 
     _hopper()
     config = GPU.with_(batch_size=256)
@@ -55,28 +53,7 @@ def test_gpm_counters_converge_to_a_long_plain_window(model):
 
     net = torchvision_model(model.split(":")[1])
     x = torch.randn(256, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-    graph = torch.cuda.CUDAGraph()
-    with torch.inference_mode():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                net(x)
-        torch.cuda.current_stream().wait_stream(side)
-        with torch.cuda.graph(graph):
-            net(x)
-    nvml = NvmlDevice.for_torch_device(torch.device("cuda"))
-
-    def replay_for(seconds: float) -> None:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            for _ in range(20):
-                graph.replay()
-            torch.cuda.synchronize()
-
-    replay_for(0.5)
-    with nvml.gpm_window() as reference:
-        replay_for(2.0)
+    reference = graph_replay_counters(net, x)
     for key in ("sm_activity", "tensor_activity"):
         assert m.counters[key] == pytest.approx(reference[key], abs=4.0), (key, m.counters, reference)
 

@@ -90,3 +90,14 @@ def test_families_and_layer_groups(analyze):
     assert analyze.layer_group("features.2.0.block.2.fc1", "conv1x1") == "squeeze-excite"
     assert analyze.layer_group("avgpool", "pool") == "pooling"  # a network's final pooling is no SE block
     assert analyze.layer_group("layer1.0.conv1", "conv1x1") == "conv 1×1"
+
+
+def test_converged_counters_agree_with_their_reference():
+    counters = pd.read_csv(RESULTS / "counters_b256.csv")
+    survey = pd.read_csv(RESULTS / "survey.csv")
+    assert set(counters["arch"]) == set(survey["arch"]) and counters["counters_converged"].all()
+    assert (counters["counter_window_ms"] >= 500).all()
+    referenced = counters.dropna(subset=["reference_sm_activity"])
+    assert len(referenced) == 8
+    for key in ("sm_activity", "tensor_activity"):
+        assert ((referenced[f"counter_{key}"] - referenced[f"reference_{key}"]).abs() <= 2.0).all()

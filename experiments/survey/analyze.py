@@ -54,6 +54,11 @@ def load_survey(results: Path) -> pd.DataFrame:
     return df
 
 
+def load_counters(results: Path) -> pd.DataFrame:
+    """The batch-256 CUDA-graph counters re-measured with converged windows (counters.py), by architecture."""
+    return pd.read_csv(results / "counters_b256.csv").set_index("arch")
+
+
 def load_compile(results: Path) -> pd.DataFrame:
     """survey_compile.csv (torch.compile at batch 256)."""
     return pd.read_csv(results / "survey_compile.csv")
@@ -193,7 +198,7 @@ def headline(results_dir: str | Path) -> dict[str, str]:
     h.update(mode_numbers(df))
     h.update(compile_numbers(df, load_compile(results)))
     h.update(bf16_numbers(df))
-    h.update(counter_numbers(df))
+    h.update(counter_numbers(df, load_counters(results)))
     for arch in LAYER_MODELS:
         h.update(layer_numbers(load_layers(results, arch), arch))
     return h
@@ -270,11 +275,17 @@ def bf16_numbers(df: pd.DataFrame) -> dict[str, str]:
             "bf16_slowest": f"{ratio.idxmax()} ({times(ratio.max())})"}
 
 
-def counter_numbers(df: pd.DataFrame) -> dict[str, str]:
-    """What the GPM counters say at batch 256 (CUDA graphs): SM activity against FLOP utilization."""
-    b = select(df, "cudagraph", 256)
+def counter_numbers(df: pd.DataFrame, converged: pd.DataFrame) -> dict[str, str]:
+    """What the GPM counters say at batch 256 (CUDA graphs; the converged re-measurement): SM activity
+    against FLOP utilization. The oddities are those of the grid's short-window counters."""
+    b = converged
     sm, tensor, util = b["counter_sm_activity"], b["counter_tensor_activity"], 100 * b["utilization"]
     over80 = int((sm >= 80).sum())
+    referenced = b.dropna(subset=["reference_sm_activity"])
+    gap = max((referenced["counter_sm_activity"] - referenced["reference_sm_activity"]).abs().max(),
+              (referenced["counter_tensor_activity"] - referenced["reference_tensor_activity"]).abs().max())
+    short = select(df, "cudagraph", 256)["counter_sm_activity"]
+    under = (sm - short.reindex(sm.index)).sort_values(ascending=False)
     gpm = ["counter_sm_activity", "counter_sm_occupancy", "counter_tensor_activity", "counter_dram_bw_util"]
     zeros = df[(df[gpm] == 0).all(axis=1)]
     ratio = df["counter_tensor_activity"] / (100 * df["utilization"])
@@ -286,6 +297,11 @@ def counter_numbers(df: pd.DataFrame) -> dict[str, str]:
             "tensor_over_util_median": times(statistics.median(tensor / util)),
             "dram_bw_b256": f"{b['counter_dram_bw_util'].min():.0f}–{b['counter_dram_bw_util'].max():.0f}%",
             "nvml_util_b256_median": f"{b['counter_nvml_gpu_util'].median():.0f}%",
+            "counters_converged": f"{int(b['counters_converged'].sum())} of {len(b)}",
+            "counters_reference_gap": f"{gap:.1f} points",
+            "counters_reference_models": f"{len(referenced)} models",
+            "short_window_worst": "; ".join(f"{arch} {short[arch]:.1f}% against {sm[arch]:.1f}%"
+                                            for arch in under.index[:2]),
             "counter_all_zero": "; ".join(f"{r.arch} {r.dtype} batch {r.batch_size} {r.mode}"
                                           for r in zeros.itertuples()),
             "counter_odd_tensor": (f"{odd['arch']} {odd['dtype']} batch {odd['batch_size']} {odd['mode']}: "
@@ -493,11 +509,11 @@ def plot_layers(results: Path, path: Path, top_n: int = 12) -> None:
     plt.close(fig)
 
 
-def plot_counters(df: pd.DataFrame, path: Path) -> None:
+def plot_counters(converged: pd.DataFrame, path: Path) -> None:
     """GPM counters against FLOP utilization at batch 256 (CUDA graphs): the GPU looks busy, does little."""
     import matplotlib.pyplot as plt
 
-    b = select(df, "cudagraph", 256)
+    b = converged
     util = 100 * b["utilization"]
     fig, ax = plt.subplots(figsize=(10, 6.5))
     for column, label, marker in (("counter_sm_activity", "SM activity", "o"),
@@ -511,7 +527,7 @@ def plot_counters(df: pd.DataFrame, path: Path) -> None:
     ax.set_ylim(0.8, 100)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_xlabel("FLOP utilization (% of 989 TFLOP/s peak)")
-    ax.set_ylabel("NVML GPM counter over the counter window (%)")
+    ax.set_ylabel("NVML GPM counter, converged windows (%)")
     ax.set_title("Counters against FLOP utilization: 35 CNNs, batch 256, CUDA graph replay, fp16")
     ax.legend(loc="lower right", fontsize=9)
     fig.tight_layout()
@@ -533,7 +549,7 @@ def write_outputs(results: Path) -> tuple[dict[str, str], pd.DataFrame]:
     plot_util_vs_flops(df, results / "util_vs_flops.png")
     plot_throughput_vs_accuracy(table, results / "throughput_vs_accuracy.png")
     plot_layers(results, results / "layers.png")
-    plot_counters(df, results / "counters.png")
+    plot_counters(load_counters(results), results / "counters.png")
     table.round(4).to_csv(results / "summary.csv", index=False)
     numbers = headline(results)
     (results / "summary.json").write_text(json.dumps(numbers, indent=2, ensure_ascii=False) + "\n")
