@@ -31,11 +31,13 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(name: str, table: dict[str, int]) -> int | None:
-    """The layer of the longest table entry that is `name` or a package holding it."""
+    """The layer of the longest table entry that is `name` or a package holding it; the top-level package
+    `nasutil` stands for its own `__init__` only, so every module below it must be placed by name."""
     parts = name.split(".")
     for end in range(len(parts), 0, -1):
-        if ".".join(parts[:end]) in table:
-            return table[".".join(parts[:end])]
+        entry = ".".join(parts[:end])
+        if entry in table and (entry != "nasutil" or end == len(parts)):
+            return table[entry]
     return None
 
 
@@ -78,6 +80,7 @@ def test_the_check_sees_an_upward_import(tmp_path):
     table = layers()
     assert layer_of("nasutil.evaluator.worker", table) < layer_of("nasutil.cli.measure_command", table)
     assert layer_of("nasutil.search.__main__", table) == layer_of("nasutil.cli", table)
+    assert layer_of("nasutil.colocation.engine", table) is None  # a new package must be placed in the table
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from nasutil.cli import main\n")
     assert imports(bad) == {"nasutil.cli", "nasutil.cli.main"}

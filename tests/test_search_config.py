@@ -65,3 +65,9 @@ def test_a_predictor_of_your_own_is_named_by_target(tmp_path):
 def test_a_bad_option_of_a_part_is_named(tmp_path, capsys, override, message):
     assert main([override, f"hydra.run.dir={tmp_path}", *FAST]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_cpu_measurements_are_not_mixed_with_gpu_predictions(tmp_path, capsys):
+    assert main(["evaluator=cpu", f"hydra.run.dir={tmp_path}", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "measures on this machine's CPU but the predictor predicts for NVIDIA H200" in err

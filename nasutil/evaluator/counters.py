@@ -141,7 +141,7 @@ class CounterReading:
 
     counters: dict[str, float | None]
     window_ms: float  # length of the window the counters cover
-    windows: int  # windows read before the last two agreed (or the budget ran out)
+    windows: int  # windows read in all, the last included
     converged: bool | None  # None where there is nothing to converge (no GPM)
 
 

@@ -13,7 +13,8 @@ import importlib
 import inspect
 import pkgutil
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -79,9 +80,10 @@ class Predictor(ABC):
                      input_size: int | None = None) -> list[Prediction]:
         """Predictions for many archs of one space at once (learned models score a batch in one pass,
         which is what makes them cheap per candidate)."""
-        candidates = self.candidates(space, archs, input_size)
-        self.check(candidates.space_spec, target)
-        latencies = self.latencies_ms(candidates, target)
+        with one_thread():
+            candidates = self.candidates(space, archs, input_size)
+            self.check(candidates.space_spec, target)
+            latencies = self.latencies_ms(candidates, target)
         answered_by = self.answering(candidates.space_spec, target)
         error = self.expected_error(candidates.space_spec, target)
         return [prediction_from_latency(network_flops(ops) if self.uses_ops else None, target, latency, answered_by,
@@ -91,19 +93,27 @@ class Predictor(ABC):
 
     def candidates(self, space: str | SearchSpace, archs: Sequence[str | Arch],
                    input_size: int | None = None) -> Candidates:
-        import torch
-
         space_spec, space = _space(space)
         parsed = [a if isinstance(a, Arch) else space.parse(a) for a in archs]
         if not self.uses_ops:
             return Candidates(space_spec, space, parsed, [[] for _ in parsed])
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # spaces without a direct listing build and trace tiny networks: threads only contend
-        try:
-            ops = [space.operators(arch, input_size=input_size) for arch in parsed]
-        finally:
-            torch.set_num_threads(threads)
-        return Candidates(space_spec, space, parsed, ops)
+        return Candidates(space_spec, space, parsed, [space.operators(arch, input_size=input_size) for arch in parsed])
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Predicting is small CPU work (listing ops, tracing tiny networks, scoring a few rows with a learned
+    model) for which extra threads only contend and spin, badly so beside other busy processes: on a
+    loaded 2-core machine the shipped nb201 model's first fit took 88 s with two threads and 5 s with
+    one. torch's setting also caps the OpenMP threads the learned model uses."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _space(space: str | SearchSpace) -> tuple[str, SearchSpace]:

@@ -9,12 +9,14 @@ from typing import Any
 import optuna
 from omegaconf import DictConfig
 
+from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
+from nasutil.search.storage import StudyStorage
 
 
 @dataclass
@@ -24,7 +26,7 @@ class SearchSetup:
     search: Search
     study_name: str
     folder: Path
-    storage_url: str
+    storage: StudyStorage
     n_trials: int
     seed: int
     timeout_s: float | None
@@ -51,7 +53,6 @@ class SearchSetup:
 def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     """The search the config describes, with its study opened (created, or resumed where it exists)."""
     from nasutil.registry import get_space
-    from nasutil.search.storage import open_storage
 
     n_trials = positive_int(cfg, "n_trials")
     seed = cfg.get("seed")
@@ -78,18 +79,21 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
     measurer = instantiate_group(evaluator_node, "evaluator")
-    storage_cfg = plain(cfg.storage)
-    url = str(storage_cfg.get("url"))
-    storage = open_storage(url, storage_cfg.get("heartbeat_interval"), storage_cfg.get("grace_period"),
-                           storage_cfg.get("max_retry"))
+    storage = instantiate_group(plain(cfg.storage), "storage")
+    if not isinstance(storage, StudyStorage):
+        raise NasutilError(f"storage._target_ made a {type(storage).__name__}, not a nasutil StudyStorage")
     predictor, target = predictor_for(cfg)
     predictor.check(space_spec, target)
+    if measurer is not None and measurer.config.device == "cpu" and lookup(predictor.device_name) is not None:
+        raise NasutilError(f"the evaluator measures on this machine's CPU but the predictor predicts for "
+                           f"{predictor.device_name}: pruned and trained trials would carry figures of two devices "
+                           f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     sampler = _sampler(plain(cfg.sampler), seed, constrained)
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
-    study, resumed = open_study(storage, study_name, objectives.directions, objectives.names, sampler)
+    study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler)
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as)
-    return SearchSetup(search, study_name, folder, url, n_trials, seed, timeout, str(cfg.sampler.get("name")),
+    return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, str(cfg.sampler.get("name")),
                        resumed, search.counts())
 
 
@@ -126,4 +130,6 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list
                                 load_if_exists=True)
     if study_id is None:
         study.set_user_attr("metrics", metrics)
+    if study.metric_names is None:
+        study.set_metric_names(metrics)  # optuna-dashboard then shows "accuracy", not "Objective 0"
     return study, study_id is not None

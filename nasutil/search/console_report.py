@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nasutil.search.record import Counts
-from nasutil.search.storage import safe_url
+from nasutil.search.storage import StudyStorage
 from nasutil.search.tables import metric_names, pareto_trials
 
 
@@ -28,7 +28,7 @@ def _fmt(name: str, value) -> str:
     return f"{value}"
 
 
-def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage_url: str, wall_s: float,
+def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: StudyStorage, wall_s: float,
                   lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15) -> None:
     console = console or Console(file=sys.stdout, soft_wrap=False, highlight=False,
                                  width=None if sys.stdout.isatty() else 160)
@@ -55,7 +55,8 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage_url
     console.print(f"trials: {seen} finished: {counts.trained} trained, {saved} pruned before training"
                   f"{' (' + ', '.join(f'{k}: {v}' for k, v in counts.reasons.items()) + ')' if counts.reasons else ''}"
                   f", {counts.stopped_early} stopped early, {counts.duplicates} repeats of a trained arch"
-                  f"; {counts.failed} failed, {counts.running} left running")
+                  f"; {counts.failed} failed, {counts.running} left running"
+                  f"{f', {counts.surplus} not run (the budget was taken by other workers)' if counts.surplus else ''}")
     if seen:
         console.print(f"trainings: {counts.trainings} of {seen} candidates ({saved / seen:.0%} skipped before "
                       f"training); {counts.epochs:,.0f} epochs spent; wall time {wall_s:.1f} s")
@@ -63,7 +64,7 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage_url
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:
             console.print(f"  {files[name].name}")
-    console.print(f"storage: {safe_url(storage_url)} (study {study.study_name!r}; re-run the same command, "
+    console.print(f"storage: {storage.label} (study {study.study_name!r}; re-run the same command, "
                   f"or with study_name={study.study_name}, to resume)")
-    if storage_url.startswith("sqlite:///"):
-        console.print(f"browse: optuna-dashboard {storage_url}")
+    if storage.browse:
+        console.print(f"browse: optuna-dashboard {storage.browse}")

@@ -33,7 +33,9 @@ results).
 
 from __future__ import annotations
 
+import datetime
 import math
+import time
 import traceback
 from collections.abc import Callable
 
@@ -45,8 +47,9 @@ from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.measurer import Measurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
-from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures, outcome,
-                                   predicted_figures, with_accuracy)
+from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats
+from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
+                                   outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
 
 PRUNED_AS = ("auto", "pruned", "infeasible", "predicted")
@@ -65,6 +68,10 @@ def resolve_pruned_as(choice: str, sampler: optuna.samplers.BaseSampler | None) 
 
 class _Pruned(Exception):
     """A trial ended without a final accuracy (by the policy or the pruner); carries the reason."""
+
+
+class _Surplus(Exception):
+    """A trial asked for after other workers of the study had claimed the whole budget."""
 
 
 class StoppedEarly(Exception):
@@ -135,13 +142,21 @@ class Search:
         self.objectives, self.measurer = objectives, measurer
         self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False), f"{study.study_name}-early-stopping")
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
+        self._budget: int | None = None  # n_trials of the run under way
+        self._started = datetime.datetime.now()  # when it began (Optuna stamps trials in local time)
+        self._heartbeats = has_heartbeats(study)
 
     # -- one trial -------------------------------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> list[float]:
         record: TrialRecord = {}
         try:
+            self._claim(trial)
             return self._objective(trial, record)
+        except _Surplus as surplus:
+            trial.set_user_attr("surplus", True)
+            trial.set_user_attr("fail_reason", str(surplus))
+            raise
         except _Pruned as pruned:
             return self._end_pruned(trial, record, str(pruned))
         except Exception as exc:
@@ -151,6 +166,28 @@ class Search:
             if not isinstance(exc, NasutilError):
                 trial.set_user_attr("fail_traceback", traceback.format_exc(limit=-3))
             raise
+
+    def _claim(self, trial: optuna.Trial) -> None:
+        """Several workers share one study and one budget: a trial goes ahead only if fewer than `n_trials`
+        trials numbered before it hold a place (trial numbers come from the storage, one each), so the
+        study never holds more than `n_trials` finished trials, however many workers start together."""
+        if self._budget is None:
+            return
+        ahead = sum(1 for t in self.study.get_trials(deepcopy=False) if t.number < trial.number and self._holds(t))
+        if ahead >= self._budget:
+            raise _Surplus(f"not run: other workers had claimed all {self._budget} trials of the study")
+
+    def _holds(self, t: FrozenTrial) -> bool:
+        """Whether a trial holds a place in the budget: finished, waiting to be retried, or running. Where
+        the storage keeps heartbeats, a dead worker's running trial is failed in time, so every running
+        trial holds; without them (Optuna's journal, or heartbeats turned off) only one that started
+        since this run began does, so that a trial left running by a killed process never blocks the
+        study (the price: a worker joining while others' trials run may add one trial too many)."""
+        if t.state in FINISHED or t.state == TrialState.WAITING:
+            return True
+        if t.state != TrialState.RUNNING:
+            return False
+        return self._heartbeats or (t.datetime_start is not None and t.datetime_start >= self._started)
 
     def _objective(self, trial: optuna.Trial, record: TrialRecord) -> list[float]:
         arch = self.space.suggest(trial)
@@ -245,11 +282,14 @@ class Search:
         return Counts.of(self.study.get_trials(deepcopy=False))
 
     def run(self, n_trials: int, timeout_s: float | None = None,
-            on_trial: Callable[[Counts, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5) -> Counts:
-        """Run until the study holds `n_trials` finished (trained or pruned) trials. A trial that fails
-        is recorded with its reason and the search goes on, without counting it toward the budget;
-        if the first `max_failures_in_a_row` trials of this run all fail, the cause is systematic
-        (a broken predictor, say) and the run stops with that reason."""
+            on_trial: Callable[[Counts, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5,
+            poll_s: float = 0.5) -> Counts:
+        """Run until the study holds `n_trials` finished (trained or pruned) trials, counting the trials of
+        every worker that shares the study. A trial that fails is recorded with its reason and the search
+        goes on, without counting it toward the budget; if the first `max_failures_in_a_row` trials of this
+        run all fail, the cause is systematic (a broken predictor, say) and the run stops with that reason.
+        A worker that finds the budget claimed by others waits while their trials run (one may fail and
+        free its place) and stops once the study is complete."""
         remaining = n_trials - self.counts().finished
         if remaining <= 0:
             return self.counts()
@@ -259,7 +299,10 @@ class Search:
         def after(study: optuna.Study, trial: FrozenTrial) -> None:
             nonlocal succeeded
             counts = Counts.of(study.get_trials(deepcopy=False))
-            if trial.state == TrialState.FAIL:
+            if trial.user_attrs.get("surplus"):
+                left = 600.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                counts = self._wait_for_others(study, n_trials, poll_s, min(600.0, left))
+            elif trial.state == TrialState.FAIL:
                 streak.append(str(trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason", "")))
             else:
                 succeeded = True
@@ -269,12 +312,36 @@ class Search:
             if counts.finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
                 study.stop()
 
-        # Each failure spends an attempt; allow as many failed attempts as the budget itself.
-        self.study.optimize(self.objective, n_trials=2 * remaining, timeout=timeout_s, catch=(Exception,),
-                            callbacks=[after], gc_after_trial=False, show_progress_bar=False)
+        self._budget, self._started = n_trials, datetime.datetime.now()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            # Each failure spends an attempt; allow as many failed attempts as the budget itself.
+            self.study.optimize(self.objective, n_trials=2 * remaining, timeout=timeout_s, catch=(Exception,),
+                                callbacks=[after], gc_after_trial=False, show_progress_bar=False)
+        finally:
+            self._budget = None
         if not succeeded and len(streak) >= max_failures_in_a_row:
             raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
         return self.counts()
+
+    def _wait_for_others(self, study: optuna.Study, n_trials: int, poll_s: float, max_wait_s: float = 600.0) -> Counts:
+        """After a surplus trial: wait until the study is complete, or until a place frees up (a running
+        trial of another worker failed, or was failed as stale by its missed heartbeats and queued to be
+        retried, which the next trial this worker asks for takes up); give up after
+        `max_wait_s` (a worker killed without heartbeats leaves its trial running for ever)."""
+        deadline = time.monotonic() + max_wait_s
+        while True:
+            fail_stale_and_orphaned_trials(study)  # where the storage keeps heartbeats
+            trials = study.get_trials(deepcopy=False)
+            counts = Counts.of(trials)
+            if counts.finished >= n_trials:
+                return counts
+            if sum(self._holds(t) and t.state != TrialState.WAITING for t in trials) < n_trials:
+                return counts  # a place is free, or a retry waits to be run: this worker takes it
+            if time.monotonic() > deadline:
+                study.stop()
+                return counts
+            time.sleep(poll_s)
 
     def close(self) -> None:
         if self.measurer is not None:

@@ -16,7 +16,7 @@ from nasutil.predictor import Prediction
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 PRUNED_CONSTRAINT = "pruned"  # the constraint an infeasible-recorded pruned trial violates
-OUTCOMES = ("trained", "repeat", "pruned_before_training", "stopped_early", "failed", "running")
+OUTCOMES = ("trained", "repeat", "pruned_before_training", "stopped_early", "failed", "surplus", "running")
 
 
 class TrialRecord(TypedDict, total=False):
@@ -53,6 +53,7 @@ class TrialRecord(TypedDict, total=False):
     constraints: dict[str, float]
     fail_reason: str
     fail_traceback: str
+    surplus: bool  # not run: other workers had claimed the study's whole budget (state FAIL)
 
 
 def predicted_figures(p: Prediction) -> TrialRecord:
@@ -70,7 +71,8 @@ def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
 
 def outcome(t: FrozenTrial) -> str:
     """What happened to a trial, whichever way it was recorded: `trained`, `repeat` (an arch the study
-    had trained already), `pruned_before_training`, `stopped_early`, `failed` or `running`."""
+    had trained already), `pruned_before_training`, `stopped_early`, `failed`, `surplus` (not run: the
+    study's budget was claimed by other workers) or `running`."""
     stage = t.user_attrs.get("prune_stage")
     if t.state in FINISHED and stage == "before_training":
         return "pruned_before_training"
@@ -78,6 +80,8 @@ def outcome(t: FrozenTrial) -> str:
         return "stopped_early"
     if t.state == TrialState.COMPLETE:
         return "repeat" if t.user_attrs.get("duplicate_of") is not None else "trained"
+    if t.state == TrialState.FAIL and t.user_attrs.get("surplus"):
+        return "surplus"
     return {TrialState.FAIL: "failed", TrialState.RUNNING: "running"}.get(t.state, t.state.name.lower())
 
 
@@ -118,6 +122,7 @@ class Counts:
     pruned_before: int = 0
     stopped_early: int = 0
     failed: int = 0
+    surplus: int = 0  # asked for after other workers had claimed the whole budget: never run
     running: int = 0
     epochs: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
@@ -142,6 +147,8 @@ class Counts:
                 c.stopped_early += 1
             elif kind == "failed":
                 c.failed += 1
+            elif kind == "surplus":
+                c.surplus += 1
             elif kind == "running":
                 c.running += 1
         return c

@@ -37,5 +37,5 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
                "trainer": s.trainer.describe(), "counts": {**vars(counts), "trainings": counts.trainings}}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print_summary(s.study, counts, folder, setup.storage_url, wall_s, lines, files)
+    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files)
     return summary

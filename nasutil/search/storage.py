@@ -1,18 +1,77 @@
-"""The study's storage: Optuna's RDB storage on any SQLAlchemy URL, with heartbeats and retries.
+"""The study's storage: Optuna's RDB storage on any SQLAlchemy URL (SQLite by default, PostgreSQL for
+many workers), with heartbeats and retries, or Optuna's JournalStorage on a file (for clusters with a
+shared file system and no database server).
 
 A trial whose process dies stops sending heartbeats; once `grace_period` seconds pass, the next
-process that touches the study marks it failed and queues a retry with the same parameters.
+process that touches the study marks it failed and queues a retry with the same parameters
+(RDB storages only: Optuna's journal keeps no heartbeats).
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import time
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
 
 from nasutil.errors import NasutilError
+
+
+URL_VARIABLE = "NASUTIL_STORAGE_URL"
+
+
+@dataclass(frozen=True)
+class StudyStorage:
+    """An opened Optuna storage, and how to name it to a user (any password masked)."""
+
+    storage: optuna.storages.BaseStorage
+    label: str
+    browse: str | None = None  # what `optuna-dashboard` opens it with, where it can
+
+
+def rdb_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
+                max_retry: int | None = 2) -> StudyStorage:
+    """The `sqlite` and `url` config options: an SQLAlchemy URL."""
+    storage = open_storage(url, heartbeat_interval, grace_period, max_retry)
+    browse = url if safe_url(url) == url else None  # a URL with a password is not printed
+    return StudyStorage(storage, safe_url(url), browse)
+
+
+def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
+                       max_retry: int | None = 2) -> StudyStorage:
+    """The `postgresql` config option: `storage.url`, or the URL in $NASUTIL_STORAGE_URL (which keeps a
+    password out of command lines and of the run folder's saved config)."""
+    url = url or os.environ.get(URL_VARIABLE)
+    if not url:
+        raise NasutilError(f"storage=postgresql needs a URL: set {URL_VARIABLE}=postgresql://USER:PASSWORD@HOST/DB "
+                           f"or storage.url=...")
+    if not url.startswith(("postgresql://", "postgresql+")):
+        raise NasutilError(f"storage=postgresql needs a postgresql:// URL, got {safe_url(url)}")
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]  # the driver the `postgres` extra installs
+    return rdb_storage(url, heartbeat_interval, grace_period, max_retry)
+
+
+def journal_storage(path: str) -> StudyStorage:
+    """The `journal` config option: Optuna's JournalStorage on a file that every worker can reach
+    (appends with file locks; no heartbeats, so a dead worker's trial stays RUNNING)."""
+    from optuna.storages.journal import JournalFileBackend
+
+    file = Path(str(path)).expanduser()
+    if not file.parent.is_dir():
+        raise NasutilError(f"cannot open study journal {str(file)!r}: folder {str(file.parent)!r} does not exist")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # experimental-feature notices
+            storage = optuna.storages.JournalStorage(JournalFileBackend(str(file)))
+    except (OSError, ValueError) as exc:
+        raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
+    return StudyStorage(storage, f"journal {file}", str(file))
 
 
 def safe_url(url: str) -> str:
@@ -53,9 +112,7 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
     if url.startswith("sqlite"):
         engine_kwargs["connect_args"] = {"timeout": 30}  # wait for a concurrent writer instead of failing
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # experimental-feature notices about heartbeats
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        storage = _connect(url, engine_kwargs, kwargs)
         if url.startswith("sqlite"):
             _fast_sqlite(storage)
         return storage
@@ -65,6 +122,24 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
         if cause is not None and str(cause).strip():
             reason = f"{reason}: {str(cause).strip().splitlines()[0]}"
         raise NasutilError(f"cannot open study storage {safe_url(url)}: {reason}") from None
+
+
+def _connect(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any],
+             attempts: int = 4) -> optuna.storages.RDBStorage:
+    """Optuna's RDBStorage; workers starting together on a new database race to create its schema, and
+    the losers see an integrity error once the winner has made it: they try again."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(attempts):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # experimental-feature notices about heartbeats
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (IntegrityError, ProgrammingError):  # "already exists": another worker made it first
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
@@ -81,3 +156,43 @@ def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
 
     event.listen(storage.engine, "connect", on_connect)
     storage.engine.dispose()  # reconnect with the pragmas
+
+
+def has_heartbeats(study: optuna.Study) -> bool:
+    """Whether the study's storage records heartbeats, so that a dead worker's trials get failed."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    return isinstance(storage, optuna.storages.RDBStorage) and storage.heartbeat_interval is not None
+
+
+def fail_stale_and_orphaned_trials(study: optuna.Study) -> None:
+    """Optuna's `fail_stale_trials`, and the same for a RUNNING trial that never sent a heartbeat for
+    longer than the grace period (its process died between creating it and starting its heartbeat,
+    which Optuna cannot tell from a live one): failed, and retried by the storage's callback."""
+    import copy
+    import datetime
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # experimental-feature notices
+        optuna.storages.fail_stale_trials(study)
+    if not has_heartbeats(study):
+        return
+    storage = getattr(study._storage, "_backend", study._storage)
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    grace = datetime.timedelta(seconds=storage.grace_period or 2 * storage.heartbeat_interval)
+    now = datetime.datetime.now()  # Optuna stamps datetime_start with the worker's local time
+    with _create_scoped_session(storage.scoped_session) as session:
+        orphans = [t.trial_id for t in session.query(models.TrialModel)
+                   .filter(models.TrialModel.study_id == study._study_id,
+                           models.TrialModel.state == optuna.trial.TrialState.RUNNING).all()
+                   if not t.heartbeats and t.datetime_start is not None and now - t.datetime_start > grace]
+    callback = storage.get_heartbeat_stale_trial_callback()
+    for trial_id in orphans:
+        try:
+            if not storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL):
+                continue
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker failed it first
+        if callback is not None:
+            callback(study, copy.deepcopy(storage.get_trial(trial_id)))

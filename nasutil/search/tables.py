@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def _cell(value: Any) -> Any:
 def write_csv(path: Path, rows: list[dict[str, Any]], leading: tuple[str, ...] = COLUMNS) -> None:
     keys: list[str] = list(leading)  # always there, empty where no trial has a value
     keys += sorted({k for r in rows for k in r} - set(keys))
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # workers sharing a folder write their own
     with tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys)
         writer.writeheader()

@@ -1,0 +1,121 @@
+"""Many workers, one study: PostgreSQL (a real server on 127.0.0.1) and Optuna's journal file.
+
+Each worker is a `nasutil-search` process started with the same settings and study name; together they
+finish exactly `n_trials` trials, with no trial number twice, and a worker killed mid-trial loses
+nothing: its trial is failed by heartbeat and retried.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from postgres_server import postgres_server, server_binaries
+
+SETTINGS = ["predictor=analytical", "prune=none", "plots=false", "progress=false", "trainer.fidelities=[200]"]
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A real server; skipped only where PostgreSQL is not installed and CI did not promise it is."""
+    required = bool(os.environ.get("NASUTIL_REQUIRE_POSTGRES"))
+    if server_binaries() is None and not required:
+        pytest.skip("PostgreSQL is not installed here (.ci/run installs Debian's postgresql package)")
+    if not required:
+        pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed (pip install nasutil[postgres])")
+    with postgres_server() as url:
+        yield url
+
+
+def start_workers(count: int, run_root: Path, args: list[str], env: dict[str, str] | None = None) -> list:
+    return [subprocess.Popen([sys.executable, "-m", "nasutil.search", *SETTINGS, *args,
+                              f"hydra.run.dir={run_root / f'w{i}'}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **(env or {})}) for i in range(count)]
+
+
+def wait_all(workers: list, timeout: float = 600) -> None:
+    for w in workers:
+        out, err = w.communicate(timeout=timeout)
+        assert w.returncode == 0, err[-2000:]
+
+
+def check_study(storage, name: str, n_trials: int, spare: int = 0) -> collections.Counter:
+    study = optuna.load_study(study_name=name, storage=storage)
+    states = collections.Counter(t.state for t in study.trials)
+    assert n_trials <= states[optuna.trial.TrialState.COMPLETE] <= n_trials + spare
+    assert len({t.number for t in study.trials}) == len(study.trials)  # no trial number twice
+    for t in study.trials:  # the only failures are places other workers had already taken
+        if t.state == optuna.trial.TrialState.FAIL:
+            assert t.user_attrs.get("surplus"), t.user_attrs.get("fail_reason")
+    assert study.metric_names == ["accuracy", "throughput"]  # what optuna-dashboard shows
+    return states
+
+
+def test_four_workers_share_one_postgresql_study(postgres_url, tmp_path):
+    started = time.perf_counter()
+    wait_all(start_workers(4, tmp_path, ["storage=postgresql", "study_name=shared", "n_trials=200"],
+                           env={"NASUTIL_STORAGE_URL": postgres_url}))
+    check_study(postgres_url, "shared", 200)
+    assert time.perf_counter() - started < 600
+
+
+def test_a_worker_killed_mid_trial_loses_nothing(postgres_url, tmp_path):
+    args = ["storage=postgresql", f"storage.url={postgres_url}", "study_name=killed", "n_trials=80",
+            "storage.heartbeat_interval=1", "storage.grace_period=2"]
+    victim, survivor = start_workers(2, tmp_path, args)
+    study = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            study = optuna.load_study(study_name="killed", storage=postgres_url)
+            if sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) >= 10:
+                break
+        except KeyError:
+            pass
+        time.sleep(0.1)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    wait_all([survivor])
+    study = optuna.load_study(study_name="killed", storage=postgres_url)
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL and not t.user_attrs.get("surplus")]
+    for t in failed:  # the trial the kill interrupted was failed by heartbeat and retried with its parameters
+        retry = [r for r in study.trials if r.system_attrs.get("failed_trial") == t.number]
+        assert retry and t.params.items() <= retry[0].params.items()
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) == 80
+    assert not any(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
+    assert len({t.number for t in study.trials}) == len(study.trials)
+
+
+def test_three_workers_share_a_journal_file(tmp_path):
+    journal = tmp_path / "study.log"
+    wait_all(start_workers(3, tmp_path, ["storage=journal", f"storage.path={journal}", "study_name=journal",
+                                         "n_trials=60"]))
+    from optuna.storages.journal import JournalFileBackend
+
+    # The journal keeps no heartbeats: a worker counts only the running trials that started since it
+    # began, so one that joins while others' trials run may add one trial too many.
+    check_study(optuna.storages.JournalStorage(JournalFileBackend(str(journal))), "journal", 60, spare=2)
+
+
+@pytest.mark.parametrize("override, message", [
+    (["storage=postgresql"], "storage=postgresql needs a URL"),
+    (["storage=postgresql", "storage.url=sqlite:///x.db"], "needs a postgresql:// URL"),
+    (["storage=postgresql", "storage.url=postgresql://nasutil:secret@127.0.0.1:9/db"],
+     "cannot open study storage postgresql+psycopg://nasutil:***@127.0.0.1:9/db"),
+    (["storage=journal", "storage.path=/no/such/folder/study.log"], "folder '/no/such/folder' does not exist"),
+])
+def test_bad_storage_settings_are_one_line_errors(tmp_path, override, message):
+    env = {k: v for k, v in os.environ.items() if k != "NASUTIL_STORAGE_URL"}
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", *SETTINGS, *override, f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert message in proc.stderr and "secret" not in proc.stderr
