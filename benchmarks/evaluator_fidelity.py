@@ -7,7 +7,8 @@
   isolated `Evaluator`, with the host's cost of enqueueing one tiny kernel before and after
   (eager_isolation.csv). Tells a cost of the worker process from the host CPU's own pace.
 - `nni`: the same NAS-Bench-201 cells built by `nb201` and by NNI's hub NasBench201 (`nni`), fp16,
-  batch 256, CUDA graph (nb201_vs_nni.csv).
+  batch 256, CUDA graph, through the evaluator and, as the reference, each network's CUDA graph
+  replayed in a plain loop (nb201_vs_nni.csv).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 
 from nasutil.errors import fail
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+from nasutil.evaluator.reference import graph_replay_ms
 
 EAGER_MODELS = ("resnet18", "resnet50", "vgg16_bn", "mobilenet_v2")
 
@@ -84,14 +86,24 @@ def nni(cells: int) -> list[dict]:
 
     nb201, nni_space = get_space("nb201"), get_space("nni")
     config = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False)
+    x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+
+    def plain_ms(space, arch) -> float:
+        """The reference: the network's CUDA graph replayed in a plain loop timed with CUDA events."""
+        net = space.build(arch).eval().to("cuda", torch.float16).to(memory_format=torch.channels_last)
+        return graph_replay_ms(net, x)
+
     rows = []
     with Evaluator(config, isolate=False) as evaluator:
         for arch in nb201.sample_many(cells, seed=12):
+            theirs_arch = nni_space.arch_from_sample(nb201_sample_for_nni(arch))
             ours = evaluator.measure(Candidate("nb201", arch.to_string()))
-            theirs = evaluator.measure(Candidate("nni", nni_space.arch_from_sample(nb201_sample_for_nni(arch)).to_string()))
+            theirs = evaluator.measure(Candidate("nni", theirs_arch.to_string()))
             rows.append({"arch": arch.to_string(), "nb201_ms": ours.latency_ms, "nni_ms": theirs.latency_ms,
+                         "nb201_plain_ms": plain_ms(nb201, arch), "nni_plain_ms": plain_ms(nni_space, theirs_arch),
                          "flops_equal": ours.flops_per_image == theirs.flops_per_image,
                          "nni_over_nb201": theirs.latency_ms / ours.latency_ms})
+            rows[-1]["plain_nni_over_nb201"] = rows[-1]["nni_plain_ms"] / rows[-1]["nb201_plain_ms"]
             print(rows[-1], flush=True)
     return rows
 

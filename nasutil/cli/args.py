@@ -10,34 +10,28 @@ from nasutil.errors import NasutilError
 from nasutil.space import SearchSpace
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, kind: type, what: str, ok) -> int | float:
+    """`text` as a `kind` that passes `ok`, else argparse's one-line usage error naming `what` was expected."""
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _number(text, int, "a positive integer", lambda v: v > 0)
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
+    return _number(text, int, "a non-negative integer", lambda v: v >= 0)
 
 
 def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+    return _number(text, float, "a positive number", lambda v: v > 0 and math.isfinite(v))
+
 
 
 def add_arch_choice(parser: argparse.ArgumentParser, what: argparse._MutuallyExclusiveGroup | None = None) -> None:

@@ -1,8 +1,10 @@
 """Plain reference readings, independent of the evaluator's own procedure, for tests and benchmarks to
-check it against: a model's CUDA graph replayed back to back, with GPM counters over a long window."""
+check it against: a model's CUDA graph replayed back to back, timed with CUDA events or read with GPM
+counters over a long window."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import torch
@@ -10,10 +12,9 @@ import torch
 from nasutil.evaluator.counters import NvmlDevice
 
 
-def graph_replay_counters(model: torch.nn.Module, batch: torch.Tensor, seconds: float = 2.0,
-                          lead_in_s: float = 0.5) -> dict[str, float | None]:
-    """GPM counters over `seconds` of back-to-back replays of `model(batch)` captured in one CUDA graph,
-    read after `lead_in_s` of replays (model and batch already on the GPU, in their dtype and layout)."""
+def capture_graph(model: torch.nn.Module, batch: torch.Tensor) -> torch.cuda.CUDAGraph:
+    """`model(batch)` captured in one CUDA graph after three warm-up calls on a side stream (model and batch
+    already on the GPU, in their dtype and layout)."""
     graph = torch.cuda.CUDAGraph()
     with torch.inference_mode():
         side = torch.cuda.Stream()
@@ -24,6 +25,31 @@ def graph_replay_counters(model: torch.nn.Module, batch: torch.Tensor, seconds: 
         torch.cuda.current_stream().wait_stream(side)
         with torch.cuda.graph(graph):
             model(batch)
+    return graph
+
+
+def graph_replay_ms(model: torch.nn.Module, batch: torch.Tensor, replays: int = 50, windows: int = 7) -> float:
+    """Median milliseconds per replay of the model's CUDA graph over `windows` windows of `replays` replays."""
+    graph = capture_graph(model, batch)
+    for _ in range(5):
+        graph.replay()
+    times = []
+    for _ in range(windows):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / replays)
+    return statistics.median(times)
+
+
+def graph_replay_counters(model: torch.nn.Module, batch: torch.Tensor, seconds: float = 2.0,
+                          lead_in_s: float = 0.5) -> dict[str, float | None]:
+    """GPM counters over `seconds` of back-to-back replays of the model's CUDA graph, read after
+    `lead_in_s` of replays."""
+    graph = capture_graph(model, batch)
     nvml = NvmlDevice.for_torch_device(batch.device)
 
     def replay(duration: float) -> None:

@@ -151,8 +151,9 @@ class Search:
     def objective(self, trial: optuna.Trial) -> list[float]:
         record: TrialRecord = {}
         try:
-            self._claim(trial)
-            return self._objective(trial, record)
+            trials = self.study.get_trials(deepcopy=False)  # one read of the storage per trial
+            self._claim(trial, trials)
+            return self._objective(trial, record, [t for t in trials if t.state in FINISHED])
         except _Surplus as surplus:
             trial.set_user_attr("surplus", True)
             trial.set_user_attr("fail_reason", str(surplus))
@@ -167,13 +168,13 @@ class Search:
                 trial.set_user_attr("fail_traceback", traceback.format_exc(limit=-3))
             raise
 
-    def _claim(self, trial: optuna.Trial) -> None:
+    def _claim(self, trial: optuna.Trial, trials: list[FrozenTrial]) -> None:
         """Several workers share one study and one budget: a trial goes ahead only if fewer than `n_trials`
         trials numbered before it hold a place (trial numbers come from the storage, one each), so the
         study never holds more than `n_trials` finished trials, however many workers start together."""
         if self._budget is None:
             return
-        ahead = sum(1 for t in self.study.get_trials(deepcopy=False) if t.number < trial.number and self._holds(t))
+        ahead = sum(1 for t in trials if t.number < trial.number and self._holds(t))
         if ahead >= self._budget:
             raise _Surplus(f"not run: other workers had claimed all {self._budget} trials of the study")
 
@@ -189,11 +190,10 @@ class Search:
             return False
         return self._heartbeats or (t.datetime_start is not None and t.datetime_start >= self._started)
 
-    def _objective(self, trial: optuna.Trial, record: TrialRecord) -> list[float]:
+    def _objective(self, trial: optuna.Trial, record: TrialRecord, earlier: list[FrozenTrial]) -> list[float]:
         arch = self.space.suggest(trial)
         text = arch.to_string()
         trial.set_user_attr("arch", text)
-        earlier = self.study.get_trials(deepcopy=False, states=FINISHED)
         scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
         record.update(predicted_figures(scored))
 
