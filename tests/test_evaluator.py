@@ -44,6 +44,58 @@ def test_nb201_on_cpu_with_per_layer_breakdown():
     assert sum(l["flops_per_batch"] for l in m.layers) == m.flops_per_image
 
 
+@pytest.mark.parametrize("space, arch", [
+    ("nb201", "|nor_conv_1x1~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_3x3~1|nor_conv_1x1~2|"),
+    ("mbconv", None)])
+def test_counts_from_the_op_listing_equal_counting_the_network(space, arch):
+    """Spaces that list their ops give FLOPs and params without counting the built network (53 ms a cell)."""
+    from nasutil import get_space
+    from nasutil.counting import count_model
+    from nasutil.evaluator.candidate import build
+
+    if arch is None:
+        import numpy as np
+
+        arch = get_space(space).sample(np.random.default_rng(0)).to_string()
+    built = build(Candidate(space, arch), input_size=None, num_classes=7)
+    counted = count_model(built.model, built.input_size, built.in_channels, per_layer=False)
+    assert built.counts is not None
+    assert (built.counts.flops_per_image, built.counts.params) == (counted.flops_per_image, counted.params)
+
+
+def test_spaces_without_a_listing_are_counted(installed_plugin):
+    from nasutil.evaluator.candidate import build
+
+    assert build(Candidate("tiny", "w16"), input_size=16, num_classes=10).counts is None
+
+
+def test_fast_settings_time_and_count_on_cpu():
+    cell = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
+    config = CPU.with_(batch_size=1, input_size=None).fast()
+    assert not config.counters and not config.eager_warm_up and config.repeats == 5
+    with Evaluator(config, isolate=False) as ev:
+        m = ev.measure(Candidate("nb201", cell))
+    with Evaluator(CPU.with_(batch_size=1, input_size=None, repeats=2), isolate=False) as ev:
+        counted = ev.measure(Candidate("nb201", cell))
+    assert m.ok and counted.ok
+    assert (m.flops_per_image, m.params) == (counted.flops_per_image, counted.params)
+    assert len(m.timing["windows_ms"]) >= 5
+
+
+def test_cli_measure_fast(cli):
+    cell = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
+    r = cli("measure", "nb201", cell, "--device", "cpu", "--batch-size", "1", "--fast", "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout.splitlines()[0])
+    assert row["status"] == "ok" and len(row["timing"]["windows_ms"]) >= 5 and row["counter_window_ms"] is None
+
+
+def test_bad_clock_settings_are_user_errors():
+    for bad in (dict(clock_floor=1.5), dict(clock_retries=-1)):
+        with pytest.raises(NasutilError, match="clock"):
+            Evaluator(CPU, isolate=False, **bad)
+
+
 def test_isolation_survives_hang_crash_and_errors(installed_plugin):
     with Evaluator(CPU, isolate=True, timeout_s=20) as ev:
         results = list(ev.measure_many([Candidate("tiny", a) for a in ("w8", "hang", "crash", "raise", "w32")]))

@@ -1,5 +1,8 @@
 """The evaluator on a CUDA device (skipped without one)."""
 
+import statistics
+
+import numpy as np
 import pytest
 import torch
 
@@ -92,3 +95,69 @@ def test_per_layer_breakdown_on_gpu():
     assert len(convs) >= 20 and all(0 < l["utilization"] < 1 for l in convs)
     leaf_sum = sum(l["time_ms"] for l in timed)
     assert 0.5 * m.timing["kernel_time_ms"] <= leaf_sum <= 1.01 * m.timing["kernel_time_ms"]
+
+
+_ALTERNATE = """
+import json, sys
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+config = MeasureConfig(device="cuda", dtype="fp16", batch_size=1, mode="eager", counters=False, repeats=7,
+                       min_window_ms=20.0)
+cell = Candidate("nb201", sys.argv[1])
+ratios = []
+with Evaluator(config, isolate=False) as here, Evaluator(config) as isolated:
+    here.measure(cell), isolated.measure(cell)  # each process pays its one-off library work first
+    for _ in range(5):
+        before = here.measure(cell).latency_ms
+        worker = isolated.measure(cell).latency_ms
+        after = here.measure(cell).latency_ms
+        ratios.append(worker / ((before + after) / 2))
+print(json.dumps(ratios))
+"""
+
+
+@pytest.mark.xfail(reason="open: on an H200 the worker measured 0.97, 1.33, 1.67, 1.63, 1.63x its parent "
+                          "in five alternating rounds (BENCHMARKS.md)", strict=False)
+def test_isolated_worker_times_a_launch_bound_model_like_its_parent():
+    """Eager at batch 1 is paced by the thread that launches kernels: anything in the worker process
+    competing with it (threads waking, polling, priority) would make the worker slower than its parent.
+    Alternating keeps the host's slow drift out of the comparison. The parent is a plain Python process,
+    as a user's script is: measured inside the pytest process itself, eager forwards ran about 2x slower
+    than in the worker (ratios 0.49-0.59), a cost of the test process, not of the worker."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _ALTERNATE, CELL], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ratios = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert abs(statistics.median(ratios) - 1) <= 0.05, ratios
+
+
+def test_fast_settings_agree_with_the_default_and_a_plain_loop():
+    """Graphs captured without eager warm-up, one copy per model and shorter windows must not move the
+    timings: 24 cells by the fast path with 4 workers, by the default path, and by a plain replay loop."""
+    from nasutil import get_space
+    from nasutil.evaluator.reference import graph_replay_ms
+
+    space = get_space("nb201")
+    rng = np.random.default_rng(3)
+    cells = list(dict.fromkeys(space.sample(rng).to_string() for _ in range(24)))
+    default = GPU.with_(batch_size=256, counters=False)
+    with Evaluator(default.fast(), workers=4) as ev:
+        fast = list(ev.measure_many([Candidate("nb201", c) for c in cells]))
+    with Evaluator(default, workers=4) as ev:
+        slow = list(ev.measure_many([Candidate("nb201", c) for c in cells]))
+    assert all(m.ok for m in fast + slow)
+    assert statistics.median(abs(f.latency_ms / s.latency_ms - 1) for f, s in zip(fast, slow)) <= 0.01
+    with torch.inference_mode():
+        ratios = []
+        for m in fast[:6]:
+            model = space.build(space.parse(m.arch), num_classes=10).eval()
+            model = model.to("cuda", torch.float16, memory_format=torch.channels_last)
+            x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(
+                memory_format=torch.channels_last)
+            ratios.append(m.latency_ms / graph_replay_ms(model, x))
+    # A plain loop reads nb201 cells 2-10% slower than the evaluator, with the default settings as with
+    # these (median 4.4% over 40 cells, BENCHMARKS.md); the cause is not established.
+    assert abs(statistics.median(ratios) - 1) <= 0.06, ratios
+

@@ -28,20 +28,26 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 ACCURACY = ("cifar10_test_200ep", "cifar100_test_200ep", "imagenet16_120_test_200ep")
 THRESHOLD_QUANTILES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+FULL_PASS = "measured_all_b256.csv"  # every cell, one pass, `MeasureConfig.fast` settings
 
 
 # ---------------------------------------------------------------- measuring and predicting (needs nasutil)
 
-def measured_medians(path: Path, batch: int) -> tuple[dict[str, float], list[str], float]:
+def b256_files(results: Path) -> list[Path]:
+    """The batch-256 measurements: the sampled runs, and the pass over every cell where there is one."""
+    return [path for path in (results / "measured_b256.csv", results / FULL_PASS) if path.is_file()]
+
+
+def measured_medians(paths: list[Path], batch: int) -> tuple[dict[str, float], list[str], float]:
     """arch -> median latency (ms) at full clock, archs in measuring order, and the peak TFLOP/s used."""
     from nasutil.predictor.training_data import median_latencies, read_measurements
 
-    rows = read_measurements([path])
+    rows = read_measurements(paths)
     medians = median_latencies(rows).get(("nb201", "fp16", batch, "cudagraph"), {})
     order = list(dict.fromkeys(r["arch"] for r in rows if r["arch"] in medians))
     peaks = {float(r["peak_tflops"]) for r in rows if r.get("peak_tflops")}
     if len(peaks) != 1:
-        fail(f"error: expected one peak figure in {path}, found {sorted(peaks)}")
+        fail(f"error: expected one peak figure in {', '.join(map(str, paths))}, found {sorted(peaks)}")
     return medians, order, peaks.pop()
 
 
@@ -88,8 +94,8 @@ def build_cells(results: Path) -> list[dict]:
     table = accuracy_table()
     archs = sorted(table)
     batch = saturating_batch(results)
-    m256, _, peak = measured_medians(results / "measured_b256.csv", 256)
-    msat, sat_order, _ = measured_medians(results / "measured_saturated.csv", batch)
+    m256, _, peak = measured_medians(b256_files(results), 256)
+    msat, sat_order, _ = measured_medians([results / "measured_saturated.csv"], batch)
     flops, params = cell_costs(archs)
     p256, fitted_on = predicted_b256(archs)
     fit_cells = sat_order[: len(sat_order) // 2]
@@ -204,6 +210,8 @@ def summarize(results: Path, cells: dict[str, np.ndarray] | None = None) -> dict
     summary["throughput_gain_saturating_over_256"] = {"median": float(np.median(ratio)), "min": float(ratio.min()),
                                                      "max": float(ratio.max())}
     summary["repeat_runs_b256"] = repeatability(results / "measured_b256.csv")
+    if (results / FULL_PASS).is_file():
+        summary["full_pass_b256"] = full_pass(results)
     return summary
 
 
@@ -223,6 +231,35 @@ def repeatability(path: Path) -> dict[str, float]:
     pairs = np.array([abs(v[1] / v[0] - 1) for v in latencies.values() if len(v) >= 2])
     return {"cells": int(len(pairs)), "median": float(np.median(pairs)) if len(pairs) else float("nan"),
             "p95": float(np.quantile(pairs, 0.95)) if len(pairs) else float("nan")}
+
+
+def _ok_latencies(path: Path) -> dict[str, list[tuple[float, float]]]:
+    """arch -> [(latency ms, SM clock MHz)] of the successful rows, in file order."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["status"] == "ok":
+                out.setdefault(r["arch"], []).append((float(r["latency_ms"]), float(r["sm_clock_mhz"] or 0)))
+    return out
+
+
+def full_pass(results: Path) -> dict:
+    """The pass over every cell: its rate, and its latencies against the earlier runs' medians (cells
+    measured in both, every reading at a steady clock)."""
+    runs = json.loads((results / "all_b256_runs.json").read_text())
+    cells, seconds = sum(r["cells"] for r in runs), sum(r["seconds"] for r in runs)
+    new, old = _ok_latencies(results / FULL_PASS), _ok_latencies(results / "measured_b256.csv")
+    floor = 0.95 * max(c for rows in (*new.values(), *old.values()) for _, c in rows)
+    diffs = []
+    for arch, rows in old.items():
+        steady = [ms for ms, clock in rows if clock >= floor]
+        if arch in new and steady and new[arch][0][1] >= floor:
+            diffs.append(new[arch][0][0] / float(np.median(steady)) - 1)
+    diffs = np.abs(np.array(diffs))
+    return {"cells": cells, "seconds": seconds, "cells_per_s": cells / seconds, "runs": len(runs),
+            "failed": sum(r["failed"] for r in runs), "workers": runs[0]["workers"],
+            "against_earlier_runs": {"cells": int(len(diffs)), "median": float(np.median(diffs)),
+                                     "p90": float(np.quantile(diffs, 0.9)), "max": float(diffs.max())}}
 
 
 def headline(results: Path) -> dict[str, str]:
@@ -255,6 +292,11 @@ def headline(results: Path) -> dict[str, str]:
         "error_sat": f"MAPE {100 * esat['mape']:.1f}%, {100 * esat['within_10pct']:.1f}% within ±10%, "
                      f"worst {100 * esat['max']:.1f}% ({esat['cells']:,} cells)",
         "repeat": f"{100 * s['repeat_runs_b256']['median']:.2f}%",
+        "full_pass": f"{s['full_pass_b256']['cells']:,} cells in {s['full_pass_b256']['seconds'] / 60:.1f} minutes "
+                     f"({s['full_pass_b256']['cells_per_s']:.1f} cells/s, {s['full_pass_b256']['workers']} workers)",
+        "full_vs_earlier": f"{s['full_pass_b256']['against_earlier_runs']['cells']:,} cells measured in both differ by "
+                           f"a median of {100 * s['full_pass_b256']['against_earlier_runs']['median']:.2f}% "
+                           f"(90th percentile {100 * s['full_pass_b256']['against_earlier_runs']['p90']:.2f}%)",
         "spearman_256": f"{b256['spearman_util_accuracy']:.2f}",
         "pareto_256": f"{b256['pareto_cells']} Pareto-optimal cells",
         "safe_threshold_256": f"{100 * safe['threshold']:.2f}% utilization removes {100 * safe['removed']:.0f}% "

@@ -5,7 +5,10 @@ Stages, each optional:
   ops        an operator table at the saturating batch, for predicting the cells not measured -> profile_saturated.json
   b256       cells in a fixed random order at batch 256 until the stage's budget runs out -> measured_b256.csv
   saturated  the same at the saturating batch -> measured_saturated.csv
-The measuring stages append to their CSVs and skip cells already there, so every run extends the sample.
+  all        every cell at batch 256 in one pass with the fast settings (`MeasureConfig.fast`)
+             -> measured_all_b256.csv, its rate in all_b256_runs.json
+The measuring stages append to their CSVs and skip cells already there, so every run extends the sample
+(an interrupted `all` pass resumes where it stopped).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode
           "latency_cv", "throughput_per_s", "achieved_tflops", "peak_tflops", "utilization", "flops_per_image",
           "params", "sm_clock_mhz", "driver_version", "torch_version", "error")
 HEAVIEST = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"
-STAGES = ("sweep", "ops", "b256", "saturated")
+STAGES = ("sweep", "ops", "b256", "saturated", "all")
 
 
 def cell_order(seed: int) -> list[str]:
@@ -125,6 +128,39 @@ def measure_sample(cfg: DictConfig, path: Path, batch: int, order: list[str], bu
     log(f"[{label}] {len(measured_cells(path))} cells measured in all at batch {batch}")
 
 
+def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
+    """Every cell at batch 256 with the fast settings, in chunks appended as they finish; the rate of
+    each run (first cell started to last cell written, worker start-up excluded) goes to
+    all_b256_runs.json after every chunk, so an interrupted run still records its part."""
+    path = out / "measured_all_b256.csv"
+    runs_path = out / "all_b256_runs.json"
+    runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
+    done_before = measured_cells(path)
+    todo = [c for c in order if c not in done_before]
+    workers = int(cfg.workers)
+    config = base_config(cfg, int(cfg.batch_size)).fast()
+    run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
+           "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
+    runs.append(run)
+    with Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
+        evaluator.start()
+        started = time.perf_counter()
+        for at in range(0, len(todo), 256):
+            part = todo[at: at + 256]
+            results = list(evaluator.measure_many([Candidate("nb201", a) for a in part]))
+            write_rows(path, [m.to_row(FIELDS) for m in results], FIELDS, append=True)
+            elapsed = time.perf_counter() - started
+            run.update(cells=run["cells"] + len(results), seconds=round(elapsed, 1),
+                       cells_per_s=round((run["cells"] + len(results)) / elapsed, 2),
+                       failed=run["failed"] + sum(not m.ok for m in results),
+                       clock_retries=run["clock_retries"] + sum(m.timing.get("clock_retries", 0) for m in results),
+                       retimed_for_cv=run["retimed_for_cv"] + sum(bool(m.timing.get("remeasured")) for m in results))
+            runs_path.write_text(json.dumps(runs, indent=1))
+            log(f"[all] {run['cells']}/{len(todo)} cells in {elapsed:.0f} s ({run['cells_per_s']} cells/s, "
+                f"{run['failed']} failed)")
+    log(f"[all] {len(measured_cells(path))} cells measured in all")
+
+
 @hydra.main(config_path=".", config_name="nb201_study", version_base=None)
 def main(cfg: DictConfig) -> None:
     unknown = sorted(set(cfg.stages) - set(STAGES))
@@ -142,6 +178,8 @@ def main(cfg: DictConfig) -> None:
         batch = batch or saturating_batch(cfg, out)
         measure_sample(cfg, out / "measured_saturated.csv", batch, order, float(cfg.budget_s.saturated),
                        f"batch {batch}")
+    if "all" in cfg.stages:
+        measure_all(cfg, out, order)
 
 
 if __name__ == "__main__":

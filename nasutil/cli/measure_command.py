@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-classes", type=positive_int, default=None, help="default 10 (1000 for --model)")
     p.add_argument("--repeats", type=positive_int, default=7, help="timed windows, at least 2 (default 7)")
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
+    p.add_argument("--fast", action="store_true",
+                   help="settings for measuring a whole space: 5 windows of >= 2 ms, no counters, graphs captured "
+                        "without eager warm-up (BENCHMARKS.md: repeats within 0.2%% of the defaults)")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
@@ -63,11 +66,12 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_gpu = device.startswith("cuda")
     num_classes = args.num_classes or (DEFAULT_NUM_CLASSES if args.model else 10)
-    return MeasureConfig(
+    config = MeasureConfig(
         device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
         batch_size=args.batch_size or (256 if on_gpu else 8), mode=args.mode or ("cudagraph" if on_gpu else "eager"),
         channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
         repeats=args.repeats, counters=args.counters, per_layer=args.per_layer)
+    return config.fast().with_(per_layer=args.per_layer) if args.fast else config
 
 
 def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:

@@ -40,6 +40,9 @@ class MeasureConfig:
     counter_tolerance: float = 2.0  # percentage points within which two windows agree
     counter_max_ms: float = 4000.0  # counter windows stop here, converged or not
     per_layer: bool = False
+    # run the model eagerly twice before capturing its CUDA graph; False skips that in a worker that has
+    # captured before, where library handles and workspaces already exist (see `fast`)
+    eager_warm_up: bool = True
 
     def __post_init__(self) -> None:
         check_run_settings(self.dtype, self.mode, self.batch_size)
@@ -55,6 +58,14 @@ class MeasureConfig:
                                "and counter_tolerance >= 0")
         if self.input_size is not None and self.input_size < 1:
             raise NasutilError(f"input size must be positive, got {self.input_size}")
+
+    def fast(self) -> MeasureConfig:
+        """Settings for measuring a whole space: 5 windows of >= 2 ms after one warm-up, timed again with
+        longer windows where their CV exceeds 1%, no counters, and CUDA graphs captured without eager
+        warm-up runs once the worker has captured one. BENCHMARKS.md measures its rate and
+        repeatability against the defaults and a plain timing loop."""
+        return replace(self, warmup=1, repeats=5, min_window_ms=2.0, cv_threshold=0.01, counters=False,
+                       eager_warm_up=False)
 
     def with_(self, **changes) -> MeasureConfig:
         return replace(self, **changes)

@@ -9,7 +9,7 @@ import time
 import torch
 import torch.nn as nn
 
-from nasutil.counting import count_model
+from nasutil.counting import ModelCounts, count_model
 from nasutil.devices import cpu_name, datasheet_peak_tflops
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_counters
@@ -49,14 +49,30 @@ def _nvml(device: torch.device) -> NvmlDevice | None:
     return _nvml_cache[key]
 
 
+_captured_before = False  # this process has captured a graph: library handles and workspaces exist
+
+
+def _note_captured(mode: str) -> None:
+    global _captured_before
+    _captured_before = _captured_before or mode == "cudagraph"
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
 def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "model", arch: str = "",
                   arch_hash: str | None = None, input_size: int = 224, in_channels: int = 3,
-                  exclusive: contextlib.AbstractContextManager | None = None) -> Measurement:
+                  exclusive: contextlib.AbstractContextManager | None = None,
+                  counts: ModelCounts | None = None) -> Measurement:
     """Time `model` as `config` says. Raises torch.cuda.OutOfMemoryError and friends to the caller.
 
-    FLOPs are counted and the model is cast on the CPU before `exclusive` is entered; everything that
-    touches the device (copies, capture, warm-up, timing, counters, profiling) runs inside it, so that
-    several workers can prepare candidates while one of them has the device to itself.
+    FLOPs are counted (unless `counts` brings them from the space's op listing) and the model is cast
+    on the CPU before `exclusive` is entered; everything that touches the device (copies, capture,
+    warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
+    candidates while one of them has the device to itself. (Any device work from another process,
+    even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
+    1.5x too long with copies and captures left outside the turn.)
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
@@ -64,27 +80,28 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     model = model.eval()
     t0 = time.perf_counter()
-    with torch.inference_mode():
-        counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
+    if counts is None or config.per_layer:
+        with torch.inference_mode():
+            counts = count_model(model, input_size, in_channels, per_layer=config.per_layer)
     phases["count_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     model = model.to(dtype=dtype, memory_format=memory_format)
     phases["cast_s"] = time.perf_counter() - t0
 
     with exclusive or contextlib.nullcontext(), matmul_precision(config.dtype), torch.inference_mode():
-        # Copies and allocations count as device work too: another process's traffic makes the GPU
-        # switch contexts in the middle of a timed window.
         t0 = time.perf_counter()
         model = model.to(device)
-        phases["to_device_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
         x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
         x = x.contiguous(memory_format=memory_format)
-        run = prepare(model, x, config.mode)
+        phases["to_device_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        run = prepare(model, x, config.mode, warm_up=config.eager_warm_up or not _captured_before)
         phases["prepare_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         prefill = config.mode == "cudagraph"
+        nvml = _nvml(device)
+        clock_before = nvml.sm_clock_mhz() if nvml else None
         timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
                               min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
                               prefill=prefill)
@@ -95,17 +112,17 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
                                   min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window,
                                   prefill=prefill)
         phases["time_s"] = time.perf_counter() - t0
+        _note_captured(config.mode)
 
-        nvml = _nvml(device)
         counters = empty_counters()
         reading = None
-        sm_clock = nvml.sm_clock_mhz() if nvml else None
+        # the lower of the clocks before and after the windows: a dip at either end shows
+        sm_clock = _lower(clock_before, nvml.sm_clock_mhz() if nvml else None)
         if nvml is not None and config.counters:
             t0 = time.perf_counter()
             reading = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms,
                                        tolerance=config.counter_tolerance, max_ms=config.counter_max_ms)
             counters = reading.counters
-            sm_clock = nvml.sm_clock_mhz()
             phases["counters_s"] = time.perf_counter() - t0
             phases["counter_windows"] = reading.windows
 

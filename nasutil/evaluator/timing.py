@@ -58,13 +58,14 @@ def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, 
 
 def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
                  min_window_ms: float, max_iters: int, prefill: bool = False) -> Timing:
-    """Warm up, size windows to last >= min_window_ms, then time `repeats` windows.
+    """Warm up (`warmup` calls, the last one timed), size windows to last >= min_window_ms, then time
+    `repeats` windows.
 
     prefill=True queues the windows behind a short GPU sleep: right for CUDA-graph replay, whose
     enqueue cost is tiny, wrong for eager mode, whose launch overhead is part of what is measured."""
-    for _ in range(warmup):
+    for _ in range(warmup - 1):
         fn()
-    estimate = time_once_ms(fn, device)
+    estimate = time_once_ms(fn, device)  # the last warm-up call, timed to size the windows
     iters = int(min(max_iters, max(1, math.ceil(min_window_ms / max(estimate, 1e-3)))))
     windows: list[float] = []
     if device.type == "cuda":
@@ -72,7 +73,8 @@ def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int,
         if prefill and hasattr(torch.cuda, "_sleep"):
             # Keep the GPU busy while the CPU enqueues every window, so that a descheduled
             # CPU thread cannot open a gap inside a window (used where enqueueing is cheap).
-            torch.cuda._sleep(int(2e6 + 1e5 * repeats * iters))
+            # About 0.25 ms plus 25 us per call at full clock.
+            torch.cuda._sleep(int(5e5 + 5e4 * repeats * iters))
         for start, end in events:
             start.record()
             for _ in range(iters):

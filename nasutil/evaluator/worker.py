@@ -84,7 +84,8 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
         built = build(candidate, config.input_size, config.num_classes)
         build_s = time.perf_counter() - t0
         result = measure_model(built.model, config, space=built.space, arch=built.arch, arch_hash=built.arch_hash,
-                               input_size=built.input_size, in_channels=built.in_channels, exclusive=exclusive)
+                               input_size=built.input_size, in_channels=built.in_channels, exclusive=exclusive,
+                               counts=built.counts)
         result.timing["build_s"] = build_s
     except torch.cuda.OutOfMemoryError as exc:
         result = Measurement.failed(candidate.space, candidate.arch, config, f"out of memory: {_first_line(exc)}")
