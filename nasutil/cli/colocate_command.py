@@ -1,0 +1,132 @@
+"""`nasutil colocate`: run several candidates on one device at once and measure the group."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from nasutil.cli.args import non_negative_int, positive_float, positive_int, read_arch_file
+from nasutil.cli.output import console, human_count, print_json
+from nasutil.colocate import STRATEGIES, GroupMeasurement, check_strategy, measure_group, measure_group_isolated
+from nasutil.devices import DTYPES
+from nasutil.errors import NasutilError
+from nasutil.evaluator import Candidate, MeasureConfig
+
+MAX_SLO_BATCH = 1 << 16
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("colocate", help="run several candidates on one device at once and measure the group",
+                       description="Run the architectures (SPACE ARCH..., --sample N or --archs FILE) together by "
+                                   "a strategy and, in the same run, one after another (sequential); report the "
+                                   "group's latency, throughput, utilization and the speedup.")
+    p.add_argument("space", help="search space (NAME or NAME:OPTION)")
+    p.add_argument("archs", nargs="*", metavar="ARCH", help="architecture strings (quote them)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--sample", type=positive_int, metavar="N", help="N sampled architectures")
+    what.add_argument("--archs", dest="archs_file", type=Path, metavar="FILE",
+                      help="file with one architecture string per line")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
+    p.add_argument("--strategy", default="streams", help=f"{', '.join(STRATEGIES)} (default streams)")
+    p.add_argument("--no-fallback", dest="fallback", action="store_false",
+                   help="fail where the strategy does not apply, instead of running sequential")
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="per network; default 32 on cuda, 4 on cpu")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default fp16 on cuda, fp32 on cpu")
+    p.add_argument("--input-size", type=positive_int, default=None)
+    p.add_argument("--slo-ms", type=positive_float, default=None,
+                   help="find the largest batch (1, 2, 4, ...) whose group latency stays within this many ms")
+    p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
+    p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per group (default 600)")
+    p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
+    p.add_argument("--json", action="store_true", help="one JSON object per measured group")
+    p.set_defaults(handler=cmd_colocate)
+
+
+def _candidates(args: argparse.Namespace) -> list[Candidate]:
+    from nasutil.registry import get_space
+
+    space = get_space(args.space)
+    given = sum(bool(x) for x in (args.archs, args.sample, args.archs_file))
+    if given != 1:
+        raise NasutilError("give the architectures as ARCH..., --sample N or --archs FILE (one of them)")
+    if args.sample:
+        archs = [a.to_string() for a in space.sample_many(args.sample, args.seed)]
+    elif args.archs_file:
+        archs = read_arch_file(args.archs_file, space)
+    else:
+        for text in args.archs:
+            space.parse(text)
+        archs = args.archs
+    return [Candidate(args.space, a) for a in archs]
+
+
+def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureConfig:
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    on_gpu = device.startswith("cuda")
+    return MeasureConfig(device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
+                         batch_size=batch_size or args.batch_size or (32 if on_gpu else 4),
+                         mode="cudagraph" if on_gpu else "eager", input_size=args.input_size,
+                         counters=args.counters)
+
+
+def cmd_colocate(args: argparse.Namespace) -> int:
+    check_strategy(args.strategy)
+    if args.slo_ms is not None and args.batch_size:
+        raise NasutilError("--slo-ms chooses the batch sizes itself; drop --batch-size")
+    candidates = _candidates(args)
+    config = _config(args)
+
+    def measure(cfg: MeasureConfig) -> GroupMeasurement:
+        if args.in_process:
+            return measure_group(candidates, cfg, args.strategy, fallback=args.fallback)
+        return measure_group_isolated(candidates, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout)
+
+    if args.slo_ms is None:
+        results = [measure(config)]
+    else:
+        results, batch = [], 1
+        while batch <= MAX_SLO_BATCH:
+            result = measure(_config(args, batch))
+            results.append(result)
+            if not result.ok or result.latency_ms > args.slo_ms:
+                break
+            batch *= 2
+    for result in results:
+        if args.json:
+            print_json(result.to_dict())
+    if not args.json:
+        _print(results, args.slo_ms)
+    return 0 if any(r.ok for r in results) else 1
+
+
+def _print(results: list[GroupMeasurement], slo_ms: float | None) -> None:
+    out = console()
+    first = results[0]
+    table = Table("batch", "strategy", "group ms (cv)", "sequential ms", "speedup", "images/s", "TFLOP/s",
+                  "utilization", title=f"{len(first.archs)} {escape(first.space)} networks on "
+                                       f"{escape(first.device_name or first.device)}, {first.dtype}")
+    for r in results:
+        if not r.ok:
+            table.add_row(str(r.batch_size), r.requested, f"[red]failed: {escape(r.error or '')}[/]", "", "", "", "",
+                          "")
+            continue
+        table.add_row(str(r.batch_size), r.strategy, f"{r.latency_ms:.3f} ({100 * r.latency_cv:.1f}%)",
+                      f"{r.sequential_latency_ms:.3f}", f"{r.speedup:.2f}x", human_count(r.throughput_per_s),
+                      f"{r.achieved_tflops:.3g}", "-" if r.utilization is None else f"{100 * r.utilization:.2f}%")
+    out.print(table)
+    fell_back = next((r for r in results if r.ok and r.fallback_reason), None)
+    if fell_back:
+        out.print(f"{fell_back.requested} does not apply ({fell_back.fallback_reason}): ran sequential")
+    if slo_ms is not None:
+        within = [r for r in results if r.ok and r.latency_ms <= slo_ms]
+        out.print(f"largest batch within {slo_ms} ms: {within[-1].batch_size} per network "
+                  f"({human_count(within[-1].throughput_per_s)} images/s)" if within
+                  else f"no batch size keeps the group within {slo_ms} ms")

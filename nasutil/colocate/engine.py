@@ -1,0 +1,52 @@
+"""Run a group of networks on one device by a chosen strategy, falling back where it cannot apply."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from nasutil.colocate.strategies import STRATEGIES, Prepared, Runner
+from nasutil.errors import NasutilError
+
+
+@dataclass
+class CoLocated:
+    """A prepared group: `run()` runs every network once and returns their outputs in order. On a GPU the
+    outputs are the graph's static tensors, overwritten by the next run."""
+
+    strategy: str  # the strategy that runs the group
+    requested: str
+    fallback_reason: str | None  # why `requested` could not run it, where it fell back
+    prepared: Prepared
+
+    @property
+    def run(self) -> Runner:
+        return self.prepared.run
+
+
+def check_strategy(name: str) -> None:
+    if name not in STRATEGIES:
+        raise NasutilError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
+
+
+def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
+             *, fallback: bool = True) -> CoLocated:
+    """Prepare `models` (on the device, in eval mode) to run together on `inputs` (one tensor shared by all,
+    or one per model). A strategy that cannot apply falls back to `sequential`, saying why, or with
+    fallback=False raises that reason as a NasutilError."""
+    check_strategy(strategy)
+    if not models:
+        raise NasutilError("co-location needs at least one network")
+    inputs = [inputs] * len(models) if isinstance(inputs, torch.Tensor) else list(inputs)
+    if len(inputs) != len(models):
+        raise NasutilError(f"{len(models)} networks but {len(inputs)} inputs")
+    reason = STRATEGIES[strategy].why_not(models, inputs)
+    if reason is not None and not fallback:
+        raise NasutilError(f"strategy {strategy!r} does not apply: {reason}")
+    chosen = strategy if reason is None else "sequential"
+    with torch.inference_mode():
+        prepared = STRATEGIES[chosen].prepare(models, inputs)
+    return CoLocated(chosen, strategy, reason, prepared)

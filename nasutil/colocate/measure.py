@@ -1,0 +1,138 @@
+"""Measure a co-located group: its strategy against `sequential`, timed in the same process and run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from nasutil.colocate.engine import colocate
+from nasutil.evaluator import Candidate, MeasureConfig
+from nasutil.evaluator.candidate import build
+from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_counters
+from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
+from nasutil.evaluator.run_model import device_name, resolve_device
+from nasutil.evaluator.timing import time_windows
+
+
+@dataclass
+class GroupMeasurement:
+    """One group of networks run together, every network once per run, on one input batch each.
+    Absent figures are None (a failed group has only its settings and the error)."""
+
+    space: str
+    archs: list[str]
+    device: str
+    device_name: str
+    dtype: str
+    batch_size: int
+    requested: str
+    status: str = "ok"
+    error: str | None = None
+    strategy: str | None = None  # the strategy that ran
+    fallback_reason: str | None = None  # why `requested` did not, where it fell back
+    latency_ms: float | None = None  # one run of the whole group: every network's outputs are ready after it
+    latency_cv: float | None = None
+    sequential_latency_ms: float | None = None  # the same networks one after another, same process and run
+    speedup: float | None = None  # sequential_latency_ms / latency_ms
+    throughput_per_s: float | None = None  # images per second over the group (networks x batch / latency)
+    flops_per_image: list[int] = field(default_factory=list)  # each network's
+    achieved_tflops: float | None = None
+    peak_tflops: float | None = None
+    utilization: float | None = None
+    sm_clock_mhz: float | None = None
+    counters: dict[str, float | None] = field(default_factory=dict)
+    torch_version: str = torch.__version__
+    timestamp: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def failed(cls, candidates: list[Candidate], config: MeasureConfig, strategy: str, error: str) -> GroupMeasurement:
+        return cls(space=candidates[0].space if candidates else "", archs=[c.arch for c in candidates],
+                   device=config.device, device_name="", dtype=config.dtype, batch_size=config.batch_size,
+                   requested=strategy, status="failed", error=error)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GroupMeasurement:
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=False)
+
+
+def _timed(run, device: torch.device, config: MeasureConfig, graph: bool):
+    return time_windows(run, device, warmup=config.warmup, repeats=config.repeats, min_window_ms=config.min_window_ms,
+                        max_iters=config.max_iters_per_window, prefill=graph)
+
+
+def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
+                  fallback: bool = True) -> GroupMeasurement:
+    """Build the candidates, run them together by `strategy` and one after another by `sequential`,
+    alternating the two timings twice so that a drift of the clock shows in both, and report the group.
+    Every network gets its own input batch of `config.batch_size` (the group serves that many images per
+    network per run). `config.mode` is not used: on a GPU every strategy runs from CUDA graphs, on a CPU
+    eagerly. Raises NasutilError for a strategy that does not apply when fallback=False."""
+    device = resolve_device(config.device)
+    dtype = torch_dtype(config.dtype)
+    memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+    built = [build(c, config.input_size, config.num_classes) for c in candidates]
+    models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
+    inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)
+              .contiguous(memory_format=memory_format) for b in built]
+    flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]
+    with matmul_precision(config.dtype), torch.inference_mode():
+        together = colocate(models, inputs, strategy, fallback=fallback)
+        alone = colocate(models, inputs, "sequential")
+        graph = device.type == "cuda"
+        runs: dict[str, list[float]] = {"together": [], "alone": []}
+        for _ in range(2):
+            runs["together"] += _timed(together.run, device, config, graph).window_ms
+            runs["alone"] += _timed(alone.run, device, config, graph).window_ms
+        nvml = NvmlDevice.for_torch_device(device) if device.type == "cuda" else None
+        counters, clock = empty_counters(), None
+        if nvml is not None:
+            clock = nvml.sm_clock_mhz()
+            if config.counters:
+                latency = statistics.median(runs["together"])
+                counters = measure_counters(together.run, device, nvml, config.counter_window_ms, latency,
+                                            tolerance=config.counter_tolerance, max_ms=config.counter_max_ms).counters
+    latency = statistics.median(runs["together"])
+    sequential = statistics.median(runs["alone"])
+    name = device_name(device)
+    peak = _peak(device, name, config.dtype)
+    achieved = sum(flops) * config.batch_size / (latency * 1e-3) / 1e12
+    return GroupMeasurement(
+        space=candidates[0].space, archs=[b.arch for b in built], device=device.type, device_name=name,
+        dtype=config.dtype, batch_size=config.batch_size, strategy=together.strategy, requested=strategy,
+        fallback_reason=together.fallback_reason, latency_ms=latency,
+        latency_cv=statistics.pstdev(runs["together"]) / statistics.fmean(runs["together"]),
+        sequential_latency_ms=sequential, speedup=sequential / latency,
+        throughput_per_s=len(models) * config.batch_size / (latency * 1e-3), flops_per_image=flops,
+        achieved_tflops=achieved, peak_tflops=peak, utilization=achieved / peak if peak else None,
+        sm_clock_mhz=clock, counters=counters,
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+
+
+def _counted(built) -> int:
+    from nasutil.counting import count_model
+
+    return count_model(built.model, built.input_size, built.in_channels, per_layer=False).flops_per_image
+
+
+def _peak(device: torch.device, name: str, dtype: str) -> float | None:
+    from nasutil.devices import datasheet_peak_tflops
+    from nasutil.evaluator.peak import measured_peak_tflops
+
+    if device.type == "cuda":
+        return datasheet_peak_tflops(name, dtype) or measured_peak_tflops(str(device), dtype)
+    return measured_peak_tflops(str(device), dtype)

@@ -1,0 +1,171 @@
+"""Ways to run several networks on one device: each says whether it applies to a group, and prepares it.
+
+- sequential: one network after another (on a GPU, each from its own CUDA graph): time-only
+  multiplexing, the baseline every other strategy is measured against;
+- streams: every network on its own CUDA stream, all captured in one CUDA graph, so that their kernels
+  can run side by side (space-time multiplexing);
+- fused: shape-identical networks run as one, their weights stacked and the forward pass vectorised
+  with `torch.func.vmap` (horizontal fusion: one kernel per op for the whole group).
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+Runner = Callable[[], list[torch.Tensor]]
+
+
+@dataclass
+class Prepared:
+    """A group ready to run: `run()` runs every network once and returns their outputs, in order."""
+
+    run: Runner
+    keep: object = None  # what must outlive the runner (graphs, streams, stacked weights)
+
+
+class Strategy(ABC):
+    name: str
+
+    def why_not(self, models: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> str | None:
+        """Why this strategy cannot run this group, or None where it can."""
+        return None
+
+    @abstractmethod
+    def prepare(self, models: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> Prepared:
+        """Called under `torch.inference_mode()`, with models and inputs on the device."""
+
+
+def _on_cuda(inputs: Sequence[torch.Tensor]) -> bool:
+    return all(x.device.type == "cuda" for x in inputs)
+
+
+def _warm_up(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> None:
+    """Run each network twice on a side stream, as CUDA-graph capture requires."""
+    side = torch.cuda.Stream(device=inputs[0].device)
+    side.wait_stream(torch.cuda.current_stream(inputs[0].device))
+    with torch.cuda.stream(side):
+        for model, x in zip(models, inputs):
+            for _ in range(2):
+                model(x)
+    torch.cuda.current_stream(inputs[0].device).wait_stream(side)
+
+
+class Sequential(Strategy):
+    name = "sequential"
+
+    def prepare(self, models, inputs):
+        if not _on_cuda(inputs):
+            return Prepared(lambda: [model(x) for model, x in zip(models, inputs)])
+        _warm_up(models, inputs)
+        graphs, outputs = [], []
+        for model, x in zip(models, inputs):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                outputs.append(model(x))
+            graphs.append(graph)
+        torch.cuda.synchronize(inputs[0].device)
+
+        def run() -> list[torch.Tensor]:
+            for graph in graphs:
+                graph.replay()
+            return outputs
+
+        return Prepared(run, graphs)
+
+
+class Streams(Strategy):
+    name = "streams"
+
+    def why_not(self, models, inputs):
+        return None if _on_cuda(inputs) else "streams needs a CUDA device"
+
+    def prepare(self, models, inputs):
+        device = inputs[0].device
+        _warm_up(models, inputs)
+        streams = [torch.cuda.Stream(device=device) for _ in models]
+        graph, outputs = torch.cuda.CUDAGraph(), []
+        with torch.cuda.graph(graph):
+            main = torch.cuda.current_stream(device)
+            for stream, model, x in zip(streams, models, inputs):
+                stream.wait_stream(main)  # fork: each network on its own stream inside the one graph
+                with torch.cuda.stream(stream):
+                    outputs.append(model(x))
+            for stream in streams:
+                main.wait_stream(stream)  # join before the capture ends
+        torch.cuda.synchronize(device)
+
+        def run() -> list[torch.Tensor]:
+            graph.replay()
+            return outputs
+
+        return Prepared(run, (graph, streams))
+
+
+def structure(model: nn.Module) -> tuple:
+    """What must be equal for two networks to run as one: module types in order, and every
+    parameter's and buffer's name, shape and dtype."""
+    return (tuple(type(m).__name__ for m in model.modules()),
+            tuple((n, tuple(t.shape), t.dtype) for n, t in model.named_parameters()),
+            tuple((n, tuple(t.shape), t.dtype) for n, t in model.named_buffers()))
+
+
+class Fused(Strategy):
+    name = "fused"
+
+    def why_not(self, models, inputs):
+        if len({structure(m) for m in models}) > 1:
+            return "fused needs shape-identical candidates (same modules, weight shapes and dtypes)"
+        if len({(tuple(x.shape), x.dtype) for x in inputs}) > 1:
+            return "fused needs inputs of one shape and dtype"
+        if any(m.training for m in models):
+            return "fused runs networks in eval mode only"
+        return None
+
+    def prepare(self, models, inputs):
+        from torch.func import functional_call, stack_module_state
+
+        params, buffers = stack_module_state(list(models))
+        template = copy.deepcopy(models[0]).to("meta")
+        shared = all(x is inputs[0] for x in inputs)
+        batch = inputs[0] if shared else torch.stack(list(inputs))
+
+        def one(p, b, x):
+            return functional_call(template, (p, b), (x,))
+
+        vectorised = torch.vmap(one, in_dims=(0, 0, None if shared else 0))
+
+        def eager() -> list[torch.Tensor]:
+            return list(vectorised(params, buffers, batch).unbind(0))
+
+        if not _on_cuda(inputs):
+            return Prepared(eager, (params, buffers, template))
+        side = torch.cuda.Stream(device=batch.device)
+        side.wait_stream(torch.cuda.current_stream(batch.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                eager()
+        torch.cuda.current_stream(batch.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = eager()
+        torch.cuda.synchronize(batch.device)
+
+        def run() -> list[torch.Tensor]:
+            graph.replay()
+            return outputs
+
+        return Prepared(run, (graph, params, buffers, template))
+
+
+STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Sequential(), Streams(), Fused())}
+
+
+def register_strategy(strategy: Strategy) -> None:
+    """Make `strategy` available by its name to `colocate` and `nasutil colocate --strategy`."""
+    STRATEGIES[strategy.name] = strategy

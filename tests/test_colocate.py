@@ -1,0 +1,124 @@
+"""Co-location on the CPU: strategies agree with running the networks one after another, fall back with
+a reason where they cannot apply, and the `nasutil colocate` command reports the group."""
+
+import json
+
+import pytest
+import torch
+
+from nasutil import get_space
+from nasutil.colocate import colocate, measure_group
+from nasutil.errors import NasutilError
+from nasutil.evaluator import Candidate, MeasureConfig
+
+CELL = "|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+CPU = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False, repeats=2,
+                    min_window_ms=1.0, warmup=1)
+
+
+def _nb201(archs, seed=0):
+    space = get_space("nb201")
+    models = []
+    for i, arch in enumerate(archs):
+        torch.manual_seed(seed + i)
+        model = space.build(space.parse(arch), num_classes=10).eval()
+        with torch.no_grad():  # distinct BatchNorm statistics, so that a mix-up of weights shows
+            for m in model.modules():
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.running_mean.normal_()
+                    m.running_var.uniform_(0.5, 2.0)
+        models.append(model)
+    return models
+
+
+def _alone(models, x):
+    with torch.inference_mode():
+        return [m(x) for m in models]
+
+
+def test_fused_equals_sequential_for_shape_identical_networks():
+    models = _nb201([CELL] * 4)
+    x = torch.randn(3, 3, 32, 32)
+    group = colocate(models, x, "fused")
+    assert group.strategy == "fused" and group.fallback_reason is None
+    with torch.inference_mode():
+        outputs = group.run()
+    for out, ref in zip(outputs, _alone(models, x)):
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    assert not torch.allclose(outputs[0], outputs[1])  # four different networks, not one
+
+
+def test_fused_takes_one_input_per_network():
+    models = _nb201([CELL] * 3)
+    xs = [torch.randn(2, 3, 32, 32) for _ in models]
+    with torch.inference_mode():
+        outputs = colocate(models, xs, "fused").run()
+        for out, model, x in zip(outputs, models, xs):
+            torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_strategies_that_do_not_apply_say_why_and_fall_back():
+    space = get_space("nb201")
+    archs = [a.to_string() for a in space.sample_many(3, seed=1)]
+    models = _nb201(archs)
+    x = torch.randn(2, 3, 32, 32)
+    for strategy, reason in (("fused", "shape-identical"), ("streams", "CUDA")):
+        group = colocate(models, x, strategy)
+        assert group.strategy == "sequential" and reason in group.fallback_reason
+        with torch.inference_mode():
+            for out, ref in zip(group.run(), _alone(models, x)):
+                torch.testing.assert_close(out, ref)
+        with pytest.raises(NasutilError, match=reason):
+            colocate(models, x, strategy, fallback=False)
+
+
+def test_bad_groups_are_user_errors():
+    models = _nb201([CELL])
+    with pytest.raises(NasutilError, match="unknown strategy"):
+        colocate(models, torch.randn(1, 3, 32, 32), "magic")
+    with pytest.raises(NasutilError, match="inputs"):
+        colocate(models, [torch.randn(1, 3, 32, 32)] * 2, "sequential")
+    with pytest.raises(NasutilError, match="at least one"):
+        colocate([], torch.randn(1, 3, 32, 32))
+
+
+def test_measure_group_reports_the_group_against_sequential():
+    cands = [Candidate("nb201", CELL)] * 3
+    m = measure_group(cands, CPU, "fused")
+    assert m.ok and m.strategy == "fused" and m.requested == "fused"
+    assert m.latency_ms > 0 and m.sequential_latency_ms > 0
+    assert m.speedup == pytest.approx(m.sequential_latency_ms / m.latency_ms)
+    assert m.throughput_per_s == pytest.approx(3 * 2 / (m.latency_ms * 1e-3))
+    assert len(m.flops_per_image) == 3 and len(set(m.flops_per_image)) == 1
+    assert m.achieved_tflops == pytest.approx(sum(m.flops_per_image) * 2 / (m.latency_ms * 1e-3) / 1e12)
+    assert json.loads(m.to_json())["archs"] == [CELL] * 3
+
+
+def test_cli_colocate_json(cli):
+    r = cli("colocate", "nb201", "--sample", "3", "--device", "cpu", "--batch-size", "2", "--strategy", "fused",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout.splitlines()[0])
+    assert row["status"] == "ok" and row["strategy"] == "sequential" and "shape-identical" in row["fallback_reason"]
+    assert len(row["archs"]) == 3 and row["speedup"] > 0
+
+
+def test_cli_colocate_table_in_process(cli):
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--batch-size", "1", "--strategy", "fused",
+            "--in-process", "--no-counters")
+    assert r.returncode == 0, r.stderr
+    assert "fused" in r.stdout and "speedup" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("nb201", "--sample", "2", "--strategy", "magic"), "unknown strategy"),
+    (("nb201",), "ARCH..., --sample N or --archs FILE"),
+    (("nb201", "not-a-cell"), "error"),
+    (("nb201", "--sample", "2", "--slo-ms", "5", "--batch-size", "4"), "--slo-ms"),
+    (("nb201", "--sample", "2", "--strategy", "fused", "--no-fallback", "--device", "cpu"), "shape-identical"),
+    (("nb201", "--sample", "0"), "error"),
+])
+def test_cli_colocate_bad_input(cli, args, message):
+    r = cli("colocate", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
