@@ -45,9 +45,17 @@ def test_cells_table_covers_the_space_and_agrees_with_the_measurements(analyze):
         # where a cell was measured, its throughput comes from the measurement, not the prediction
         expected = b / (cells[f"measured_ms_b{b}"][measured] * 1e-3)
         assert np.allclose(cells[f"throughput_b{b}"][measured], expected, rtol=1e-4)
-    with (RESULTS / "measured_b256.csv").open(newline="") as fh:
-        raw = {r["arch"] for r in csv.DictReader(fh) if r["status"] == "ok"}
+    raw = set()
+    for path in analyze.b256_files(RESULTS):
+        with path.open(newline="") as fh:
+            raw |= {r["arch"] for r in csv.DictReader(fh) if r["status"] == "ok"}
     assert int((~np.isnan(cells["measured_ms_b256"])).sum()) <= len(raw)
+
+
+def test_the_full_pass_covers_every_cell_once(analyze):
+    with (RESULTS / analyze.FULL_PASS).open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "ok"]
+    assert len(rows) == len({r["arch"] for r in rows}) == 15_625
 
 
 def test_front_mask_on_a_known_front(analyze):
