@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import importlib.resources
+from pathlib import Path
 
 import optuna
 import pytest
@@ -93,7 +94,10 @@ def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
 
 @pytest.mark.parametrize("dataset, expected", [("cifar10", "cifar-10-batches-bin"), ("mnist", "MNIST"),
                                                ("fashion_mnist", "FashionMNIST")])
-def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected):
+def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected, monkeypatch):
+    from nasutil.search.trainers import datasets
+
+    monkeypatch.setattr(datasets, "SYSTEM_IDX", {"fashion_mnist": tmp_path / "no-system-copy"})
     trainer = shipped("trainer", "torch", dataset=dataset, data_dir=str(tmp_path))
     with pytest.raises(NasutilError, match=f"dataset {dataset} not found.*{expected}.*never downloads"):
         trainer.check("nb201")
@@ -109,3 +113,39 @@ def test_pickled_cifar_is_refused_with_a_hint(tmp_path):
 def test_unknown_trainer_option_is_named():
     with pytest.raises(NasutilError, match="takes no option epochz"):
         shipped("trainer", "torch", epochz=3)
+
+
+def _write_idx(path, values, shape):
+    import gzip
+    import struct
+
+    data = bytes([0, 0, 8, len(shape)]) + b"".join(struct.pack(">i", n) for n in shape) + bytes(values)
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+
+
+def test_idx_files_plain_or_gzipped_and_malformed(tmp_path):
+    from nasutil.search.trainers import datasets
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    _write_idx(raw / "train-images-idx3-ubyte.gz", range(2 * 4 * 4), (2, 4, 4))
+    _write_idx(raw / "train-labels-idx1-ubyte", [3, 7], (2,))
+    _write_idx(raw / "t10k-images-idx3-ubyte", [1] * 16, (1, 4, 4))
+    _write_idx(raw / "t10k-labels-idx1-ubyte.gz", [5], (1,))
+    data = datasets.load("mnist", tmp_path)
+    assert tuple(data.train_x.shape) == (2, 1, 4, 4) and data.train_y.tolist() == [3, 7]
+    assert int(data.train_x[1, 0, 0, 0]) == 16 and data.test_y.tolist() == [5]
+    (raw / "t10k-labels-idx1-ubyte.gz").unlink()
+    _write_idx(raw / "t10k-labels-idx1-ubyte", [5, 6], (3,))  # says 3 labels, holds 2
+    with pytest.raises(NasutilError, match="holds 2 values"):
+        datasets.load("mnist", tmp_path)
+
+
+@pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
+                    reason="needs Debian's dataset-fashion-mnist package")
+def test_fashion_mnist_is_found_where_the_system_package_put_it(tmp_path):
+    from nasutil.search.trainers import datasets
+
+    data = datasets.load("fashion_mnist", tmp_path)  # nothing in the data folder
+    assert tuple(data.train_x.shape) == (60000, 1, 28, 28) and tuple(data.test_x.shape) == (10000, 1, 28, 28)
+    assert data.train_y[:10].tolist() == [9, 0, 0, 3, 0, 2, 7, 2, 5, 5]  # the published first labels

@@ -3,7 +3,8 @@
 A NAS candidate uses a few percent of a modern GPU; run one at a time, the rest sits idle. `colocate`
 prepares a group of networks to run together by a strategy (`sequential`, `streams`, `fused`: see
 `nasutil.colocate.strategies`); a strategy that cannot apply to a group says why and falls back to
-`sequential`. `measure_group` times a group against `sequential` in the same run.
+`sequential`. `measure_group` times a group against `sequential` in the same run. `Population` trains
+candidates together, each from its own thread (a search's trials).
 
     from nasutil.colocate import colocate
     group = colocate(models, batch, "streams")   # models and batch on the GPU, models in eval mode
@@ -13,7 +14,8 @@ prepares a group of networks to run together by a strategy (`sequential`, `strea
 from nasutil.colocate.engine import CoLocated, check_strategy, colocate
 from nasutil.colocate.isolated import measure_group_isolated
 from nasutil.colocate.measure import GroupMeasurement, measure_group
+from nasutil.colocate.population import Member, Population
 from nasutil.colocate.strategies import STRATEGIES, Strategy, register_strategy
 
-__all__ = ["CoLocated", "GroupMeasurement", "STRATEGIES", "Strategy", "check_strategy", "colocate", "measure_group",
-           "measure_group_isolated", "register_strategy"]
+__all__ = ["CoLocated", "GroupMeasurement", "Member", "Population", "STRATEGIES", "Strategy", "check_strategy",
+           "colocate", "measure_group", "measure_group_isolated", "register_strategy"]

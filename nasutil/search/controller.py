@@ -134,12 +134,14 @@ class Search:
 
     def __init__(self, study: optuna.Study, space_spec: str, predictor: Predictor, target: PredictTarget,
                  policy: PrunePolicy, trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
-                 pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto") -> None:
+                 pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto", worker: int = 0,
+                 device: str | None = None) -> None:
         from nasutil.registry import get_space
 
         self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
         self.predictor, self.target, self.policy, self.trainer = predictor, target, policy, trainer
         self.objectives, self.measurer = objectives, measurer
+        self.worker, self.device = worker, device  # recorded on every trial this process runs
         self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False), f"{study.study_name}-early-stopping")
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
         self._budget: int | None = None  # n_trials of the run under way
@@ -149,7 +151,7 @@ class Search:
     # -- one trial -------------------------------------------------------------------------------
 
     def objective(self, trial: optuna.Trial) -> list[float]:
-        record: TrialRecord = {}
+        record: TrialRecord = {"worker": self.worker, "device": self.device}
         try:
             trials = self.study.get_trials(deepcopy=False)  # one read of the storage per trial
             self._claim(trial, trials)
@@ -316,8 +318,10 @@ class Search:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             # Each failure spends an attempt; allow as many failed attempts as the budget itself.
+            # A trainer that trains several candidates at once gets that many trials at once, one per thread.
             self.study.optimize(self.objective, n_trials=2 * remaining, timeout=timeout_s, catch=(Exception,),
-                                callbacks=[after], gc_after_trial=False, show_progress_bar=False)
+                                callbacks=[after], gc_after_trial=False, show_progress_bar=False,
+                                n_jobs=max(1, int(getattr(self.trainer, "population", 1))))
         finally:
             self._budget = None
         if not succeeded and len(streak) >= max_failures_in_a_row:

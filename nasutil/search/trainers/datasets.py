@@ -1,8 +1,9 @@
 """Image datasets for real training, read from local files only (nothing is downloaded).
 
 - `digits`: scikit-learn's bundled 8x8 handwritten digits (1,797 images), always available.
-- `mnist`, `fashion_mnist`: the IDX files torchvision's datasets use, read with torchvision's own
-  IDX readers from `DATA_DIR/MNIST/raw/` and `DATA_DIR/FashionMNIST/raw/`.
+- `mnist`, `fashion_mnist`: the IDX files torchvision's datasets use, from `DATA_DIR/MNIST/raw/` and
+  `DATA_DIR/FashionMNIST/raw/` (plain or gzipped). Where DATA_DIR has no Fashion-MNIST, the files that
+  Debian's `dataset-fashion-mnist` package installs (`/usr/share/datasets/fashion-mnist/`) are used.
 - `cifar10`: the binary version (`DATA_DIR/cifar-10-batches-bin/`, as distributed by its authors).
   torchvision's CIFAR-10 class reads the Python version, which is pickled; nasutil never unpickles
   user files, so it reads the binary records (1 label byte + 3,072 pixel bytes) with numpy instead.
@@ -63,19 +64,50 @@ _IDX = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST"}
 _IDX_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
-def _idx(name: str, data_dir: Path) -> ImageData:
-    raw = data_dir / _IDX[name] / "raw"
-    missing = [f for f in _IDX_FILES if not (raw / f).is_file()]
-    if missing:
-        raise NasutilError(f"dataset {name} not found: expected the uncompressed IDX files {', '.join(_IDX_FILES)} in "
-                           f"{str(raw)!r} (nasutil never downloads; set trainer.data_dir or NASUTIL_DATA_DIR)")
-    from torchvision.datasets.mnist import read_image_file, read_label_file
+#: where a system package puts a dataset's IDX files, gzipped, when the data folder has none
+SYSTEM_IDX = {"fashion_mnist": Path("/usr/share/datasets/fashion-mnist")}
 
-    try:
-        train_x, train_y = read_image_file(str(raw / _IDX_FILES[0])), read_label_file(str(raw / _IDX_FILES[1]))
-        test_x, test_y = read_image_file(str(raw / _IDX_FILES[2])), read_label_file(str(raw / _IDX_FILES[3]))
-    except (AssertionError, RuntimeError, ValueError, OSError) as exc:
-        raise NasutilError(f"dataset {name} in {str(raw)!r} is malformed: {exc}") from None
+
+def _idx_folder(name: str, data_dir: Path) -> Path:
+    """The first folder holding all four files, plain or gzipped: the data folder, then the system one."""
+    folders = [data_dir / _IDX[name] / "raw"] + ([SYSTEM_IDX[name]] if name in SYSTEM_IDX else [])
+    for folder in folders:
+        if all(_idx_file(folder, f) is not None for f in _IDX_FILES):
+            return folder
+    raise NasutilError(f"dataset {name} not found: expected the IDX files {', '.join(_IDX_FILES)} (plain or .gz) in "
+                       f"{str(folders[0])!r}" + (f" or {str(folders[1])!r} (apt-get install dataset-fashion-mnist)"
+                                                 if len(folders) > 1 else "")
+                       + " (nasutil never downloads; set trainer.data_dir or NASUTIL_DATA_DIR)")
+
+
+def _idx_file(folder: Path, stem: str) -> Path | None:
+    for path in (folder / stem, folder / f"{stem}.gz"):
+        if path.is_file():
+            return path
+    return None
+
+
+def read_idx(path: Path) -> torch.Tensor:
+    """An IDX file of unsigned bytes (magic 0x0000 08 NDIM, then NDIM big-endian sizes, then the data),
+    plain or gzipped."""
+    import gzip
+
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    if len(raw) < 4 or raw[:3] != b"\x00\x00\x08" or not 1 <= raw[3] <= 4:
+        raise NasutilError(f"{path} is not an IDX file of unsigned bytes")
+    ndim = raw[3]
+    shape = tuple(int(v) for v in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(shape)):
+        raise NasutilError(f"{path} holds {data.size} values for a shape of {shape}")
+    return torch.from_numpy(data.reshape(shape).copy())
+
+
+def _idx(name: str, data_dir: Path) -> ImageData:
+    folder = _idx_folder(name, data_dir)
+    train_x, train_y, test_x, test_y = (read_idx(_idx_file(folder, f)) for f in _IDX_FILES)
+    if train_x.ndim != 3 or test_x.ndim != 3 or len(train_x) != len(train_y) or len(test_x) != len(test_y):
+        raise NasutilError(f"dataset {name} in {str(folder)!r} is malformed: images and labels do not match")
     return ImageData(name, train_x.unsqueeze(1), train_y.long(), test_x.unsqueeze(1), test_y.long(), 10)
 
 

@@ -3,17 +3,25 @@
 The training set is split into train and validation parts (fixed seed); validation accuracy after
 each epoch is reported (so Optuna pruners can stop training early) and the last one is the
 objective. Test accuracy is recorded beside it, never used to choose.
+
+With `population=P` the search runs up to P trials at once and their candidates train together
+(`nasutil.colocate.Population`): each takes one step per round, and each computes what it would
+alone, from the same seed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from nasutil.colocate import Member, Population
 from nasutil.errors import NasutilError
 from nasutil.search.trainers import datasets
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
@@ -26,7 +34,8 @@ class TorchTrainer(Trainer):
     def __init__(self, dataset: str = "digits", data_dir: str = "data", epochs: int = 3, batch_size: int = 128,
                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4, valid_fraction: float = 0.1,
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
-                 max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0) -> None:
+                 max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
+                 population: int = 1) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         if epochs < 1 or batch_size < 1 or lr <= 0:
@@ -35,6 +44,8 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"trainer.valid_fraction must be in (0, 1), got {valid_fraction}")
         if max_batches_per_epoch is not None and max_batches_per_epoch < 1:
             raise NasutilError("trainer.max_batches_per_epoch must be >= 1 or null")
+        if not isinstance(population, int) or population < 1:
+            raise NasutilError(f"trainer.population must be a whole number >= 1, got {population!r}")
         self.dataset, self.data_dir, self.epochs, self.batch_size = dataset, str(data_dir), int(epochs), int(batch_size)
         self.lr, self.momentum, self.weight_decay = float(lr), float(momentum), float(weight_decay)
         self.valid_fraction, self.channels_last, self.seed = float(valid_fraction), bool(channels_last), int(seed)
@@ -48,7 +59,10 @@ class TorchTrainer(Trainer):
         else:
             raise NasutilError(f"trainer.amp must be auto, true or false, got {amp!r}")
         self.max_step = self.epochs
+        self.population = population  # trials the search runs at once
+        self._population = Population(population) if population > 1 else None
         self._data: dict | None = None
+        self._loading = threading.Lock()
 
     @staticmethod
     def _device(spec: str) -> torch.device:
@@ -66,7 +80,12 @@ class TorchTrainer(Trainer):
         self._load()
 
     def _load(self) -> dict:
-        """Tensors on the training device, normalised with the train split's statistics."""
+        """Tensors on the training device, normalised with the train split's statistics (loaded once,
+        whichever trial's thread asks first)."""
+        with self._loading:
+            return self._load_once()
+
+    def _load_once(self) -> dict:
         if self._data is None:
             data = datasets.load(self.dataset, Path(self.data_dir).expanduser())
             scale = 255.0 if data.train_x.dtype == torch.uint8 else 1.0
@@ -110,51 +129,104 @@ class TorchTrainer(Trainer):
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         data = self._load()
-        threads = torch.get_num_threads()
-        if self.threads:
-            torch.set_num_threads(int(self.threads))
-        try:
-            return self._train(space, arch_text, reporter, trial_number, data)
-        finally:
-            torch.set_num_threads(threads)
-
-    def _train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int,
-               data: dict) -> TrainResult:
-        torch.manual_seed(self.seed * 100_003 + trial_number)
-        model = space.build(space.parse(arch_text), num_classes=data["num_classes"], input_size=data["input_size"])
-        model = model.to(self.device)
-        if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        train_x, train_y = data["train"]
-        batches = math.ceil(len(train_y) / self.batch_size)
-        if self.max_batches:
-            batches = min(batches, self.max_batches)
-        optimizer = torch.optim.SGD(model.parameters(), lr=self.lr, momentum=self.momentum, nesterov=True,
-                                    weight_decay=self.weight_decay)
-        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.epochs * batches)
-        scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp and self.device.type == "cuda")
-        generator = torch.Generator(device="cpu").manual_seed(self.seed * 100_003 + trial_number)
-        in_channels = space.in_channels
-        valid_acc = 0.0
-        for epoch in range(1, self.epochs + 1):
-            model.train()
-            order = torch.randperm(len(train_y), generator=generator).to(self.device)
-            for b in range(batches):
-                idx = order[b * self.batch_size:(b + 1) * self.batch_size]
-                with torch.autocast(self.device.type, enabled=self.amp, dtype=self._amp_dtype):
-                    loss = F.cross_entropy(model(self._inputs(train_x[idx], in_channels)), train_y[idx])
-                if not torch.isfinite(loss):
-                    raise NasutilError(f"training diverged (loss {float(loss)}) at epoch {epoch}")
-                optimizer.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-                schedule.step()
-            valid_acc = self._accuracy(model, data["valid"], in_channels)
-            reporter.report(epoch, valid_acc)
-        test_acc = self._accuracy(model, data["test"], in_channels)
-        return TrainResult(valid_acc, float(self.epochs), {"valid_accuracy": valid_acc, "test_accuracy": test_acc})
+        with _SEEDING:  # the global RNG seeds the weights: one thread at a time
+            torch.manual_seed(self.seed * 100_003 + trial_number)
+            model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
+                                input_size=data["input_size"])
+        run = _Run(self, model, space.in_channels, reporter, trial_number, data)
+        with _threads(self.threads):
+            if self._population is None:
+                while not run.finished:
+                    run.step()
+            else:
+                self._population.run(Member(run.step, run.total_steps))
+        return run.result()
 
     def describe(self) -> str:
         amp = ", AMP" if self.amp else ""
-        return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}"
+        together = f", {self.population} candidates at once" if self.population > 1 else ""
+        return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
+
+
+_SEEDING = threading.Lock()
+_THREADS = threading.Lock()
+_threads_users = 0
+_threads_before = 0
+
+
+@contextlib.contextmanager
+def _threads(count: int | None) -> Iterator[None]:
+    """torch's CPU threads set to `count` while any trial trains, put back when the last one ends (trials
+    of a population run in threads of one process, and the setting is global)."""
+    global _threads_users, _threads_before
+    if not count:
+        yield
+        return
+    with _THREADS:
+        if _threads_users == 0:
+            _threads_before = torch.get_num_threads()
+            torch.set_num_threads(int(count))
+        _threads_users += 1
+    try:
+        yield
+    finally:
+        with _THREADS:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_before)
+
+
+class _Run:
+    """One candidate's training, one step at a time: what `train` loops over alone and what a population
+    steps among others. Everything it touches is its own (network, optimizer, schedule, scaler, data order)."""
+
+    def __init__(self, trainer: TorchTrainer, model: nn.Module, in_channels: int, reporter: Reporter,
+                 trial_number: int, data: dict) -> None:
+        t = trainer
+        self.trainer, self.reporter, self.data, self.in_channels = t, reporter, data, in_channels
+        model = model.to(t.device)
+        self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
+        self.train_x, self.train_y = data["train"]
+        self.batches = math.ceil(len(self.train_y) / t.batch_size)
+        if t.max_batches:
+            self.batches = min(self.batches, t.max_batches)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=t.lr, momentum=t.momentum, nesterov=True,
+                                         weight_decay=t.weight_decay)
+        self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=t.epochs * self.batches)
+        self.scaler = torch.amp.GradScaler(t.device.type, enabled=t.amp and t.device.type == "cuda")
+        self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
+        self.total_steps = t.epochs * self.batches
+        self.taken = 0
+        self.order: torch.Tensor | None = None
+        self.valid_acc = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.taken >= self.total_steps
+
+    def step(self) -> None:
+        """One batch; after an epoch's last batch, validation accuracy goes to the reporter (which raises
+        StoppedEarly when the study's pruner stops this candidate)."""
+        t, epoch, b = self.trainer, self.taken // self.batches + 1, self.taken % self.batches
+        if b == 0:
+            self.model.train()
+            self.order = torch.randperm(len(self.train_y), generator=self.generator).to(t.device)
+        idx = self.order[b * t.batch_size:(b + 1) * t.batch_size]
+        with torch.autocast(t.device.type, enabled=t.amp, dtype=t._amp_dtype):
+            loss = F.cross_entropy(self.model(t._inputs(self.train_x[idx], self.in_channels)), self.train_y[idx])
+        if not torch.isfinite(loss):
+            raise NasutilError(f"training diverged (loss {float(loss)}) at epoch {epoch}")
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.schedule.step()
+        self.taken += 1
+        if b == self.batches - 1:
+            self.valid_acc = t._accuracy(self.model, self.data["valid"], self.in_channels)
+            self.reporter.report(epoch, self.valid_acc)
+
+    def result(self) -> TrainResult:
+        test_acc = self.trainer._accuracy(self.model, self.data["test"], self.in_channels)
+        return TrainResult(self.valid_acc, float(self.trainer.epochs),
+                           {"valid_accuracy": self.valid_acc, "test_accuracy": test_acc})

@@ -1,0 +1,173 @@
+"""Co-training on the CPU: a candidate trained in a population computes exactly what it computes alone,
+a stopped candidate leaves and frees its place, and a search trains a population of trials at once."""
+
+from __future__ import annotations
+
+import threading
+
+import optuna
+import pytest
+
+from nasutil.colocate import Member, Population
+from nasutil.errors import NasutilError
+from nasutil.registry import get_space
+from nasutil.search.config import shipped
+from nasutil.search.controller import StoppedEarly
+
+ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
+         "|nor_conv_1x1~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_3x3~1|nor_conv_1x1~2|",
+         "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_1x1~1|+|nor_conv_3x3~0|skip_connect~1|nor_conv_1x1~2|"]
+SETTINGS = dict(dataset="digits", epochs=2, batch_size=32, lr=0.05, max_batches_per_epoch=6, threads=1)
+
+
+class Recorder:
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.steps: list[tuple[int, float]] = []
+        self.stop_at = stop_at
+
+    def report(self, step: int, accuracy: float) -> None:
+        self.steps.append((step, accuracy))
+        if step == self.stop_at:
+            raise StoppedEarly(step, accuracy, "test")
+
+
+def _in_threads(trainer, jobs):
+    """Each (arch, recorder, trial number) trained in a thread of its own, as Optuna's n_jobs runs trials."""
+    results: dict[int, object] = {}
+
+    def one(arch, recorder, number):
+        try:
+            results[number] = trainer.train(get_space("nb201"), arch, recorder, trial_number=number)
+        except BaseException as exc:
+            results[number] = exc
+
+    threads = [threading.Thread(target=one, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return results
+
+
+def test_a_population_trains_each_candidate_exactly_as_alone():
+    alone = shipped("trainer", "torch", **SETTINGS)
+    solo = {n: (alone.train(get_space("nb201"), a, rec := Recorder(), trial_number=n), rec.steps)
+            for n, a in enumerate(ARCHS)}
+    together = shipped("trainer", "torch", **SETTINGS, population=3)
+    recorders = [Recorder() for _ in ARCHS]
+    results = _in_threads(together, [(a, recorders[n], n) for n, a in enumerate(ARCHS)])
+    assert together._population.most_together >= 2  # they did train side by side
+    for n in range(len(ARCHS)):
+        result, steps = solo[n]
+        assert recorders[n].steps == steps  # every epoch's validation accuracy, bit for bit
+        assert results[n].accuracy == result.accuracy and results[n].extra == result.extra
+
+
+def test_a_stopped_candidate_leaves_and_its_place_is_taken():
+    trainer = shipped("trainer", "torch", **SETTINGS, population=2)
+    recorders = [Recorder(stop_at=1), Recorder(), Recorder()]
+    results = _in_threads(trainer, [(ARCHS[n], recorders[n], n) for n in range(3)])
+    stopped = [n for n, r in results.items() if isinstance(r, StoppedEarly)]
+    assert stopped == [0] and [s for s, _ in recorders[0].steps] == [1]
+    assert all(not isinstance(results[n], BaseException) for n in (1, 2))
+    assert [s for s, _ in recorders[2].steps] == [1, 2]
+    assert trainer._population.most_together <= 2
+
+
+def test_population_members_leave_with_their_own_errors():
+    population = Population(2)
+    calls = []
+
+    def failing():
+        raise ValueError("boom")
+
+    def fine():
+        calls.append(1)
+
+    errors = {}
+
+    def run(name, member):
+        try:
+            population.run(member)
+        except ValueError as exc:
+            errors[name] = str(exc)
+
+    threads = [threading.Thread(target=run, args=("bad", Member(failing, 3))),
+               threading.Thread(target=run, args=("good", Member(fine, 5)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == {"bad": "boom"} and len(calls) == 5
+
+
+@pytest.mark.parametrize("population", [0, -2, 1.5, "4"])
+def test_bad_population_is_a_user_error(population):
+    with pytest.raises(NasutilError, match="population"):
+        shipped("trainer", "torch", dataset="digits", population=population)
+
+
+def test_search_with_a_population_runs_its_budget(tmp_path):
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=together", f"hydra.run.dir={run_dir}", "n_trials=6", "predictor=analytical", "plots=false",
+            "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=1", "trainer.batch_size=64",
+            "trainer.max_batches_per_epoch=3", "trainer.population=3", "trainer.threads=1", "progress=false"]
+    assert main(args) == 0
+    study = optuna.load_study(study_name="together", storage=f"sqlite:///{run_dir / 'study.db'}")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 6 and all("accuracy" in t.user_attrs for t in done)
+    starts = sorted(t.datetime_start for t in study.trials)
+    ends = sorted(t.datetime_complete for t in study.trials)
+    assert starts[1] < ends[0]  # a second trial started before the first finished: trials ran at once
+
+
+def test_a_killed_population_search_resumes(tmp_path):
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    db = run_dir / "study.db"
+    args = ["study_name=together-resume", f"hydra.run.dir={run_dir}", "n_trials=12", "predictor=analytical",
+            "plots=false", "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=2",
+            "trainer.batch_size=64", "trainer.max_batches_per_epoch=4", "trainer.population=3", "trainer.threads=1",
+            "storage.heartbeat_interval=1", "storage.grace_period=1", "progress=false"]
+
+    def complete() -> int:
+        try:
+            with sqlite3.connect(db, timeout=1) as con:
+                return con.execute("SELECT count(*) FROM trials WHERE state='COMPLETE'").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while complete() < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the search ended before it could be killed: {proc.stderr.read()[-1000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    storage = f"sqlite:///{db}"
+    before = {t.number: (t.values, t.user_attrs["arch"])
+              for t in optuna.load_study(study_name="together-resume", storage=storage).trials
+              if t.state == optuna.trial.TrialState.COMPLETE}
+    assert 2 <= len(before) < 12
+    time.sleep(1.5)  # past the grace period: the trials the kill interrupted are stale
+    assert main(args) == 0
+    study = optuna.load_study(study_name="together-resume", storage=storage)
+    after = {t.number: (t.values, t.user_attrs.get("arch")) for t in study.trials}
+    assert all(after[n] == before[n] for n in before)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 12
+    # trials killed before their first heartbeat cannot be told from live ones: at most one per place
+    assert states.count(optuna.trial.TrialState.RUNNING) <= 3
