@@ -70,3 +70,18 @@ def load_script(path: Path, name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server on 127.0.0.1 (tests/postgres_server.py), one for the whole run; skipped only
+    where PostgreSQL is not installed and CI did not promise it is."""
+    from postgres_server import postgres_server, server_binaries
+
+    required = bool(os.environ.get("NASUTIL_REQUIRE_POSTGRES"))
+    if server_binaries() is None and not required:
+        pytest.skip("PostgreSQL is not installed here (.ci/run installs Debian's postgresql package)")
+    if not required:
+        pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed (pip install nasutil[postgres])")
+    with postgres_server() as url:
+        yield url

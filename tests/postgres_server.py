@@ -2,13 +2,15 @@
 
 It uses the server binaries of Debian's `postgresql` package (`.ci/run` installs it), runs them as the
 `postgres` user when the tests run as root (PostgreSQL refuses root), keeps its data in a temporary
-folder and listens on a free port with trust authentication for local connections only.
+folder and listens on a free port of 127.0.0.1, where a client must give the password (SCRAM), so
+that a wrong one is refused as on any real server; its own Unix socket trusts local clients.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -49,14 +51,20 @@ def postgres_server() -> Iterator[str]:
     def run(*command: str) -> None:
         subprocess.run([*as_postgres, *command], check=True, capture_output=True, timeout=120)
 
+    password = secrets.token_hex(8)
+    pwfile = folder / "password"
+    pwfile.write_text(password + "\n")
+    if as_postgres:
+        shutil.chown(pwfile, "postgres", "postgres")
     try:
-        run(str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+        run(str(binaries / "initdb"), "-D", str(data), "--auth-local=trust", "--auth-host=scram-sha-256",
+            "-U", "postgres", f"--pwfile={pwfile}", "--no-sync")
         options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "server.log"), "-w",
             "start")
         try:
-            run(str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "nasutil")
-            yield f"postgresql://postgres@127.0.0.1:{port}/nasutil"
+            run(str(binaries / "createdb"), "-h", str(folder), "-p", str(port), "-U", "postgres", "nasutil")
+            yield f"postgresql://postgres:{password}@127.0.0.1:{port}/nasutil"
         finally:
             run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
     finally:

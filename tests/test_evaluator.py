@@ -90,6 +90,17 @@ def test_cli_measure_fast(cli):
     assert row["status"] == "ok" and len(row["timing"]["windows_ms"]) >= 5 and row["counter_window_ms"] is None
 
 
+def test_cli_measure_spreads_workers_over_devices(cli, installed_plugin, tmp_path):
+    archs = tmp_path / "archs.txt"
+    archs.write_text("w8\nw16\nw32\nw8\n")
+    r = cli("measure", "tiny", "--archs", str(archs), "--device", "cpu", "--devices", "cpu,cpu", "--batch-size", "2",
+            "--input-size", "16", "--repeats", "2", "--json", "--no-cache", env=installed_plugin)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["arch"] for row in rows] == ["w8", "w16", "w32", "w8"] and all(row["status"] == "ok" for row in rows)
+    assert {row["device"] for row in rows} == {"cpu"}
+
+
 def test_bad_clock_settings_are_user_errors():
     for bad in (dict(clock_floor=1.5), dict(clock_retries=-1)):
         with pytest.raises(NasutilError, match="clock"):
@@ -136,6 +147,27 @@ def test_bad_configs_are_user_errors():
 def test_cudagraph_on_cpu_is_refused_up_front():
     with pytest.raises(NasutilError, match="needs a CUDA device"):
         CPU.with_(mode="cudagraph")
+
+
+@pytest.mark.parametrize("damage", ["not json {", '{"status": "ok"}', "[1, 2]",
+                                    '{"space": "tiny", "arch": "w8", "device": "cpu", "device_name": "x", '
+                                    '"dtype": "fp32", "batch_size": 2, "mode": "eager", "latency_ms": "abc"}'])
+def test_a_damaged_cache_row_is_measured_again_and_replaced(installed_plugin, tmp_path, damage):
+    import sqlite3
+
+    path = tmp_path / "m.db"
+    cache = MeasurementCache(path)
+    with Evaluator(CPU, cache=cache, isolate=False) as ev:
+        first = ev.measure(Candidate("tiny", "w8"))
+    with sqlite3.connect(path) as db:
+        assert db.execute("UPDATE measurements_v2 SET json = ?", (damage,)).rowcount == 1
+    with Evaluator(CPU, cache=cache, isolate=False) as ev:
+        again = ev.measure(Candidate("tiny", "w8"))
+        assert ev.cache_hits == 0 and again.ok and again.timestamp is not None
+    with sqlite3.connect(path) as db:
+        stored = json.loads(db.execute("SELECT json FROM measurements_v2").fetchone()[0])
+    assert stored["latency_ms"] == again.latency_ms and first.ok
+    cache.close()
 
 
 def test_cache_survives_a_read_only_database(installed_plugin, tmp_path):
@@ -212,6 +244,9 @@ def test_cli_measure_torchvision_model(cli):
     ("measure", "nb201", "--sample", "2", "--timeout", "inf"),
     ("measure", "nb201", "--sample", "2", "--device", "cudaX"),
     ("measure", "nb201", "--sample", "2", "--repeats", "1"),
+    ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "cuda:5"),
+    ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "tpu:0"),
+    ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "cpu", "--in-process"),
     ("measure",),
 ] + ([] if torch.cuda.is_available() else [("measure", "nb201", "--sample", "1", "--device", "cuda")]),
     ids=lambda a: " ".join(a[1:])[:50] or "nothing")

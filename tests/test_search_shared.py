@@ -18,21 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from postgres_server import postgres_server, server_binaries
-
 SETTINGS = ["predictor=analytical", "prune=none", "plots=false", "progress=false", "trainer.fidelities=[200]"]
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A real server; skipped only where PostgreSQL is not installed and CI did not promise it is."""
-    required = bool(os.environ.get("NASUTIL_REQUIRE_POSTGRES"))
-    if server_binaries() is None and not required:
-        pytest.skip("PostgreSQL is not installed here (.ci/run installs Debian's postgresql package)")
-    if not required:
-        pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed (pip install nasutil[postgres])")
-    with postgres_server() as url:
-        yield url
 
 
 def start_workers(count: int, run_root: Path, args: list[str], env: dict[str, str] | None = None) -> list:
@@ -119,3 +105,57 @@ def test_bad_storage_settings_are_one_line_errors(tmp_path, override, message):
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert message in proc.stderr and "secret" not in proc.stderr
+
+
+def test_workers_started_by_hydras_joblib_launcher_share_one_study(tmp_path):
+    """`nasutil-search -m hydra/launcher=joblib worker=0,1,2`: three jobs, one shared study, exactly n_trials."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="pip install nasutil[launchers]")
+    journal = tmp_path / "study.log"
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "worker=0,1,2", "storage=journal",
+            f"storage.path={journal}", "study_name=launched", "n_trials=45", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+            *SETTINGS]
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", *args], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
+    counts = check_study(storage, "launched", 45, spare=3)
+    study = optuna.load_study(study_name="launched", storage=storage)
+    workers = collections.Counter(t.user_attrs.get("worker") for t in study.trials
+                                  if t.state == optuna.trial.TrialState.COMPLETE)
+    assert set(workers) <= {0, 1, 2} and len(workers) >= 2, workers  # the jobs really shared the work
+    assert counts
+
+
+@pytest.mark.parametrize("override, message", [
+    ("devices=[cuda:7]", "devices: cuda:7 is not on this machine"),
+    ("devices=[tpu:0]", "unknown device 'tpu:0'"),
+    ("worker=-1", "worker must be a whole number"),
+])
+def test_bad_worker_settings_are_one_line_errors(tmp_path, override, message):
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", override, f"hydra.run.dir={tmp_path}", *SETTINGS],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-1000:]
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_slurm_launcher_config_composes():
+    """No SLURM here: check that the submitit launcher's config composes with the app's (a dry run)."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install nasutil[launchers]")
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", "hydra/launcher=submitit_slurm",
+                           "hydra.launcher.gpus_per_node=1", "worker=1", "--cfg", "hydra"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    assert "SlurmLauncher" in proc.stdout and "gpus_per_node: 1" in proc.stdout
+
+
+def test_a_wrong_password_is_a_one_line_error(postgres_url, tmp_path):
+    from sqlalchemy.engine import make_url
+
+    wrong = make_url(postgres_url).set(password="secret").render_as_string(hide_password=False)
+    env = {**os.environ, "NASUTIL_STORAGE_URL": wrong}
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", *SETTINGS, "storage=postgresql",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "password authentication failed" in proc.stderr and "secret" not in proc.stderr

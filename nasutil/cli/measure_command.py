@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
-from nasutil.evaluator.cache import MeasurementCache, default_cache_path
+from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
 from nasutil.evaluator.config import MODES
 from nasutil.zoo import DEFAULT_NUM_CLASSES
 
@@ -47,12 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
     p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per candidate (default 300)")
-    p.add_argument("--cache", type=Path, default=None, help=f"SQLite cache (default {default_cache_path()})")
+    p.add_argument("--cache", default=None, metavar="PATH|URL",
+                   help=f"an SQLite file or an SQLAlchemy URL (postgresql://...) that workers on other machines share "
+                        f"(default ${URL_VARIABLE}, else {default_cache_path()})")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--remeasure", action="store_true", help="measure again even if cached")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="worker processes that prepare candidates in parallel and take turns on the device")
+    p.add_argument("--devices", default=None, metavar="DEV,DEV,...",
+                   help="spread the workers over these devices, e.g. cuda:0,cuda:1 (at least one worker each)")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--out", type=Path, default=None, help="append JSON lines to FILE as results arrive")
     p.set_defaults(handler=cmd_measure)
@@ -72,6 +77,25 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
         channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
         repeats=args.repeats, counters=args.counters, per_layer=args.per_layer)
     return config.fast().with_(per_layer=args.per_layer) if args.fast else config
+
+
+def _devices(text: str | None) -> list[str] | None:
+    """`--devices cuda:0,cuda:1`, each checked to exist here before any worker starts."""
+    if text is None:
+        return None
+    import torch
+
+    devices = [d.strip() for d in text.split(",") if d.strip()]
+    if not devices:
+        raise NasutilError("--devices needs at least one device, e.g. --devices cuda:0,cuda:1")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    for device in devices:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+            raise NasutilError(f"--devices: unknown device {device!r} (cpu, cuda or cuda:N)")
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if device != "cpu" and index >= count:
+            raise NasutilError(f"--devices: {device} is not on this machine ({count} CUDA device(s))")
+    return devices
 
 
 def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:
@@ -97,7 +121,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     candidates, total = _candidates(args)
     if args.cache and args.no_cache:
         raise NasutilError("--cache and --no-cache contradict each other")
-    cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_path())
+    cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_location())
     out_file = None
     if args.out is not None:
         try:
@@ -106,8 +130,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
             raise NasutilError(f"cannot write {str(args.out)!r}: {exc}") from None
     failures = 0
     try:
+        devices = _devices(args.devices)
+        workers = max(args.workers, len(devices or ()))
         with Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
-                       remeasure=args.remeasure, workers=args.workers) as evaluator:
+                       remeasure=args.remeasure, workers=workers, devices=devices) as evaluator:
             if args.sweep:
                 return _sweep(evaluator, list(candidates), args, out_file)
             results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),

@@ -7,6 +7,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,9 @@ class Evaluator:
     of a timed window (CPU-side jitter and clock changes remain: see BENCHMARKS.md); on a
     CPU the workers share the cores that time, so use one worker there for clean timings.
 
+    `devices` (e.g. ["cuda:0", "cuda:1"]) spreads the workers over several devices, worker i on
+    devices[i % len]; the workers of one device take turns on it.
+
     A GPU result timed at an SM clock below `clock_floor` times the highest clock seen so far is
     measured again, up to `clock_retries` times, and the one at the highest clock is kept: a clock dip
     made nb201 cells read up to 29% slower with a tiny within-run CV (BENCHMARKS.md).
@@ -35,23 +39,30 @@ class Evaluator:
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
                  timeout_s: float = 300.0, remeasure: bool = False, workers: int = 1,
-                 clock_floor: float = 0.95, clock_retries: int = 2) -> None:
+                 clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None) -> None:
         if workers < 1:
             raise NasutilError(f"need at least one worker, got {workers}")
         if not 0 <= clock_floor <= 1 or clock_retries < 0:
             raise NasutilError("clock_floor must be in [0, 1] and clock_retries non-negative")
         self.clock_floor = clock_floor
         self.clock_retries = clock_retries
+        self.timeout_s = timeout_s
+        self.claim_poll_s = 0.5  # how often a worker waiting for another's claimed result looks for it
         self._steady_clock = 0.0
         if workers > 1 and not isolate:
             raise NasutilError("several workers need isolated worker processes")
         self.config = config
         self.cache = cache
         self.remeasure = remeasure
-        turns = DeviceTurns(mp.get_context("spawn")) if workers > 1 else None
+        if devices and not isolate:
+            raise NasutilError("spreading over devices needs isolated worker processes")
+        placed = [devices[i % len(devices)] for i in range(workers)] if devices else [config.device] * workers
+        # workers on one device take turns on it; workers on different devices never wait for each other
+        turns = {d: DeviceTurns(mp.get_context("spawn")) for d in set(placed) if placed.count(d) > 1}
         threads = max(1, len(os.sched_getaffinity(0)) // workers) if workers > 1 else None
-        self._workers = [IsolatedWorker(config.device, timeout_s, turns=turns, threads=threads)
-                         for _ in range(workers)] if isolate else []
+        self._workers = [IsolatedWorker(d, timeout_s, turns=turns.get(d), threads=threads)
+                         for d in placed] if isolate else []
+        self.devices = sorted(set(placed))
         self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
         for worker in self._workers:
             self._idle.put(worker)
@@ -99,17 +110,42 @@ class Evaluator:
         except NasutilError as exc:
             return Measurement.failed(candidate.space, candidate.arch, config, str(exc))
         info = self.info
-        if self.cache is not None and not self.remeasure:
-            hit = self.cache.get(candidate.space, arch, arch_hash, info["device_name"], info["torch_version"],
-                                 config, input_size)
+        canonical = Candidate(candidate.space, arch)
+        if worker is not None and worker.device != config.device:
+            config = config.with_(device=worker.device)  # the device this worker was given
+        if self.cache is None:
+            return self._measure_at_steady_clock(worker, canonical, config)
+        key = self.cache.key(candidate.space, arch_hash, info["device_name"], info["torch_version"], config,
+                             input_size)
+        if not self.remeasure:
+            hit = self._cached_or_claimed(key, arch)
             if hit is not None:
                 self.cache_hits += 1
                 return hit
-        canonical = Candidate(candidate.space, arch)
-        result = self._measure_at_steady_clock(worker, canonical, config)
-        if self.cache is not None:
+        else:
+            self.cache.claim(key, self._claim_ttl_s)
+        try:
+            result = self._measure_at_steady_clock(worker, canonical, config)
             self.cache.put(result, config)
+        finally:
+            self.cache.release(key)
         return result
+
+    @property
+    def _claim_ttl_s(self) -> float:
+        """How long a claim holds: the longest a measurement may take (with its clock retries), plus a minute."""
+        return (self.clock_retries + 1) * self.timeout_s + 60.0
+
+    def _cached_or_claimed(self, key: dict, arch: str) -> Measurement | None:
+        """The cached result, or None once this process has claimed the key: while another worker (any
+        process sharing the cache) holds the claim, wait for its result; take the key over if its claim
+        expires or it gives up without a result (a failure, which is not cached)."""
+        assert self.cache is not None
+        while True:
+            hit = self.cache.get_key(key, arch)
+            if hit is not None or self.cache.claim(key, self._claim_ttl_s):
+                return hit
+            time.sleep(self.claim_poll_s)
 
     def _measure_at_steady_clock(self, worker: IsolatedWorker | None, candidate: Candidate,
                                  config: MeasureConfig) -> Measurement:

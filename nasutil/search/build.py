@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,8 @@ class SearchSetup:
                 f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
                 f"pruner {s.early.name}",
                 f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
-                f"hardware figures: {s.measurer.description if s.measurer else 'predicted (no measurement)'}"]
+                f"hardware figures: {s.measurer.description if s.measurer else 'predicted (no measurement)'}"
+                + (f"; worker {s.worker}" + (f" on {s.device}" if s.device else "") if s.worker or s.device else "")]
 
     def predictor_description(self) -> str:
         s, t = self.search, self.search.target
@@ -68,16 +70,26 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     # Failed trials are reported in one line each; Optuna's own warning carries a traceback.
     optuna.logging.set_verbosity(optuna.logging.INFO if cfg.get("verbose") else optuna.logging.ERROR)
 
+    worker = cfg.get("worker", 0)
+    if isinstance(worker, bool) or not isinstance(worker, int) or worker < 0:
+        raise NasutilError(f"worker must be a whole number >= 0, got {worker!r}")
+    device = worker_device(cfg.get("devices"), worker)
+
     space_spec = str(cfg.search_space.name)
     get_space(space_spec)
     objectives = Objectives.from_config(plain(cfg.objectives))
     policy = instantiate_group(plain(cfg.prune), "prune")
-    trainer = instantiate_group(plain(cfg.trainer), "trainer", seed=seed)
+    trainer_node = plain(cfg.trainer)
+    if device is not None and "device" in trainer_node:
+        trainer_node["device"] = device
+    trainer = instantiate_group(trainer_node, "trainer", seed=seed)
     trainer.check(space_spec)
     early = plain(cfg.early_stopping)
     pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
+    if device is not None and "device" in evaluator_node:
+        evaluator_node["device"] = device
     measurer = instantiate_group(evaluator_node, "evaluator")
     storage = instantiate_group(plain(cfg.storage), "storage")
     if not isinstance(storage, StudyStorage):
@@ -89,12 +101,37 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                            f"{predictor.device_name}: pruned and trained trials would carry figures of two devices "
                            f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
-    sampler = _sampler(plain(cfg.sampler), seed, constrained)
+    sampler = _sampler(plain(cfg.sampler), seed + 7919 * worker, constrained)  # worker 0 keeps `seed`
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler)
-    search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as)
+    search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
+                    worker=worker, device=device)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, str(cfg.sampler.get("name")),
                        resumed, search.counts())
+
+
+def worker_device(devices: Any, worker: int) -> str | None:
+    """The device of worker `worker` from the `devices` list (null: none chosen); one that is not on this
+    machine is a one-line error before anything runs."""
+    if devices is None:
+        return None
+    if isinstance(devices, str):
+        devices = [d for d in devices.split(",") if d.strip()]
+    devices = [str(d).strip() for d in devices]
+    if not devices:
+        raise NasutilError("devices must name at least one device, e.g. devices=[cuda:0,cuda:1], or be null")
+    device = devices[worker % len(devices)]
+    import torch
+
+    if device == "cpu":
+        return device
+    if not device.startswith("cuda"):
+        raise NasutilError(f"devices: unknown device {device!r} (cpu, cuda or cuda:N)")
+    index = int(device.split(":")[1]) if ":" in device and device.split(":")[1].isdigit() else 0
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if index >= count:
+        raise NasutilError(f"devices: {device} is not on this machine ({count} CUDA device(s))")
+    return device
 
 
 def predictor_for(cfg: DictConfig) -> tuple[Predictor, PredictTarget]:
@@ -131,5 +168,7 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list
     if study_id is None:
         study.set_user_attr("metrics", metrics)
     if study.metric_names is None:
-        study.set_metric_names(metrics)  # optuna-dashboard then shows "accuracy", not "Objective 0"
+        with warnings.catch_warnings():  # "experimental" notices, also in launcher processes
+            warnings.simplefilter("ignore")
+            study.set_metric_names(metrics)  # optuna-dashboard then shows "accuracy", not "Objective 0"
     return study, study_id is not None

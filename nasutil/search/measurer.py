@@ -32,10 +32,10 @@ class Measurer:
 
         if self._evaluator is None:
             from nasutil.evaluator import Evaluator
-            from nasutil.evaluator.cache import MeasurementCache, default_cache_path
+            from nasutil.evaluator.cache import MeasurementCache, default_cache_location
 
             try:
-                cache = MeasurementCache(default_cache_path())
+                cache = MeasurementCache(default_cache_location())  # shared where $NASUTIL_CACHE_URL says
             except NasutilError:
                 cache = None  # a cache we cannot use is no reason not to measure
             self._evaluator = Evaluator(self.config, cache=cache, timeout_s=self.timeout_s)

@@ -23,6 +23,8 @@ class TrialRecord(TypedDict, total=False):
     """One trial's user attributes."""
 
     arch: str
+    worker: int  # the `worker` setting of the process that ran it
+    device: str  # the device it was given from `devices`, where set
     # predicted, before any training (`Prediction` of the search's predictor)
     predictor: str
     predicted_latency_ms: float

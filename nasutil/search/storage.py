@@ -19,6 +19,7 @@ from typing import Any
 
 import optuna
 
+from nasutil.databases import first_line, safe_url, sqlalchemy_url
 from nasutil.errors import NasutilError
 
 
@@ -52,9 +53,7 @@ def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 
                            f"or storage.url=...")
     if not url.startswith(("postgresql://", "postgresql+")):
         raise NasutilError(f"storage=postgresql needs a postgresql:// URL, got {safe_url(url)}")
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]  # the driver the `postgres` extra installs
-    return rdb_storage(url, heartbeat_interval, grace_period, max_retry)
+    return rdb_storage(sqlalchemy_url(url), heartbeat_interval, grace_period, max_retry)
 
 
 def journal_storage(path: str) -> StudyStorage:
@@ -72,16 +71,6 @@ def journal_storage(path: str) -> StudyStorage:
     except (OSError, ValueError) as exc:
         raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
     return StudyStorage(storage, f"journal {file}", str(file))
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password masked, for messages."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL has no password we could find
-        return url
 
 
 def _retry_callback(max_retry: int | None) -> tuple[str, Any]:
@@ -117,11 +106,7 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
             _fast_sqlite(storage)
         return storage
     except Exception as exc:  # SQLAlchemy's errors, a missing driver, a bad URL: all mean "cannot use it"
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        cause = exc.__cause__
-        if cause is not None and str(cause).strip():
-            reason = f"{reason}: {str(cause).strip().splitlines()[0]}"
-        raise NasutilError(f"cannot open study storage {safe_url(url)}: {reason}") from None
+        raise NasutilError(f"cannot open study storage {safe_url(url)}: {first_line(exc)}") from None
 
 
 def _connect(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any],
