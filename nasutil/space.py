@@ -35,6 +35,8 @@ class SearchSpace(ABC, Generic[A]):
     description: ClassVar[str] = ""
     #: input resolution the space was designed for
     default_input_size: ClassVar[int] = 32
+    #: the input resolutions (smallest, largest) its networks are built and predicted for
+    input_sizes: ClassVar[tuple[int, int]] = (8, 1024)
     #: channels of the input images
     in_channels: ClassVar[int] = 3
 
@@ -71,6 +73,15 @@ class SearchSpace(ABC, Generic[A]):
     def enumerate(self) -> Iterator[A]:
         """Every distinct architecture, in a fixed order. Finite spaces override this."""
         raise NotEnumerableError(f"search space {self.name!r} cannot be enumerated")
+
+    def check_input_size(self, size: int | None) -> int:
+        """The input size to use (the default for None); one outside `input_sizes` is a usage error."""
+        if size is None:
+            return self.default_input_size
+        low, high = self.input_sizes
+        if isinstance(size, bool) or not isinstance(size, int) or not low <= size <= high:
+            raise NasutilError(f"search space {self.name!r} takes input sizes {low} to {high}, got {size!r}")
+        return size
 
     def operators(self, arch: A, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
         """The ops one forward pass of one image launches (see `nasutil.ops`).

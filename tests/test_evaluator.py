@@ -245,6 +245,8 @@ def test_cli_measure_torchvision_model(cli):
     ("measure", "nb201", "--sample", "2", "--device", "cudaX"),
     ("measure", "nb201", "--sample", "2", "--repeats", "1"),
     ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "cuda:5"),
+    ("measure", "nb201", "--sample", "1", "--device", "cpu", "--input-size", "2"),
+    ("measure", "nb201", "--sample", "1", "--device", "cpu", "--input-size", "50000"),
     ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "tpu:0"),
     ("measure", "nb201", "--sample", "2", "--device", "cpu", "--devices", "cpu", "--in-process"),
     ("measure",),

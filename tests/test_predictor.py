@@ -244,3 +244,37 @@ def test_profile_next_prints_unmeasured_archs_to_measure(cli, tmp_path):
     assert all(space.parse(a) for a in picked)
     r = cli("profile", "next", "nb201", str(small), "--batch-size", "8")
     assert r.returncode == 2 and "need at least 10 measured" in r.stderr
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 1025, 100_000])
+def test_input_sizes_a_space_does_not_take_are_usage_errors(cli, size):
+    r = cli("predict", "nb201", "--sample", "1", "--input-size", str(size))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("predictor", ["analytical", "operators", "learned", "auto"])
+@pytest.mark.parametrize("size", [8, 16, 64, 224, 1024])
+def test_every_prediction_is_physically_possible(predictor, size):
+    """Across the sizes a space takes, a prediction is either possible (0 < utilization <= 1) or refused."""
+    from nasutil.errors import NasutilError
+    from nasutil.predictor import predict_many
+
+    archs = [a.to_string() for a in get_space("nb201").sample_many(5, seed=size)]
+    try:
+        predictions = predict_many("nb201", archs, predictor=predictor, input_size=size)
+    except NasutilError as exc:
+        assert "outside what its profile covers" in str(exc)
+        return
+    assert all(p.latency_ms > 0 and 0 < p.utilization <= 1 for p in predictions)
+
+
+def test_a_prediction_faster_than_the_peak_is_refused():
+    from nasutil.errors import NasutilError
+    from nasutil.predictor.prediction import PredictTarget, prediction_from_latency
+
+    target = PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph")
+    with pytest.raises(NasutilError, match="impossible"):
+        prediction_from_latency(10**12, target, 1e-3, "learned", "nb201", "x")
+    with pytest.raises(NasutilError, match="latency of"):
+        prediction_from_latency(10**6, target, float("nan"), "learned", "nb201", "x")

@@ -71,6 +71,11 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
     (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),
+    (["objectives.min_accuracy=abc"], "objectives.min_accuracy must be a number or null, got 'abc'"),
+    (["objectives.min_accuracy=150"], "percentage in [0, 100]"),
+    (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
+    (["early_stopping=hyperband", "early_stopping.reduction_factor=0"], "HyperbandPruner cannot run with these"),
+    (["early_stopping=median", "early_stopping.n_startup_trials=-1"], "cannot create early_stopping 'median'"),
 ])
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
     err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
@@ -155,3 +160,15 @@ def test_a_crashing_trial_is_failed_with_its_reason_and_the_search_goes_on(tmp_p
     assert counts.finished == 9 and counts.failed == len(failed) >= 3
     assert all(t.user_attrs["fail_reason"] == "RuntimeError: simulated crash in training" for t in failed)
     assert all("predicted_throughput_per_s" in t.user_attrs for t in failed)  # what was learned is kept
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/b", ".hidden", "'~home'", "..", "x\\y"])
+def test_a_study_name_never_puts_the_run_folder_outside_the_output_root(tmp_path, name):
+    """The run folder is outputs/<study_name>: a name that is a path elsewhere is refused before Hydra
+    makes any folder."""
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", f"study_name={name}", *FAST], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "cannot name a run folder" in proc.stderr, proc.stderr[-500:]
+    assert len(proc.stderr.strip().splitlines()) == 1
+    made = [p for p in tmp_path.parent.iterdir() if p.name == "escape"] + list(tmp_path.rglob("*"))
+    assert made == [], made

@@ -108,6 +108,7 @@ def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Ca
     from nasutil.registry import get_space
 
     space = get_space(args.space)  # fail fast on an unknown space
+    space.check_input_size(args.input_size)  # and on an input size it does not take
     archs = chosen_archs(args, space)
     return [Candidate(args.space, text) for text in archs], len(archs)
 

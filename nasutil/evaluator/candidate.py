@@ -43,7 +43,7 @@ def resolve(candidate: Candidate, input_size: int | None) -> tuple[str, str, int
 
     space = get_space(candidate.space)
     arch = space.parse(candidate.arch)
-    return arch.to_string(), arch.canonical_hash(), input_size or space.default_input_size, space.in_channels
+    return arch.to_string(), arch.canonical_hash(), space.check_input_size(input_size), space.in_channels
 
 
 def build(candidate: Candidate, input_size: int | None, num_classes: int) -> BuiltCandidate:
@@ -55,7 +55,7 @@ def build(candidate: Candidate, input_size: int | None, num_classes: int) -> Bui
 
     space = get_space(candidate.space)
     arch = space.parse(candidate.arch)
-    size = input_size or space.default_input_size
+    size = space.check_input_size(input_size)
     model = space.build(arch, num_classes=num_classes, input_size=size)
     return BuiltCandidate(model, arch.to_string(), arch.canonical_hash(), size, space.in_channels, candidate.space,
                           listed_counts(space, arch, num_classes, size))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from nasutil.devices import datasheet_peak_tflops
+from nasutil.errors import NasutilError
 from nasutil.evaluator.config import check_run_settings
 
 
@@ -55,8 +57,15 @@ def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, 
     """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
     peak = datasheet_peak_tflops(target.device_name, target.dtype)
     utilization = None
+    if not (math.isfinite(latency_ms) and latency_ms > 0):
+        raise NasutilError(f"{predictor} predicted a latency of {latency_ms} ms for {arch or 'a candidate'}: "
+                           f"outside what its profile covers")
     if peak and flops_per_image is not None:
         utilization = flops_per_image * target.batch_size / (latency_ms * 1e-3) / 1e12 / peak
+        if utilization > 1:  # faster than the device's peak: impossible, so the model is extrapolating
+            raise NasutilError(f"{predictor} predicted {100 * utilization:.0f}% of {target.device_name}'s peak for "
+                               f"{arch or 'a candidate'}: impossible, so this configuration is outside what its "
+                               f"profile covers")
     return Prediction(space=space, arch=arch, predictor=predictor, device_name=target.device_name,
                       dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
                       flops_per_image=flops_per_image, latency_ms=latency_ms,

@@ -97,6 +97,7 @@ class Predictor(ABC):
         parsed = [a if isinstance(a, Arch) else space.parse(a) for a in archs]
         if not self.uses_ops:
             return Candidates(space_spec, space, parsed, [[] for _ in parsed])
+        input_size = space.check_input_size(input_size)
         return Candidates(space_spec, space, parsed, [space.operators(arch, input_size=input_size) for arch in parsed])
 
 

@@ -86,6 +86,8 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     trainer.check(space_spec)
     early = plain(cfg.early_stopping)
     pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
+    if pruner is not None:
+        check_pruner(pruner, trainer.max_step)
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
     if device is not None and "device" in evaluator_node:
@@ -108,6 +110,27 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                     worker=worker, device=device)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, str(cfg.sampler.get("name")),
                        resumed, search.counts())
+
+
+def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int) -> None:
+    """Run a copy of the pruner on a throwaway study, two trials reporting every step: settings it cannot
+    work with (Hyperband with reduction_factor=0, say) fail here in one line, not in every trial."""
+    import copy
+
+    trial_pruner = copy.deepcopy(pruner)  # a pruner may keep state from the first study it sees
+    study = optuna.create_study(direction="maximize", pruner=trial_pruner,
+                                sampler=optuna.samplers.RandomSampler(seed=0))
+    try:
+        for value in (50.0, 40.0):
+            trial = study.ask()
+            for step in range(1, max(1, max_step) + 1):
+                trial.report(value, step)
+                if trial.should_prune():
+                    break
+            study.tell(trial, value)
+    except Exception as exc:
+        raise NasutilError(f"early_stopping: {type(pruner).__name__} cannot run with these settings: "
+                           f"{type(exc).__name__}: {exc}") from None
 
 
 def worker_device(devices: Any, worker: int) -> str | None:

@@ -33,6 +33,18 @@ def config_digest(*nodes: Any) -> str:
 OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
 
 
+def folder_name(name: Any) -> str:
+    """A study name as one folder under the output root: never a path that leads elsewhere."""
+    text = str(name)
+    if not text.strip() or text.startswith((".", "~")) or any(c in text for c in ("/", "\\", "\0")):
+        raise NasutilError(f"study_name {text!r} cannot name a run folder: use letters, digits, '-', '_' and '.', "
+                           f"not starting with '.' (or set hydra.run.dir)")
+    return text
+
+
+OmegaConf.register_new_resolver("nasutil.folder", folder_name, replace=True)
+
+
 def plain(node: Any) -> dict[str, Any]:
     """A config node as a plain dict, interpolations resolved."""
     return OmegaConf.to_container(node, resolve=True) if node is not None else {}  # type: ignore[return-value]

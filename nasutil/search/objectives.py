@@ -46,11 +46,13 @@ class Objectives:
             raise NasutilError(f"unknown objective {unknown[0]!r} (choose from {', '.join(METRICS)})")
         if len(set(names)) != len(names):
             raise NasutilError(f"objectives.metrics repeats a metric: {names}")
-        slo, floor = cfg.get("latency_slo_ms"), cfg.get("min_accuracy")
-        if slo is not None and not float(slo) > 0:
+        slo = _number(cfg.get("latency_slo_ms"), "objectives.latency_slo_ms")
+        floor = _number(cfg.get("min_accuracy"), "objectives.min_accuracy")
+        if slo is not None and not slo > 0:
             raise NasutilError(f"objectives.latency_slo_ms must be positive, got {slo}")
-        return cls(tuple(METRICS[n] for n in names), None if slo is None else float(slo),
-                   None if floor is None else float(floor))
+        if floor is not None and not 0 <= floor <= 100:
+            raise NasutilError(f"objectives.min_accuracy is a percentage in [0, 100], got {floor}")
+        return cls(tuple(METRICS[n] for n in names), slo, floor)
 
     @property
     def names(self) -> list[str]:
@@ -83,3 +85,16 @@ class Objectives:
         if self.min_accuracy is not None and record.get("accuracy") is not None:
             out["min_accuracy"] = self.min_accuracy - float(record["accuracy"])
         return out
+
+
+def _number(value: Any, name: str) -> float | None:
+    """A finite number or None; anything else is a one-line error naming the setting."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise NasutilError(f"{name} must be a number or null, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number):
+        raise NasutilError(f"{name} must be a finite number or null, got {value!r}")
+    return number
