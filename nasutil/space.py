@@ -7,6 +7,7 @@ trial), parses and prints them, encodes them for predictors, builds them into
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 import numpy as np
 
 from nasutil.arch import Arch
-from nasutil.errors import NasutilError, NotEnumerableError
+from nasutil.errors import InvalidArchError, NasutilError, NotEnumerableError
 
 if TYPE_CHECKING:
     import optuna
@@ -24,6 +25,52 @@ if TYPE_CHECKING:
 
 A = TypeVar("A", bound=Arch)
 
+#: the longest architecture text any space parses (a DARTS genotype is about 500 characters)
+MAX_ARCH_CHARS = 8192
+#: the deepest nesting of brackets in it
+MAX_ARCH_NESTING = 32
+#: how much of a bad architecture an error message quotes
+QUOTED_CHARS = 200
+
+
+def check_arch_text(text: object, space: str) -> None:
+    """Bound size and nesting before any parser sees the text: no parser then recurses or allocates without
+    limit, whatever a file or a command line holds."""
+    if not isinstance(text, str):
+        return
+    if len(text) > MAX_ARCH_CHARS:
+        raise InvalidArchError(f"{space} architecture text of {len(text):,} characters is longer than the "
+                               f"{MAX_ARCH_CHARS:,} any space takes")
+    depth = deepest = 0
+    for char in text:
+        if char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth -= 1
+    if deepest > MAX_ARCH_NESTING:
+        raise InvalidArchError(f"{space} architecture text nests brackets {deepest} deep (at most "
+                               f"{MAX_ARCH_NESTING})")
+
+
+def _bounded_parse(parse):
+    """Wrap a space's `parse`: bounded input, and an error message that quotes at most QUOTED_CHARS."""
+    @functools.wraps(parse)
+    def bounded(self, text):
+        check_arch_text(text, getattr(self, "name", type(self).__name__))
+        try:
+            return parse(self, text)
+        except InvalidArchError as exc:
+            message = str(exc)
+            if len(message) <= QUOTED_CHARS + 100:
+                raise
+            raise InvalidArchError(message[:QUOTED_CHARS] + f"... ({len(message):,} characters)") from None
+        except (RecursionError, MemoryError, OverflowError):
+            raise InvalidArchError(f"{getattr(self, 'name', '')} architecture text is too large to parse") from None
+
+    bounded.bounded = True
+    return bounded
+
 
 class SearchSpace(ABC, Generic[A]):
     """A family of CNNs. Subclass it, then register the class under the
@@ -31,6 +78,13 @@ class SearchSpace(ABC, Generic[A]):
 
     #: registry name, e.g. "nb201"
     name: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Every space's `parse`, built-in or third-party, gets the same bounds on its input."""
+        super().__init_subclass__(**kwargs)
+        parse = cls.__dict__.get("parse")
+        if parse is not None and not getattr(parse, "bounded", False):
+            cls.parse = _bounded_parse(parse)
     #: one line for `nasutil spaces`
     description: ClassVar[str] = ""
     #: input resolution the space was designed for

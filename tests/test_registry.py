@@ -53,3 +53,43 @@ def test_sample_many_is_reproducible():
     space = get_space("nb201")
     assert space.sample_many(5, seed=3) == space.sample_many(5, seed=3)
     assert space.sample_many(5, seed=3) != space.sample_many(5, seed=4)
+
+
+@pytest.mark.parametrize("space", ["nb201", "nb101", "darts", "mbconv"])
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000, "longer than"),
+    ("{\"a\": " * 40 + "1" + "}" * 40, "nests brackets 40 deep"),
+    ("x" * 9000, "longer than"),
+])
+def test_every_space_bounds_its_architecture_text_before_parsing(space, text, message):
+    from nasutil import get_space
+    from nasutil.errors import InvalidArchError
+
+    with pytest.raises(InvalidArchError, match=message):
+        get_space(space).parse(text)
+
+
+def test_a_third_party_space_gets_the_same_bounds(installed_plugin):
+    from nasutil import get_space
+    from nasutil.errors import InvalidArchError
+
+    with pytest.raises(InvalidArchError, match="longer than"):
+        get_space("tiny").parse("w" * 10_000)
+
+
+def test_a_bad_architecture_is_quoted_briefly(cli):
+    r = cli("predict", "nb201", "y" * 5000)
+    assert r.returncode == 2 and len(r.stderr) < 500 and "(5," in r.stderr, r.stderr[:600]
+
+
+def test_a_huge_architecture_file_is_refused_before_it_is_read(cli, tmp_path, monkeypatch):
+    from nasutil.cli import args
+
+    big = tmp_path / "archs.txt"
+    big.write_text("|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|\n" * 2000)
+    monkeypatch.setattr(args, "MAX_ARCH_FILE_BYTES", 1000)
+    from nasutil import get_space
+    from nasutil.errors import NasutilError
+
+    with pytest.raises(NasutilError, match="may hold at most 1,000"):
+        args.read_arch_file(big, get_space("nb201"))

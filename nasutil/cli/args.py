@@ -57,9 +57,17 @@ def chosen_archs(args: argparse.Namespace, space: SearchSpace) -> list[str]:
     raise NasutilError("give an ARCH, --sample N or --archs FILE")
 
 
+#: the largest architecture file read (all 423,624 NAS-Bench-101 graphs as JSON lines take about 100 MB)
+MAX_ARCH_FILE_BYTES = 256 * 1024 * 1024
+
+
 def read_arch_file(path: Path, space: SearchSpace) -> list[str]:
     """One architecture string per line (blank lines and # comments skipped), all checked up front."""
     try:
+        size = path.stat().st_size
+        if size > MAX_ARCH_FILE_BYTES:
+            raise NasutilError(f"{str(path)!r} holds {size:,} bytes: an architecture file may hold at most "
+                               f"{MAX_ARCH_FILE_BYTES:,}")
         lines = [line.strip() for line in path.read_text().splitlines()]
     except (OSError, UnicodeDecodeError) as exc:
         raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
