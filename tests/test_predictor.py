@@ -278,3 +278,71 @@ def test_a_prediction_faster_than_the_peak_is_refused():
         prediction_from_latency(10**12, target, 1e-3, "learned", "nb201", "x")
     with pytest.raises(NasutilError, match="latency of"):
         prediction_from_latency(10**6, target, float("nan"), "learned", "nb201", "x")
+
+
+def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path):
+    """Results files are untrusted: rows with a list for a device name, an object for a space, a NaN or
+    negative latency are left out, counted by reason, and the fit goes on with the rest."""
+    import csv
+
+    with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
+        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+    bad = [{**good[0], "device_name": ["NVIDIA H200"]}, {**good[1], "space": {"name": "nb201"}},
+           {**good[2], "latency_ms": "nan"}, {**good[3], "latency_ms": -1.0}, {**good[4], "batch_size": 2.5},
+           {**good[5], "latency_ms": None, "status": "ok"}, "not an object"]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    out = tmp_path / "p.json"
+    r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+    assert warning and "skipped 5 unusable measurement row(s)" in warning[0], r.stderr
+    assert "not text" in warning[0] and "out of range" in warning[0] and "not a number" in warning[0]
+    assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
+
+
+def test_profile_fit_on_nothing_usable_is_a_one_line_error(cli, tmp_path):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"status": "ok", "space": ["x"], "arch": "a", "device_name": "d", "dtype": "fp16",
+                                "batch_size": 1, "mode": "eager", "latency_ms": 1.0}) + "\n")
+    r = cli("profile", "fit", str(path), "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and "no successful measurements" in r.stderr and "Traceback" not in r.stderr
+
+
+def _damaged_profile(tmp_path, change) -> str:
+    import importlib.resources
+
+    text = importlib.resources.files("nasutil.data").joinpath("profiles", "h200.json").read_text()
+    data = json.loads(text)
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _set_learned_param(key, value):
+    def change(data):
+        data["learned"][0]["model"]["params"][key] = value
+    return change
+
+
+@pytest.mark.parametrize("change, field", [
+    (_set_learned_param("max_iter", 1e8), "learned[0].model.params.max_iter"),
+    (_set_learned_param("max_iter", 2.5), "learned[0].model.params.max_iter"),
+    (_set_learned_param("loss", "poisson"), "unknown key 'loss'"),
+    (_set_learned_param("learning_rate", float("nan")), "learned[0].model.params.learning_rate"),
+    (lambda d: d["learned"][0]["model"]["latency_ms"].__setitem__(0, -1.0), "learned[0].model.latency_ms[0]"),
+    (lambda d: d["learned"][0]["model"]["features"][3].__setitem__(0, float("inf")), "learned[0].model.features[3]"),
+    (lambda d: d["learned"][0].__setitem__("batch_size", "256"), "learned[0].batch_size"),
+    (lambda d: d["operators"][0].__setitem__("scale", float("nan")), "operators[0].scale"),
+    (lambda d: d["operators"][0]["ops"][0].__setitem__(-1, 0), "operators[0].ops[0] time"),
+    (lambda d: d["operators"][0].__setitem__("mode", "turbo"), "operators[0].mode"),
+    (lambda d: d.__setitem__("plugins", ["x"]), "unknown key 'plugins'"),
+    (lambda d: d["analytical"].__setitem__("fp16/cudagraph", {"dense_efficiency": 5.0}),
+     "analytical.fp16/cudagraph.dense_efficiency"),
+    (lambda d: d.__setitem__("learned", {"a": 1}), "learned must be a list"),
+])
+def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, field):
+    r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+    assert "malformed device profile" in r.stderr and field in r.stderr, r.stderr

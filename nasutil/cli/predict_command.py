@@ -133,12 +133,22 @@ def _open_for_writing(path: Path):
         raise NasutilError(f"cannot write {str(path)!r}: {exc}") from None
 
 
+def _usable_measurements(paths) -> list[dict]:
+    """The measurement rows a profile can learn from; a line on stderr counts the rows left out, and why."""
+    from nasutil.predictor.training_data import read_measurements, skipped_note
+
+    skipped: dict[str, int] = {}
+    rows = read_measurements(paths, skipped)
+    note = skipped_note(skipped)
+    if note:
+        print(f"nasutil: warning: {note}", file=sys.stderr)
+    return rows
+
+
 def cmd_profile_fit(args: argparse.Namespace) -> int:
     from nasutil.predictor import load_profile
     from nasutil.predictor.fit import fit_profile
-    from nasutil.predictor.training_data import read_measurements
-
-    rows = read_measurements(args.measurements)
+    rows = _usable_measurements(args.measurements)
     if not rows:
         raise NasutilError("no successful measurements found in the given files")
     base = load_profile(args.base) if args.base else None
@@ -183,12 +193,12 @@ def cmd_profile_next(args: argparse.Namespace) -> int:
     from nasutil.predictor.active import choose_next
     from nasutil.predictor.analytical import RooflineModel
     from nasutil.predictor.features import feature_vector
-    from nasutil.predictor.training_data import median_latencies, read_measurements
+    from nasutil.predictor.training_data import median_latencies
     from nasutil.registry import get_space
 
     space = get_space(args.space)
     profile = load_profile(args.profile)
-    rows = read_measurements(args.measurements)
+    rows = _usable_measurements(args.measurements)
     devices = {r["device_name"] for r in rows}
     if len(devices) > 1:
         raise NasutilError(f"measurements must come from one device, found {sorted(devices)}")

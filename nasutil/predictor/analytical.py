@@ -22,6 +22,7 @@ from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.evaluator.dtypes import element_size
 from nasutil.ops import Op
+from nasutil.predictor import profile_checks as check
 from nasutil.predictor.prediction import PredictTarget
 
 TILE = 128  # output tile edge of a tensor-core GEMM/conv kernel
@@ -43,9 +44,12 @@ class KernelModel:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> KernelModel:
+    def from_dict(cls, data: dict, where: str = "analytical") -> KernelModel:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: float(v) for k, v in data.items() if k in known})
+        check.only_keys(data, known, where)
+        # efficiencies are fractions of the peak; times are microseconds
+        return cls(**{k: check.number(v, f"{where}.{k}", 1e-6, 1.0 if k.endswith("efficiency") else 1e6)
+                      for k, v in data.items()})
 
 
 FUSABLE = {"norm", "act", "scale", "add", "mul"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from nasutil.errors import NasutilError
+from nasutil.predictor import profile_checks as check
 
 DEFAULT_PARAMS = {"max_iter": 400, "learning_rate": 0.06, "max_leaf_nodes": 31, "min_samples_leaf": 8,
                   "l2_regularization": 1e-3, "random_state": 0}
@@ -62,13 +63,12 @@ class LearnedLatencyModel:
                 "latency_ms": self._y.tolist()}
 
     @classmethod
-    def from_dict(cls, data: dict) -> LearnedLatencyModel:
+    def from_dict(cls, data: dict, where: str = "model") -> LearnedLatencyModel:
+        """From a profile's JSON, every field checked first (`nasutil.predictor.profile_checks`)."""
+        check.only_keys(data, {"kind", "params", "features", "latency_ms"}, where)
         if data.get("kind") != "hist_gradient_boosting":
             raise NasutilError(f"unknown learned-model kind {data.get('kind')!r}")
-        model = cls(data.get("params"))
-        features = np.asarray(data["features"], dtype=np.float64)
-        latency_ms = np.asarray(data["latency_ms"], dtype=np.float64)
-        if features.ndim != 2 or len(features) < 10 or len(features) != len(latency_ms) or (latency_ms <= 0).any():
-            raise NasutilError("a learned model needs at least 10 rows of features and positive latencies")
-        model._x, model._y = features, latency_ms  # fitted on first use
-        return model
+        model = cls(check.learned_params(data.get("params"), f"{where}.params"))
+        model._x = check.matrix(data.get("features"), f"{where}.features")
+        model._y = np.asarray(check.positive_list(data.get("latency_ms"), f"{where}.latency_ms", len(model._x)))
+        return model  # fitted on first use

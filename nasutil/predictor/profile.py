@@ -16,9 +16,13 @@ import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
+from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
+from nasutil.evaluator.config import MODES
 from nasutil.ops import Op
+from nasutil.predictor import profile_checks as check
 from nasutil.predictor.analytical import KernelModel
 from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.op_tables import OperatorTable, OpTableModel, Overlap
@@ -89,13 +93,13 @@ class DeviceProfile:
         if data.get("version") not in READABLE_VERSIONS:
             raise NasutilError(f"unsupported profile version {data.get('version')!r} (this nasutil reads "
                                f"version {PROFILE_VERSION})")
+        check.only_keys(data, {"format", "version", "device_name", "driver_version", "torch_version", "created",
+                               "source", "analytical", "operators", "learned"}, "profile")
         try:
-            learned = [LearnedEntry(e["space"], e["dtype"], int(e["batch_size"]), e["mode"], e["features"],
-                                    LearnedLatencyModel.from_dict(e["model"]), int(e["rows"]),
-                                    {str(k): float(v) for k, v in e.get("validation", {}).items()})
-                       for e in data.get("learned", [])]
-            analytical = {k: KernelModel.from_dict(v) for k, v in data.get("analytical", {}).items()}
-            operators = [_table_from_dict(t) for t in data.get("operators", [])]
+            learned = [_learned_from_dict(e, f"learned[{i}]") for i, e in enumerate(_list(data, "learned"))]
+            analytical = {k: KernelModel.from_dict(v, f"analytical.{k}")
+                          for k, v in check.mapping(data.get("analytical", {}), "analytical").items()}
+            operators = [_table_from_dict(t, f"operators[{i}]") for i, t in enumerate(_list(data, "operators"))]
             return cls(device_name=str(data["device_name"]), driver_version=data.get("driver_version"),
                        torch_version=data.get("torch_version"), created=str(data.get("created", "")),
                        source=str(data.get("source", "")), analytical=analytical, learned=learned,
@@ -111,23 +115,56 @@ def _table_to_dict(table: OperatorTable) -> dict:
             "ops": [[getattr(op, f) for f in OP_FIELDS] + [round(us, 4)] for op, us in table.times_us.items()]}
 
 
-def _table_from_dict(data: dict) -> OperatorTable:
-    fields_ = data["fields"]
-    if list(fields_) != [*OP_FIELDS, "us"]:
-        raise ValueError(f"unexpected operator fields {fields_!r}")
+def _list(data: dict, key: str) -> list:
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise check.BadProfile(key, f"must be a list, got {type(value).__name__}")
+    return value
+
+
+def _learned_from_dict(e: Any, where: str) -> LearnedEntry:
+    check.only_keys(e, {"space", "dtype", "batch_size", "mode", "features", "rows", "validation", "model"}, where)
+    validation = check.mapping(e.get("validation", {}), f"{where}.validation")
+    return LearnedEntry(check.text(e.get("space"), f"{where}.space"), check.text(e.get("dtype"), f"{where}.dtype", DTYPES),
+                        check.number(e.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                        check.text(e.get("mode"), f"{where}.mode", MODES), check.text(e.get("features"),
+                                                                                       f"{where}.features"),
+                        LearnedLatencyModel.from_dict(e.get("model"), f"{where}.model"),
+                        check.number(e.get("rows"), f"{where}.rows", 0, check.MAX_ROWS, integer=True),
+                        {str(k): check.number(v, f"{where}.validation.{k}", 0, 1e6) for k, v in validation.items()})
+
+
+def _table_from_dict(data: Any, where: str = "operators") -> OperatorTable:
+    check.only_keys(data, {"dtype", "batch_size", "mode", "scale", "per_op_us", "offset_us", "calibrated_on",
+                           "by_space", "fields", "ops"}, where)
+    fields_ = data.get("fields")
+    if not isinstance(fields_, list) or list(fields_) != [*OP_FIELDS, "us"]:
+        raise check.BadProfile(f"{where}.fields", f"must be {[*OP_FIELDS, 'us']}")
+    ops = data.get("ops")
+    if not isinstance(ops, list) or len(ops) > check.MAX_ROWS:
+        raise check.BadProfile(f"{where}.ops", f"must be a list of at most {check.MAX_ROWS:,} operators")
     times = {}
-    for row in data["ops"]:
-        us = float(row[-1])
-        if not (us > 0 and us < 1e9):
-            raise ValueError(f"operator latency {us!r} out of range")
-        times[Op.from_dict(dict(zip(OP_FIELDS, row[:-1])))] = us
-    return OperatorTable(str(data["dtype"]), int(data["batch_size"]), str(data["mode"]), times, _overlap(data),
-                         {str(k): _overlap(v) for k, v in data.get("by_space", {}).items()})
+    for i, row in enumerate(ops):
+        if not isinstance(row, list) or len(row) != len(OP_FIELDS) + 1:
+            raise check.BadProfile(f"{where}.ops[{i}]", f"must be a list of {len(OP_FIELDS) + 1} values")
+        us = check.number(row[-1], f"{where}.ops[{i}] time", 1e-6, 1e9)
+        try:
+            times[Op.from_dict(dict(zip(OP_FIELDS, row[:-1])))] = us
+        except (TypeError, ValueError) as exc:
+            raise check.BadProfile(f"{where}.ops[{i}]", f"is not an operator: {exc}") from None
+    by_space = check.mapping(data.get("by_space", {}), f"{where}.by_space")
+    return OperatorTable(check.text(data.get("dtype"), f"{where}.dtype", DTYPES),
+                         check.number(data.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                         check.text(data.get("mode"), f"{where}.mode", MODES), times, _overlap(data, where),
+                         {str(k): _overlap(v, f"{where}.by_space.{k}") for k, v in by_space.items()})
 
 
-def _overlap(data: dict) -> Overlap:
-    return Overlap(float(data.get("scale", 1.0)), float(data.get("per_op_us", 0.0)), float(data.get("offset_us", 0.0)),
-                   int(data.get("calibrated_on", 0)))
+def _overlap(data: Any, where: str) -> Overlap:
+    data = check.mapping(data, where)
+    return Overlap(check.number(data.get("scale", 1.0), f"{where}.scale", 1e-3, 1e3),
+                   check.number(data.get("per_op_us", 0.0), f"{where}.per_op_us", -1e6, 1e6),
+                   check.number(data.get("offset_us", 0.0), f"{where}.offset_us", -1e9, 1e9),
+                   check.number(data.get("calibrated_on", 0), f"{where}.calibrated_on", 0, 10**9, integer=True))
 
 
 def builtin_profiles() -> list[str]:
@@ -140,6 +177,8 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     path = Path(name_or_path)
     if path.suffix == ".json" or path.exists():
         try:
+            if path.stat().st_size > check.MAX_PROFILE_BYTES:
+                raise NasutilError(f"profile {name_or_path!r} is larger than {check.MAX_PROFILE_BYTES:,} bytes")
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise NasutilError(f"cannot read profile {name_or_path!r}: {exc}") from None
@@ -151,6 +190,6 @@ def load_profile(name_or_path: str) -> DeviceProfile:
         text = resource.read_text()
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise NasutilError(f"profile {name_or_path!r} is not valid JSON: {exc}") from None
     return DeviceProfile.from_dict(data)

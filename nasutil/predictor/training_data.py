@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -14,8 +15,12 @@ from nasutil.errors import NasutilError
 ZOO_SPACES = ("torchvision", "timm")
 
 
-def read_measurements(paths: Iterable[str | Path]) -> list[dict]:
-    """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV."""
+def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
+    """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV.
+
+    A row that is not a usable measurement (a field missing or of the wrong type, a latency that is not a
+    positive number) is skipped; `skipped`, where given, counts the skipped rows by reason. A file that
+    cannot be read, or a line that is not JSON at all, is an error."""
     rows: list[dict] = []
     for path in map(Path, paths):
         files = sorted(path.glob("*.csv")) + sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
@@ -31,25 +36,52 @@ def read_measurements(paths: Iterable[str | Path]) -> list[dict]:
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
-                    except json.JSONDecodeError:
+                    except (json.JSONDecodeError, RecursionError):
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
-    return [_checked(r, i) for i, r in enumerate(rows, start=1)
-            if isinstance(r, dict) and r.get("status") == "ok" and r.get("latency_ms") not in (None, "")]
+    out = []
+    for r in rows:
+        if not isinstance(r, dict) or r.get("status") != "ok" or r.get("latency_ms") in (None, ""):
+            continue
+        checked, reason = _checked(r)
+        if checked is not None:
+            out.append(checked)
+        elif skipped is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return out
 
 
 _REQUIRED = ("space", "arch", "device_name", "dtype", "batch_size", "mode", "latency_ms")
+_TEXT = ("space", "arch", "device_name", "dtype", "mode")
 
 
-def _checked(row: dict, number: int) -> dict:
-    """A measurement row with the fields a profile needs, in their types; a one-line error otherwise."""
+def _checked(row: dict) -> tuple[dict | None, str]:
+    """The row with the fields a profile needs, in their types, or None and why it cannot be used."""
     missing = [k for k in _REQUIRED if row.get(k) in (None, "")]
     if missing:
-        raise NasutilError(f"measurement {number} lacks {', '.join(missing)}")
+        return None, f"lacks {', '.join(missing)}"
+    wrong = [k for k in _TEXT if not isinstance(row[k], str)]
+    if wrong:
+        return None, f"{wrong[0]} is not text"
     try:
-        return {**row, "batch_size": int(row["batch_size"]), "latency_ms": float(row["latency_ms"]),
-                "sm_clock_mhz": float(row["sm_clock_mhz"]) if row.get("sm_clock_mhz") not in (None, "") else None}
-    except (TypeError, ValueError) as exc:
-        raise NasutilError(f"measurement {number} has a malformed number: {exc}") from None
+        batch = row["batch_size"]
+        if isinstance(batch, bool) or float(batch) != int(float(batch)):
+            raise ValueError(batch)
+        batch, latency = int(float(batch)), float(row["latency_ms"])
+        clock = row.get("sm_clock_mhz")
+        clock = float(clock) if clock not in (None, "") else None
+    except (TypeError, ValueError, OverflowError):
+        return None, "a number field is not a number"
+    if batch < 1 or not (math.isfinite(latency) and latency > 0) or (clock is not None and not math.isfinite(clock)):
+        return None, "batch size, latency or clock out of range"
+    return {**row, "batch_size": batch, "latency_ms": latency, "sm_clock_mhz": clock}, ""
+
+
+def skipped_note(skipped: dict[str, int]) -> str | None:
+    """One line saying which rows were left out and why, or None."""
+    if not skipped:
+        return None
+    return (f"skipped {sum(skipped.values())} unusable measurement row(s): "
+            + "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1])))
 
 
 def median_latencies(rows: list[dict], min_clock_ratio: float = 0.95) -> dict[tuple, dict[str, float]]:

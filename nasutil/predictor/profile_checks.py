@@ -1,0 +1,96 @@
+"""A device profile is an untrusted file: every number it holds is checked (type, range, finite) and every
+key is known before the profile is used, and a bad one is named in one line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from nasutil.errors import NasutilError
+
+#: hyper-parameters a learned model may carry: (integer?, lowest, highest)
+LEARNED_PARAMS: dict[str, tuple[bool, float, float]] = {
+    "max_iter": (True, 1, 2000),
+    "learning_rate": (False, 1e-4, 1.0),
+    "max_leaf_nodes": (True, 2, 1024),
+    "min_samples_leaf": (True, 1, 100_000),
+    "l2_regularization": (False, 0.0, 1e6),
+    "random_state": (True, 0, 2**31 - 1),
+}
+#: the most training rows and features a learned model may carry
+MAX_ROWS, MAX_FEATURES = 1_000_000, 4096
+#: the largest profile file read
+MAX_PROFILE_BYTES = 256 * 1024 * 1024
+
+
+class BadProfile(NasutilError):
+    def __init__(self, where: str, what: str) -> None:
+        super().__init__(f"malformed device profile: {where} {what}")
+
+
+def number(value: Any, where: str, low: float, high: float, integer: bool = False) -> float:
+    """A finite number in [low, high] (a whole one where `integer`), or BadProfile naming `where`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadProfile(where, f"must be a number, got {value!r}")
+    if not math.isfinite(value) or not low <= value <= high or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a finite number"
+        raise BadProfile(where, f"must be {kind} in [{low:g}, {high:g}], got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def text(value: Any, where: str, choices: tuple[str, ...] | None = None) -> str:
+    if not isinstance(value, str) or (choices is not None and value not in choices):
+        expected = f"one of {', '.join(choices)}" if choices else "text"
+        raise BadProfile(where, f"must be {expected}, got {value!r}")
+    return value
+
+
+def only_keys(data: Any, known: set[str] | tuple[str, ...], where: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise BadProfile(where, f"must be an object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise BadProfile(where, f"has unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    return data
+
+
+def mapping(data: Any, where: str) -> Mapping[str, Any]:
+    """An object with text keys (its keys are names the caller checks)."""
+    if not isinstance(data, Mapping) or not all(isinstance(k, str) for k in data):
+        raise BadProfile(where, "must be an object with text keys")
+    return data
+
+
+def learned_params(params: Any, where: str) -> dict[str, Any]:
+    only_keys(params or {}, set(LEARNED_PARAMS), where)
+    return {k: number(v, f"{where}.{k}", LEARNED_PARAMS[k][1], LEARNED_PARAMS[k][2], LEARNED_PARAMS[k][0])
+            for k, v in (params or {}).items()}
+
+
+def matrix(rows: Any, where: str) -> np.ndarray:
+    """A rectangular list of lists of finite numbers, within MAX_ROWS x MAX_FEATURES (checked with numpy:
+    a profile holds millions of them)."""
+    if not isinstance(rows, list) or not 10 <= len(rows) <= MAX_ROWS:
+        raise BadProfile(where, f"must be a list of 10 to {MAX_ROWS:,} rows")
+    try:
+        array = np.asarray(rows)
+    except ValueError:
+        array = None  # ragged
+    if array is None or array.ndim != 2 or not 1 <= array.shape[1] <= MAX_FEATURES:
+        raise BadProfile(where, f"rows must be lists of one length, 1 to {MAX_FEATURES} numbers each")
+    if array.dtype.kind not in "iuf":
+        raise BadProfile(where, "must hold numbers only")
+    array = array.astype(np.float64)
+    bad = np.argwhere(~np.isfinite(array))
+    if len(bad):
+        raise BadProfile(f"{where}[{bad[0][0]}]", f"holds {array[tuple(bad[0])]!r}, not a finite number")
+    return array
+
+
+def positive_list(values: Any, where: str, length: int) -> list[float]:
+    if not isinstance(values, list) or len(values) != length:
+        raise BadProfile(where, f"must be a list of {length} numbers")
+    return [number(v, f"{where}[{i}]", 1e-9, 1e9) for i, v in enumerate(values)]
