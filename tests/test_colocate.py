@@ -122,3 +122,9 @@ def test_cli_colocate_bad_input(cli, args, message):
     r = cli("colocate", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_measure_group_counts_networks_of_a_space_without_an_op_listing(installed_plugin):
+    """The tiny plugin space lists no ops: its FLOPs are counted on the built network before it moves."""
+    m = measure_group([Candidate("tiny", "w8"), Candidate("tiny", "w16")], CPU.with_(input_size=16), "sequential")
+    assert m.ok and m.flops_per_image == [2 * 3 * 8 * 9 * 16 * 16 + 2 * 8 * 10, 2 * 3 * 16 * 9 * 16 * 16 + 2 * 16 * 10]

@@ -86,10 +86,10 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     dtype = torch_dtype(config.dtype)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     built = [build(c, config.input_size, config.num_classes) for c in candidates]
+    flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]  # on the CPU, before the move
     models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
     inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)
               .contiguous(memory_format=memory_format) for b in built]
-    flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]
     with matmul_precision(config.dtype), torch.inference_mode():
         together = colocate(models, inputs, strategy, fallback=fallback)
         alone = colocate(models, inputs, "sequential")
@@ -126,7 +126,8 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
 def _counted(built) -> int:
     from nasutil.counting import count_model
 
-    return count_model(built.model, built.input_size, built.in_channels, per_layer=False).flops_per_image
+    with torch.inference_mode():
+        return count_model(built.model.eval(), built.input_size, built.in_channels, per_layer=False).flops_per_image
 
 
 def _peak(device: torch.device, name: str, dtype: str) -> float | None:

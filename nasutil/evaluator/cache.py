@@ -83,7 +83,7 @@ class MeasurementCache:
         self.name = safe_url(url) if self.is_url else str(self.path)
         self._lock = threading.Lock()
         self._broken = False
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         try:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -115,6 +115,11 @@ class MeasurementCache:
                 if attempt == attempts - 1:
                     raise
                 time.sleep(0.5 * (attempt + 1))
+
+    @property
+    def owner(self) -> str:
+        """Who holds a claim: this cache in this thread (an evaluator's threads measure side by side)."""
+        return f"{self._owner}:{threading.get_ident()}"
 
     @staticmethod
     def key(space: str, arch_hash: str, device_name: str, torch_version: str, config: MeasureConfig,
