@@ -85,3 +85,53 @@ def postgres_url():
         pytest.importorskip("psycopg", reason="the PostgreSQL driver is not installed (pip install nasutil[postgres])")
     with postgres_server() as url:
         yield url
+
+
+class Recorder:
+    """A trainer's reporter that keeps every (step, accuracy) and stops the training at `stop_at`."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.steps: list[tuple[int, float]] = []
+        self.stop_at = stop_at
+
+    def report(self, step: int, accuracy: float) -> None:
+        from nasutil.search.controller import StoppedEarly
+
+        self.steps.append((step, accuracy))
+        if step == self.stop_at:
+            raise StoppedEarly(step, accuracy, "test")
+
+
+def completed_trials(db: Path) -> int:
+    """COMPLETE trials in a search's SQLite study (0 while the file is not there yet)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(db, timeout=1) as con:
+            return con.execute("SELECT count(*) FROM trials WHERE state='COMPLETE'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def kill_search_after(args: list[str], db: Path, completed: int) -> dict[int, tuple]:
+    """Start `nasutil-search ARGS`, SIGKILL it once `db` holds `completed` finished trials, and return what
+    the study held then: trial number -> (values, arch) of every COMPLETE trial."""
+    import signal
+    import time
+
+    import optuna
+
+    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while completed_trials(db) < completed and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, f"the search ended before it could be killed: {proc.stderr.read()[-1000:]}"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    name = next(a.split("=", 1)[1] for a in args if a.startswith("study_name="))
+    return {t.number: (t.values, t.user_attrs["arch"])
+            for t in optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
+            if t.state == optuna.trial.TrialState.COMPLETE}

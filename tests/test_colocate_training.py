@@ -8,6 +8,7 @@ import threading
 import optuna
 import pytest
 
+from conftest import Recorder, kill_search_after
 from nasutil.colocate import Member, Population
 from nasutil.errors import NasutilError
 from nasutil.registry import get_space
@@ -18,17 +19,6 @@ ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_c
          "|nor_conv_1x1~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_3x3~1|nor_conv_1x1~2|",
          "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_1x1~1|+|nor_conv_3x3~0|skip_connect~1|nor_conv_1x1~2|"]
 SETTINGS = dict(dataset="digits", epochs=2, batch_size=32, lr=0.05, max_batches_per_epoch=6, threads=1)
-
-
-class Recorder:
-    def __init__(self, stop_at: int | None = None) -> None:
-        self.steps: list[tuple[int, float]] = []
-        self.stop_at = stop_at
-
-    def report(self, step: int, accuracy: float) -> None:
-        self.steps.append((step, accuracy))
-        if step == self.stop_at:
-            raise StoppedEarly(step, accuracy, "test")
 
 
 def _in_threads(trainer, jobs):
@@ -124,11 +114,6 @@ def test_search_with_a_population_runs_its_budget(tmp_path):
 
 
 def test_a_killed_population_search_resumes(tmp_path):
-    import os
-    import signal
-    import sqlite3
-    import subprocess
-    import sys
     import time
 
     from nasutil.cli.search_command import main
@@ -139,32 +124,11 @@ def test_a_killed_population_search_resumes(tmp_path):
             "plots=false", "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=2",
             "trainer.batch_size=64", "trainer.max_batches_per_epoch=4", "trainer.population=3", "trainer.threads=1",
             "storage.heartbeat_interval=1", "storage.grace_period=1", "progress=false"]
-
-    def complete() -> int:
-        try:
-            with sqlite3.connect(db, timeout=1) as con:
-                return con.execute("SELECT count(*) FROM trials WHERE state='COMPLETE'").fetchone()[0]
-        except sqlite3.Error:
-            return 0
-
-    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while complete() < 2 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the search ended before it could be killed: {proc.stderr.read()[-1000:]}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    storage = f"sqlite:///{db}"
-    before = {t.number: (t.values, t.user_attrs["arch"])
-              for t in optuna.load_study(study_name="together-resume", storage=storage).trials
-              if t.state == optuna.trial.TrialState.COMPLETE}
+    before = kill_search_after(args, db, completed=2)
     assert 2 <= len(before) < 12
     time.sleep(1.5)  # past the grace period: the trials the kill interrupted are stale
     assert main(args) == 0
-    study = optuna.load_study(study_name="together-resume", storage=storage)
+    study = optuna.load_study(study_name="together-resume", storage=f"sqlite:///{db}")
     after = {t.number: (t.values, t.user_attrs.get("arch")) for t in study.trials}
     assert all(after[n] == before[n] for n in before)
     states = [t.state for t in study.trials]

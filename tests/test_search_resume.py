@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
 import time
 
 import optuna
 
+from conftest import kill_search_after
 from nasutil.cli.search_command import main
-
-
-def _complete(db) -> int:
-    try:
-        with sqlite3.connect(db, timeout=1) as con:
-            return con.execute("SELECT count(*) FROM trials WHERE state='COMPLETE'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def test_killed_search_resumes_without_losing_completed_trials(tmp_path):
@@ -27,20 +15,8 @@ def test_killed_search_resumes_without_losing_completed_trials(tmp_path):
     db = run_dir / "study.db"
     args = ["study_name=resume-me", f"hydra.run.dir={run_dir}", "n_trials=60", "predictor=analytical", "plots=false",
             "prune=none", "storage.heartbeat_interval=1", "storage.grace_period=1"]
-    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", *args, "progress=false"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while _complete(db) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert proc.poll() is None, f"the search ended before it could be killed: {proc.stderr.read()[-1000:]}"
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
+    before = kill_search_after([*args, "progress=false"], db, completed=3)
     storage = f"sqlite:///{db}"
-    before = {t.number: (t.values, t.user_attrs["arch"])
-              for t in optuna.load_study(study_name="resume-me", storage=storage).trials
-              if t.state == optuna.trial.TrialState.COMPLETE}
     assert 3 <= len(before) < 60
 
     time.sleep(1.5)  # past the grace period: a trial the kill interrupted is now stale

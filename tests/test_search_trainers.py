@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from conftest import Recorder
 from nasutil.errors import NasutilError
 from nasutil.registry import get_space
 from nasutil.search.config import shipped
@@ -17,17 +18,6 @@ from nasutil.search.controller import EarlyStopping, StoppedEarly
 from nasutil.search.trainers.tabular import TabularTrainer
 
 ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
-
-
-class Recorder:
-    def __init__(self, stop_at: int | None = None) -> None:
-        self.steps: list[tuple[int, float]] = []
-        self.stop_at = stop_at
-
-    def report(self, step: int, accuracy: float) -> None:
-        self.steps.append((step, accuracy))
-        if step == self.stop_at:
-            raise StoppedEarly(step, accuracy, "test")
 
 
 def _table_row(arch: str) -> dict[str, str]:

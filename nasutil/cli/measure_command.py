@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
-from nasutil.evaluator.config import MODES
+from nasutil.evaluator.config import MODES, available_device
 from nasutil.zoo import DEFAULT_NUM_CLASSES
 
 
@@ -76,26 +75,17 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
         batch_size=args.batch_size or (256 if on_gpu else 8), mode=args.mode or ("cudagraph" if on_gpu else "eager"),
         channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
         repeats=args.repeats, counters=args.counters, per_layer=args.per_layer)
-    return config.fast().with_(per_layer=args.per_layer) if args.fast else config
+    return config.fast() if args.fast else config
 
 
 def _devices(text: str | None) -> list[str] | None:
     """`--devices cuda:0,cuda:1`, each checked to exist here before any worker starts."""
     if text is None:
         return None
-    import torch
-
     devices = [d.strip() for d in text.split(",") if d.strip()]
     if not devices:
         raise NasutilError("--devices needs at least one device, e.g. --devices cuda:0,cuda:1")
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    for device in devices:
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-            raise NasutilError(f"--devices: unknown device {device!r} (cpu, cuda or cuda:N)")
-        index = int(device.split(":")[1]) if ":" in device else 0
-        if device != "cpu" and index >= count:
-            raise NasutilError(f"--devices: {device} is not on this machine ({count} CUDA device(s))")
-    return devices
+    return [available_device(d, "--devices") for d in devices]
 
 
 def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:

@@ -9,6 +9,7 @@ from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 
 MODES = ("eager", "cudagraph", "compile")
+DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 
 
 def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
@@ -19,6 +20,19 @@ def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
         raise NasutilError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
     if batch_size < 1:
         raise NasutilError(f"batch size must be positive, got {batch_size}")
+
+
+def available_device(name: str, setting: str) -> str:
+    """`name` (cpu, cuda or cuda:N) if that device is on this machine; else a one-line error naming `setting`."""
+    if not re.fullmatch(DEVICE_PATTERN, name):
+        raise NasutilError(f"{setting}: unknown device {name!r} (cpu, cuda or cuda:N)")
+    if name != "cpu":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (int(name.split(":")[1]) if ":" in name else 0) >= count:
+            raise NasutilError(f"{setting}: {name} is not on this machine ({count} CUDA device(s))")
+    return name
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class MeasureConfig:
 
     def __post_init__(self) -> None:
         check_run_settings(self.dtype, self.mode, self.batch_size)
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", self.device):
+        if not re.fullmatch(DEVICE_PATTERN, self.device):
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
         if self.mode == "cudagraph" and self.device == "cpu":
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")

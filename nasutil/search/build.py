@@ -11,6 +11,7 @@ import optuna
 from omegaconf import DictConfig
 
 from nasutil.devices import lookup
+from nasutil.evaluator.config import available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
@@ -143,18 +144,7 @@ def worker_device(devices: Any, worker: int) -> str | None:
     devices = [str(d).strip() for d in devices]
     if not devices:
         raise NasutilError("devices must name at least one device, e.g. devices=[cuda:0,cuda:1], or be null")
-    device = devices[worker % len(devices)]
-    import torch
-
-    if device == "cpu":
-        return device
-    if not device.startswith("cuda"):
-        raise NasutilError(f"devices: unknown device {device!r} (cpu, cuda or cuda:N)")
-    index = int(device.split(":")[1]) if ":" in device and device.split(":")[1].isdigit() else 0
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if index >= count:
-        raise NasutilError(f"devices: {device} is not on this machine ({count} CUDA device(s))")
-    return device
+    return available_device(devices[worker % len(devices)], "devices")
 
 
 def predictor_for(cfg: DictConfig) -> tuple[Predictor, PredictTarget]:
