@@ -159,3 +159,30 @@ def test_a_wrong_password_is_a_one_line_error(postgres_url, tmp_path):
                            f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "password authentication failed" in proc.stderr and "secret" not in proc.stderr
+
+
+def test_threads_asking_at_once_never_run_one_sqlite_trial_twice(tmp_path):
+    """Retries and enqueued trials wait in the study; with SQLite, threads popping them together must
+    each get a different one (pysqlite reads outside transactions unless the storage opens them)."""
+    import threading
+
+    from nasutil.search.storage import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    for rep in range(5):
+        storage = open_storage(f"sqlite:///{tmp_path}/race{rep}.db", heartbeat_interval=None)
+        study = optuna.create_study(storage=storage, study_name="race")
+        for i in range(8):
+            study.enqueue_trial({"x": float(i)})
+        start, asked = threading.Barrier(8), []
+
+        def ask() -> None:
+            start.wait()
+            asked.append(study.ask()._trial_id)
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(asked) == sorted(set(asked)) and len(asked) == 8

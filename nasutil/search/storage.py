@@ -128,18 +128,27 @@ def _connect(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any],
 
 
 def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
-    """Write-ahead logging with NORMAL sync: each of the many small commits a trial makes no longer
-    waits for a disk flush, and a process that dies still loses no committed trial (only a power
-    cut could drop the last commits)."""
+    """SQLite made safe and quick for a study shared by threads and processes.
+
+    Transactions begin with BEGIN IMMEDIATE, taking the write lock before they read: pysqlite would
+    otherwise read outside any transaction, so two workers asking at once could both see the same
+    WAITING trial (a retry, or an enqueued one) and both run it. Write-ahead logging with NORMAL sync:
+    each of the many small commits a trial makes no longer waits for a disk flush, and a process that
+    dies still loses no committed trial (only a power cut could drop the last commits)."""
     from sqlalchemy import event
 
     def on_connect(connection, _record) -> None:
+        connection.isolation_level = None  # no implicit transactions: the "begin" hook opens them
         cursor = connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    def on_begin(connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
     event.listen(storage.engine, "connect", on_connect)
+    event.listen(storage.engine, "begin", on_begin)
     storage.engine.dispose()  # reconnect with the pragmas
 
 
