@@ -1,5 +1,5 @@
 import sys
 
-from nasutil.cli import main
+from nasutil.cli.entry import nasutil
 
-sys.exit(main())
+sys.exit(nasutil())

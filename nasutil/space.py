@@ -143,7 +143,7 @@ class SearchSpace(ABC, Generic[A]):
         The default builds the network and traces it (tens to hundreds of milliseconds);
         a space that knows its structure overrides this with a direct listing, which is
         what makes scoring tens of thousands of candidates with a predictor cheap."""
-        from nasutil.ops import trace_ops
+        from nasutil.op_tracing import trace_ops
 
         size = self.default_input_size if input_size is None else input_size
         return trace_ops(self.build(arch, num_classes=num_classes, input_size=size), size, self.in_channels)

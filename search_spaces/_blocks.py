@@ -1,4 +1,4 @@
-"""Small building blocks shared by the cell-based spaces."""
+"""Small torch building blocks shared by the cell-based spaces' networks (imported by the `*_network` modules only)."""
 
 from __future__ import annotations
 
@@ -33,12 +33,3 @@ class Zero(nn.Module):
             shape = (x.shape[0], self.c_out, *x.shape[2:])
             return x.new_zeros(shape)
         return x.mul(0.0)
-
-
-def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
-    """Round a channel count to a multiple of `divisor`, never dropping more than 10%."""
-    min_value = min_value or divisor
-    new = max(min_value, int(value + divisor / 2) // divisor * divisor)
-    if new < 0.9 * value:
-        new += divisor
-    return new

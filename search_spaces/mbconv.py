@@ -20,7 +20,7 @@ Fixed rules, each in one place:
     stride 1 and the first two downsampling stages (24 and 32 channels) stride 1,
     as in common CIFAR adaptations, so a 32x32 image reaches the head at 8x8;
     larger inputs keep MobileNetV2's strides (224 -> 7).
-  * activation (`stage_activation`): ReLU6 in the stem and stages 1-3 (high
+  * activation (`activation_name`): ReLU6 in the stem and stages 1-3 (high
     resolution, where Hardswish costs most), Hardswish in stages 4-7 and the head,
     as in MobileNetV3.
   * widths (`stage_channels`, `head_channels`): base x multiplier rounded with
@@ -42,17 +42,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn as nn
 
 from nasutil.arch import Arch
 from nasutil.errors import InvalidArchError
 from nasutil.ops import Op, conv_out
+from nasutil.lazy_imports import lazy_attributes
 from nasutil.space import SearchSpace
-from nasutil_search_spaces._blocks import make_divisible
 
 if TYPE_CHECKING:
     import optuna
+    import torch.nn as nn
 
 NUM_STAGES = 7
 BASE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 96, 160, 320)
@@ -71,9 +70,15 @@ SE_CHOICES: tuple[bool, ...] = (False, True)
 STAGE_EXPANSIONS: tuple[tuple[int, ...], ...] = ((1,),) + (EXPANSIONS,) * (NUM_STAGES - 1)
 #: stages (0-based) from which on blocks use Hardswish instead of ReLU6
 FIRST_HARDSWISH_STAGE = 3
+#: the activation of the 1x1 conv head
+HEAD_ACTIVATION = "hardswish"
 
 FIELDS_PER_STAGE = 5
 _TOKEN = re.compile(r"^k(\d+)e(\d+)d(\d+)w(\d+(?:\.\d+)?)se(\d+)$")
+
+# The torch modules live in `mbconv_network`; these names still resolve here, importing torch on first use.
+NETWORK_NAMES = ("stage_activation", "ConvBNAct", "SqueezeExcite", "InvertedResidual", "MBConvNetwork")
+__getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(NETWORK_NAMES, "nasutil_search_spaces.mbconv_network"))
 
 
 @dataclass(frozen=True)
@@ -169,9 +174,18 @@ def resolution_plan(input_size: int) -> tuple[int, tuple[int, ...]]:
     return 1, tuple(strides)
 
 
-def stage_activation(index: int) -> type[nn.Module]:
-    """ReLU6 at high resolution (stages 1-3), Hardswish deeper, as in MobileNetV3."""
-    return nn.ReLU6 if index < FIRST_HARDSWISH_STAGE else nn.Hardswish
+def activation_name(index: int) -> str:
+    """ReLU6 at high resolution (stages 1-3), Hardswish deeper, as in MobileNetV3 (lower-case op names)."""
+    return "relu6" if index < FIRST_HARDSWISH_STAGE else "hardswish"
+
+
+def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
+    """Round a channel count to a multiple of `divisor`, never dropping more than 10%."""
+    min_value = min_value or divisor
+    new = max(min_value, int(value + divisor / 2) // divisor * divisor)
+    if new < 0.9 * value:
+        new += divisor
+    return new
 
 
 def stage_channels(index: int, width: float) -> int:
@@ -183,102 +197,7 @@ def head_channels(last_width: float) -> int:
     return make_divisible(HEAD_CHANNELS * max(1.0, last_width), 8)
 
 
-# ---- modules ----
-
-class ConvBNAct(nn.Sequential):
-    """Conv (no bias) -> BatchNorm -> optional activation, with 'same' padding."""
-
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1,
-                 act: type[nn.Module] | None = None) -> None:
-        layers: list[nn.Module] = [
-            nn.Conv2d(c_in, c_out, kernel, stride=stride, padding=kernel // 2, groups=groups, bias=False),
-            nn.BatchNorm2d(c_out),
-        ]
-        if act is not None:
-            layers.append(act())
-        super().__init__(*layers)
-
-
-class SqueezeExcite(nn.Module):
-    """Channel gating of MobileNetV3: pool, reduce to 1/4, ReLU, expand, hardsigmoid."""
-
-    def __init__(self, channels: int) -> None:
-        super().__init__()
-        squeezed = make_divisible(channels / 4, 8)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.reduce = nn.Conv2d(channels, squeezed, 1)
-        self.act = nn.ReLU()
-        self.expand = nn.Conv2d(squeezed, channels, 1)
-        self.gate = nn.Hardsigmoid()
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.gate(self.expand(self.act(self.reduce(self.pool(x)))))
-
-
-class InvertedResidual(nn.Module):
-    """1x1 expand (skipped at ratio 1) -> kxk depthwise -> optional SE -> 1x1 linear projection."""
-
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, expansion: int, se: bool,
-                 act: type[nn.Module]) -> None:
-        super().__init__()
-        hidden = c_in * expansion
-        self.expand = ConvBNAct(c_in, hidden, 1, act=act) if expansion != 1 else nn.Identity()
-        self.depthwise = ConvBNAct(hidden, hidden, kernel, stride=stride, groups=hidden, act=act)
-        self.se = SqueezeExcite(hidden) if se else nn.Identity()
-        self.project = ConvBNAct(hidden, c_out, 1)
-        self.use_residual = stride == 1 and c_in == c_out
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.project(self.se(self.depthwise(self.expand(x))))
-        return x + out if self.use_residual else out
-
-
-class MBConvNetwork(nn.Module):
-    def __init__(self, arch: MBConvArch, num_classes: int = 10, input_size: int = 224, in_channels: int = 3) -> None:
-        super().__init__()
-        stem_stride, strides = resolution_plan(input_size)
-        self.stem = ConvBNAct(in_channels, STEM_CHANNELS, 3, stride=stem_stride, act=stage_activation(0))
-        c = STEM_CHANNELS
-        stages: list[nn.Module] = []
-        for i, (stage, stride) in enumerate(zip(arch.stages, strides)):
-            c_out = stage_channels(i, stage.width)
-            blocks = []
-            for b in range(stage.depth):
-                blocks.append(InvertedResidual(c, c_out, stage.kernel, stride if b == 0 else 1, stage.expansion,
-                                               stage.se, stage_activation(i)))
-                c = c_out
-            stages.append(nn.Sequential(*blocks))
-        self.stages = nn.Sequential(*stages)
-        head = head_channels(arch.stages[-1].width)
-        self.head = ConvBNAct(c, head, 1, act=nn.Hardswish)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.classifier = nn.Linear(head, num_classes)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        for m in self.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out")
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0.0, 0.01)
-                nn.init.zeros_(m.bias)
-
-    def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The head's feature map, before pooling."""
-        return self.head(self.stages(self.stem(x)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(torch.flatten(self.pool(self.features(x)), 1))
-
-
-def _act_name(stage: int) -> str:
-    return stage_activation(stage).__name__.lower()
-
+# ---- op listing ----
 
 def _conv_bn_act(c_in: int, c_out: int, size: int, kernel: int, stride: int, groups: int,
                  act: str | None) -> tuple[list[Op], int]:
@@ -350,22 +269,24 @@ class MBConvSpace(SearchSpace[MBConvArch]):
         size = self.default_input_size if input_size is None else input_size
         if size < 1:
             raise ValueError(f"input_size must be positive, got {size}")
+        from nasutil_search_spaces.mbconv_network import MBConvNetwork
+
         return MBConvNetwork(arch, num_classes=num_classes, input_size=size, in_channels=self.in_channels)
 
     def operators(self, arch: MBConvArch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
         """`MBConvNetwork`'s ops, listed without building it (equal to tracing it; tested)."""
         size = self.default_input_size if input_size is None else input_size
         stem_stride, strides = resolution_plan(size)
-        ops, size = _conv_bn_act(self.in_channels, STEM_CHANNELS, size, 3, stem_stride, 1, _act_name(0))
+        ops, size = _conv_bn_act(self.in_channels, STEM_CHANNELS, size, 3, stem_stride, 1, activation_name(0))
         c = STEM_CHANNELS
         for i, (stage, stride) in enumerate(zip(arch.stages, strides)):
             c_out = stage_channels(i, stage.width)
             for b in range(stage.depth):
-                block, size = _block_ops(c, c_out, size, stage, stride if b == 0 else 1, _act_name(i))
+                block, size = _block_ops(c, c_out, size, stage, stride if b == 0 else 1, activation_name(i))
                 ops += block
                 c = c_out
         head = head_channels(arch.stages[-1].width)
-        block, size = _conv_bn_act(c, head, size, 1, 1, 1, "hardswish")
+        block, size = _conv_bn_act(c, head, size, 1, 1, 1, HEAD_ACTIVATION)
         return ops + block + [Op("gpool", head, size, size, head, 1, 1, variant="avg"),
                               Op("linear", head, 1, 1, num_classes, 1, 1, bias=True)]
 

@@ -16,23 +16,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn as nn
 
 from nasutil.arch import Arch
 from nasutil.errors import InvalidArchError
 from nasutil.ops import Op, conv_out
+from nasutil.lazy_imports import lazy_attributes
 from nasutil.space import SearchSpace
-from nasutil_search_spaces._blocks import ReLUConvBN, Zero
 
 if TYPE_CHECKING:
     import optuna
+    import torch.nn as nn
 
 OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 NUM_NODES = 4
 #: edges (to, from) in the order of the cell string
 EDGES: tuple[tuple[int, int], ...] = tuple((i, j) for i in range(1, NUM_NODES) for j in range(i))
 _TOKEN = re.compile(r"^([a-z0-9_]+)~(\d+)$")
+
+# The torch modules live in `nb201_network`; these names still resolve here, importing torch on first use.
+NETWORK_NAMES = ("Cell", "ResidualReduction", "NB201Network")
+__getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(NETWORK_NAMES, "nasutil_search_spaces.nb201_network"))
 
 
 @dataclass(frozen=True)
@@ -86,67 +89,6 @@ def parse_cell(text: str) -> NB201Arch:
                 raise InvalidArchError(f"edge {token!r} of node {i} must come from node {j}, not {src}")
             ops.append(op)
     return NB201Arch(tuple(ops))
-
-
-def _make_op(op: str, channels: int) -> nn.Module:
-    if op == "none":
-        return Zero()
-    if op == "skip_connect":
-        return nn.Identity()
-    if op == "nor_conv_1x1":
-        return ReLUConvBN(channels, channels, 1, 1, 0)
-    if op == "nor_conv_3x3":
-        return ReLUConvBN(channels, channels, 3, 1, 1)
-    if op == "avg_pool_3x3":
-        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
-    raise InvalidArchError(f"unknown NAS-Bench-201 op {op!r}")
-
-
-class Cell(nn.Module):
-    """A searched cell: node i is the sum of op(i<-j)(node j) over j < i; the output is the last node."""
-
-    def __init__(self, arch: NB201Arch, channels: int) -> None:
-        super().__init__()
-        self.edges = nn.ModuleDict({f"{i}<-{j}": _make_op(op, channels) for (i, j), op in zip(EDGES, arch.ops)})
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes = [x]
-        for i in range(1, NUM_NODES):
-            nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
-        return nodes[-1]
-
-
-class ResidualReduction(nn.Module):
-    """The fixed reduction block: a stride-2 basic residual block with an avgpool+1x1 shortcut."""
-
-    def __init__(self, c_in: int, c_out: int) -> None:
-        super().__init__()
-        self.conv_a = ReLUConvBN(c_in, c_out, 3, 2, 1)
-        self.conv_b = ReLUConvBN(c_out, c_out, 3, 1, 1)
-        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2), nn.Conv2d(c_in, c_out, 1, bias=False))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.downsample(x) + self.conv_b(self.conv_a(x))
-
-
-class NB201Network(nn.Module):
-    def __init__(self, arch: NB201Arch, num_classes: int = 10, channels: int = 16, cells_per_stage: int = 5,
-                 in_channels: int = 3) -> None:
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
-        blocks: list[nn.Module] = []
-        c = channels
-        for stage in range(3):
-            if stage > 0:
-                blocks.append(ResidualReduction(c, c * 2))
-                c *= 2
-            blocks.extend(Cell(arch, c) for _ in range(cells_per_stage))
-        self.cells = nn.Sequential(*blocks)
-        self.head = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.classifier = nn.Linear(c, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.head(self.cells(self.stem(x))))
 
 
 def _conv(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> Op:
@@ -205,6 +147,8 @@ class NasBench201Space(SearchSpace[NB201Arch]):
         return parse_cell(text)
 
     def build(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        from nasutil_search_spaces.nb201_network import NB201Network
+
         return NB201Network(arch, num_classes=num_classes, in_channels=self.in_channels)
 
     def operators(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:

@@ -68,3 +68,17 @@ def test_bad_input_gives_one_line_and_exit_2(cli, args):
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert lines[0].startswith("nasutil")
+
+
+def test_listing_spaces_and_predicting_load_neither_torch_nor_scikit_learn():
+    """They answer in well under a second: a space lists its own ops, and a profile holds fitted trees."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom nasutil.cli import main\nassert main(['spaces', '--json']) == 0\n"
+            "assert main(['predict', 'nb201', '--sample', '3', '--json']) == 0\n"
+            "assert main(['sample', 'darts', '-n', '2']) == 0\n"
+            "print('LOADED', sorted(m for m in ('torch', 'sklearn', 'nni') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []"

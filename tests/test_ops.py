@@ -7,7 +7,8 @@ import torch.nn as nn
 
 from nasutil import get_space
 from nasutil.counting import count_model
-from nasutil.ops import Op, network_flops, network_params, trace_ops
+from nasutil.op_tracing import trace_ops
+from nasutil.ops import Op, network_flops, network_params
 
 
 @pytest.mark.parametrize("space_name,sizes,count", [("nb201", (32, 16), 8), ("mbconv", (224, 32), 4)])

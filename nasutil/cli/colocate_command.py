@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
 from nasutil.cli.args import non_negative_int, positive_float, positive_int, read_arch_file
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.colocate import STRATEGIES, GroupMeasurement, check_strategy, measure_group, measure_group_isolated
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
-from nasutil.evaluator import Candidate, MeasureConfig
+
+if TYPE_CHECKING:  # imported where used: they bring torch, which listing the commands does not need
+    from nasutil.colocate import GroupMeasurement
+    from nasutil.evaluator import Candidate, MeasureConfig
 
 MAX_SLO_BATCH = 1 << 16
 
@@ -30,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     what.add_argument("--archs", dest="archs_file", type=Path, metavar="FILE",
                       help="file with one architecture string per line")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
-    p.add_argument("--strategy", default="streams", help=f"{', '.join(STRATEGIES)} (default streams)")
+    p.add_argument("--strategy", default="streams",
+                   help="sequential, streams, fused, or one a plugin registered (default streams)")
     p.add_argument("--no-fallback", dest="fallback", action="store_false",
                    help="fail where the strategy does not apply, instead of running sequential")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
@@ -47,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _candidates(args: argparse.Namespace) -> list[Candidate]:
+    from nasutil.evaluator import Candidate
+
     from nasutil.registry import get_space
 
     space = get_space(args.space)
@@ -65,6 +71,8 @@ def _candidates(args: argparse.Namespace) -> list[Candidate]:
 
 
 def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureConfig:
+    from nasutil.evaluator import MeasureConfig
+
     device = args.device
     if device == "auto":
         import torch
@@ -78,6 +86,8 @@ def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureC
 
 
 def cmd_colocate(args: argparse.Namespace) -> int:
+    from nasutil.colocate import check_strategy, measure_group, measure_group_isolated
+
     check_strategy(args.strategy)
     if args.slo_ms is not None and args.batch_size:
         raise NasutilError("--slo-ms chooses the batch sizes itself; drop --batch-size")

@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
@@ -15,10 +16,12 @@ from nasutil.cli.args import add_arch_choice, chosen_archs, positive_float, posi
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
-from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
-from nasutil.evaluator.config import MODES, available_device
-from nasutil.zoo import DEFAULT_NUM_CLASSES
+from nasutil.evaluator.config import MODES, MeasureConfig, available_device
+from nasutil.evaluator.measurement import Measurement
+
+if TYPE_CHECKING:  # imported where used: they bring torch, which listing the commands does not need
+    from nasutil.evaluator import Candidate, Evaluator
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,6 +72,8 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_gpu = device.startswith("cuda")
+    from nasutil.zoo import DEFAULT_NUM_CLASSES
+
     num_classes = args.num_classes or (DEFAULT_NUM_CLASSES if args.model else 10)
     config = MeasureConfig(
         device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
@@ -89,6 +94,8 @@ def _devices(text: str | None) -> list[str] | None:
 
 
 def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Candidate], int | None]:
+    from nasutil.evaluator import Candidate
+
     if args.model:
         if args.space or args.arch:
             raise NasutilError("give either --model or SPACE [ARCH], not both")
@@ -104,6 +111,8 @@ def _candidates(args: argparse.Namespace) -> tuple[list[Candidate] | Iterator[Ca
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
+    from nasutil.evaluator import Evaluator
+
     if args.slo_ms is not None and not args.sweep:
         raise NasutilError("--slo-ms needs --sweep")
     if args.sweep and args.batch_size:

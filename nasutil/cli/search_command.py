@@ -22,6 +22,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from nasutil.cli import interrupts
 from nasutil.errors import NasutilError
 from nasutil.search.config import config_digest  # noqa: F401  (registers the study name's resolver)
 
@@ -44,6 +45,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     setup = build_search(cfg, Path(HydraConfig.get().runtime.output_dir))
     interrupted = False
     try:
+        interrupts.stop_if_requested()
         counts = _run_with_progress(setup.search, setup.n_trials, setup.timeout_s, bool(cfg.get("progress", True)),
                                     setup.before.finished)
     except KeyboardInterrupt:
@@ -85,7 +87,12 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
         from rich.console import Console
 
         console = Console(file=sys.stderr)
-        return search.run(n_trials, timeout, on_trial=lambda c, t: note_failure(t, console))
+
+        def noted(counts, trial) -> None:
+            note_failure(trial, console)
+            interrupts.stop_if_requested()
+
+        return search.run(n_trials, timeout, on_trial=noted)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
@@ -101,6 +108,7 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
                        failed=c.failed)
             if trial is not None:
                 note_failure(trial, bar.console)
+                interrupts.stop_if_requested()
 
         update(search.counts())
         return search.run(n_trials, timeout, on_trial=update)
@@ -173,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.argv = [PROG, *args]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to be reported in one line
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), interrupts.handled():
             if not os.environ.get("NASUTIL_WARNINGS"):
                 warnings.simplefilter("ignore")
             _job_errors.clear()

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from nasutil.cli.args import non_negative_int, positive_int
 from nasutil.cli.output import console, human_count, print_json
-from nasutil.counting import count_model
 from nasutil.errors import NasutilError
 from nasutil.registry import entries, get_space
 
@@ -89,6 +88,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
     input_size = args.input_size or space.default_input_size
     model = space.build(arch, num_classes=args.num_classes, input_size=input_size)
     try:
+        from nasutil.counting import count_model
+
         counts = count_model(model, input_size, in_channels=space.in_channels)
     except RuntimeError as exc:
         raise NasutilError(f"forward pass at input size {input_size} failed: {str(exc).splitlines()[0]}") from None

@@ -11,11 +11,33 @@ candidates together, each from its own thread (a search's trials).
     outputs = group.run()                        # one output per model
 """
 
-from nasutil.colocate.engine import CoLocated, check_strategy, colocate
-from nasutil.colocate.isolated import measure_group_isolated
-from nasutil.colocate.measure import GroupMeasurement, measure_group
-from nasutil.colocate.population import Member, Population
-from nasutil.colocate.strategies import STRATEGIES, Strategy, register_strategy
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nasutil.lazy_imports import lazy_attributes
+
+if TYPE_CHECKING:
+    from nasutil.colocate.engine import CoLocated, check_strategy, colocate
+    from nasutil.colocate.isolated import measure_group_isolated
+    from nasutil.colocate.measure import GroupMeasurement, measure_group
+    from nasutil.colocate.population import Member, Population
+    from nasutil.colocate.strategies import STRATEGIES, Strategy, register_strategy
 
 __all__ = ["CoLocated", "GroupMeasurement", "Member", "Population", "STRATEGIES", "Strategy", "check_strategy",
            "colocate", "measure_group", "measure_group_isolated", "register_strategy"]
+
+# Each name is imported on first use, so that reading a setting does not import torch.
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    'CoLocated': 'nasutil.colocate.engine',
+    'check_strategy': 'nasutil.colocate.engine',
+    'colocate': 'nasutil.colocate.engine',
+    'measure_group_isolated': 'nasutil.colocate.isolated',
+    'GroupMeasurement': 'nasutil.colocate.measure',
+    'measure_group': 'nasutil.colocate.measure',
+    'Member': 'nasutil.colocate.population',
+    'Population': 'nasutil.colocate.population',
+    'STRATEGIES': 'nasutil.colocate.strategies',
+    'Strategy': 'nasutil.colocate.strategies',
+    'register_strategy': 'nasutil.colocate.strategies',
+})

@@ -9,9 +9,24 @@ with a time limit and a results cache; `measure_model` times one module in this 
             print(m.arch, m.latency_ms, m.utilization)
 """
 
-from nasutil.evaluator.candidate import Candidate
-from nasutil.evaluator.config import MeasureConfig
-from nasutil.evaluator.evaluator import Evaluator
-from nasutil.evaluator.measurement import Measurement
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nasutil.lazy_imports import lazy_attributes
+
+if TYPE_CHECKING:
+    from nasutil.evaluator.candidate import Candidate
+    from nasutil.evaluator.config import MeasureConfig
+    from nasutil.evaluator.evaluator import Evaluator
+    from nasutil.evaluator.measurement import Measurement
 
 __all__ = ["Candidate", "Evaluator", "MeasureConfig", "Measurement"]
+
+# Each name is imported on first use, so that reading a setting does not import torch.
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    'Candidate': 'nasutil.evaluator.candidate',
+    'MeasureConfig': 'nasutil.evaluator.config',
+    'Evaluator': 'nasutil.evaluator.evaluator',
+    'Measurement': 'nasutil.evaluator.measurement',
+})

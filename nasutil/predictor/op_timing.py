@@ -17,7 +17,8 @@ import torch
 import torch.nn as nn
 
 from nasutil.evaluator.dtypes import torch_dtype
-from nasutil.ops import ACTIVATIONS, Op
+from nasutil.op_tracing import ACTIVATIONS
+from nasutil.ops import Op
 from nasutil.predictor.op_tables import OperatorTable
 from nasutil.predictor.prediction import PredictTarget
 

@@ -106,7 +106,15 @@ def one_thread() -> Iterator[None]:
     """Predicting is small CPU work (listing ops, tracing tiny networks, scoring a few rows with a learned
     model) for which extra threads only contend and spin, badly so beside other busy processes: on a
     loaded 2-core machine the shipped nb201 model's first fit took 88 s with two threads and 5 s with
-    one. torch's setting also caps the OpenMP threads the learned model uses."""
+    one. (Fitting a learned model caps its own threads; a saved one needs none.) Torch is capped where it
+    is already loaded, or loads during the prediction: a space that lists its own ops never loads it."""
+    import sys
+
+    if "torch" not in sys.modules:
+        yield
+        if "torch" in sys.modules:  # loaded on the way (a network traced): capped from now on
+            sys.modules["torch"].set_num_threads(1)
+        return
     import torch
 
     threads = torch.get_num_threads()

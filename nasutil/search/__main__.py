@@ -2,7 +2,7 @@
 
 import sys
 
-from nasutil.cli.search_command import main
+from nasutil.cli.entry import nasutil_search
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(nasutil_search())

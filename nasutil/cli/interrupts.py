@@ -1,0 +1,55 @@
+"""Ctrl-C that always stops a command, in one line, without tearing a native library in half.
+
+Python runs a signal handler at the next bytecode boundary of the main thread. Two places make that
+unsafe or unreliable: inside an import of a native library (torch calls back into Python from C++,
+and a KeyboardInterrupt raised there aborts the process), and inside a finaliser or a callback from C
+code (Python prints "Exception ignored" and drops the exception, and a search would run on to its
+budget). So a Ctrl-C is always remembered; it is raised at once unless an import is under way, and
+the commands check for a remembered one at their safe points (after loading, after every trial).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+_requested = threading.Event()
+
+
+def _importing(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _requested.set()
+    if not _importing(frame):
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Install the handler for the duration (main thread only, and only over Python's default one, so that
+    a program embedding nasutil keeps its own); a Ctrl-C remembered from before is forgotten."""
+    own = threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if own:
+        _requested.clear()
+        signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        if own:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def stop_if_requested() -> None:
+    """Raise the KeyboardInterrupt of a Ctrl-C that was held or dropped."""
+    if _requested.is_set():
+        raise KeyboardInterrupt

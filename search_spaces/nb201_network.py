@@ -1,0 +1,75 @@
+"""The NAS-Bench-201 network as torch modules.
+
+They live apart from `nb201` so that the space (parsing, sampling, encoding,
+op listing) loads without torch; `NasBench201Space.build` imports this module.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from nasutil.errors import InvalidArchError
+from nasutil_search_spaces._blocks import ReLUConvBN, Zero
+from nasutil_search_spaces.nb201 import EDGES, NUM_NODES, NB201Arch
+
+
+def _make_op(op: str, channels: int) -> nn.Module:
+    if op == "none":
+        return Zero()
+    if op == "skip_connect":
+        return nn.Identity()
+    if op == "nor_conv_1x1":
+        return ReLUConvBN(channels, channels, 1, 1, 0)
+    if op == "nor_conv_3x3":
+        return ReLUConvBN(channels, channels, 3, 1, 1)
+    if op == "avg_pool_3x3":
+        return nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+    raise InvalidArchError(f"unknown NAS-Bench-201 op {op!r}")
+
+
+class Cell(nn.Module):
+    """A searched cell: node i is the sum of op(i<-j)(node j) over j < i; the output is the last node."""
+
+    def __init__(self, arch: NB201Arch, channels: int) -> None:
+        super().__init__()
+        self.edges = nn.ModuleDict({f"{i}<-{j}": _make_op(op, channels) for (i, j), op in zip(EDGES, arch.ops)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        nodes = [x]
+        for i in range(1, NUM_NODES):
+            nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+        return nodes[-1]
+
+
+class ResidualReduction(nn.Module):
+    """The fixed reduction block: a stride-2 basic residual block with an avgpool+1x1 shortcut."""
+
+    def __init__(self, c_in: int, c_out: int) -> None:
+        super().__init__()
+        self.conv_a = ReLUConvBN(c_in, c_out, 3, 2, 1)
+        self.conv_b = ReLUConvBN(c_out, c_out, 3, 1, 1)
+        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2), nn.Conv2d(c_in, c_out, 1, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.downsample(x) + self.conv_b(self.conv_a(x))
+
+
+class NB201Network(nn.Module):
+    def __init__(self, arch: NB201Arch, num_classes: int = 10, channels: int = 16, cells_per_stage: int = 5,
+                 in_channels: int = 3) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
+        blocks: list[nn.Module] = []
+        c = channels
+        for stage in range(3):
+            if stage > 0:
+                blocks.append(ResidualReduction(c, c * 2))
+                c *= 2
+            blocks.extend(Cell(arch, c) for _ in range(cells_per_stage))
+        self.cells = nn.Sequential(*blocks)
+        self.head = nn.Sequential(nn.BatchNorm2d(c), nn.ReLU(inplace=False), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.classifier = nn.Linear(c, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.head(self.cells(self.stem(x))))
