@@ -22,7 +22,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from nasutil import __version__
-    from nasutil.cli import colocate_command, measure_command, predict_command, space_commands
+    from nasutil.cli import codes_command, colocate_command, measure_command, predict_command, space_commands
 
     parser = OneLineParser(prog="nasutil", description="Utilization-aware neural architecture search.")
     parser.add_argument("--version", action="version", version=f"nasutil {__version__}")
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     measure_command.register(sub)
     colocate_command.register(sub)
     predict_command.register(sub)
+    codes_command.register(sub)
     return parser
 
 

@@ -1,0 +1,109 @@
+"""`nasutil codes train` and `nasutil codes eval`: learned coded computation for a deployed classifier."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from nasutil.cli.args import non_negative_int, positive_int
+from nasutil.cli.output import console, print_json
+from nasutil.errors import NasutilError
+
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")  # nasutil.search.trainers.datasets, without torch
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    codes = sub.add_parser("codes", help="train and score codes that rebuild a classifier's unavailable outputs")
+    csub = codes.add_subparsers(dest="codes_command", metavar="ACTION", parser_class=type(codes))
+    csub.required = True
+    t = csub.add_parser("train", help="train a base classifier and a code for it in RUN_DIR (resumable)",
+                        description="Train the base (if RUN_DIR has none) and then the code, scoring it on the "
+                                    "validation split after every epoch and on the test split at the end. "
+                                    "Re-run the same command to continue an interrupted run.")
+    t.add_argument("--out", type=Path, required=True, metavar="RUN_DIR")
+    t.add_argument("--base", default="mlp", help="mlp, lenet5, resnet18 or SPACE:ARCH (default mlp)")
+    t.add_argument("--dataset", default="fashion_mnist", help=f"{', '.join(DATASETS)} (default fashion_mnist)")
+    t.add_argument("--data-dir", default="data", help="folder of MNIST/FashionMNIST/cifar-10-batches-bin")
+    t.add_argument("--k", type=positive_int, default=2, help="queries per parity group (default 2)")
+    t.add_argument("--r", type=positive_int, default=1, help="parity queries per group (default 1)")
+    t.add_argument("--encoder", default="mlp", help="mlp, conv (learned) or sum, concat (fixed) (default mlp)")
+    t.add_argument("--decoder", default="mlp", help="mlp (learned) or subtract (fixed) (default mlp)")
+    t.add_argument("--parity", default="base",
+                   help="base: parity queries run through the base (a learned code); copy: a parity model "
+                        "with the base's architecture; or a base spec for the parity model (default base)")
+    t.add_argument("--loss", default="mse", help="mse or kl, against the base's outputs (default mse)")
+    t.add_argument("--epochs", type=positive_int, default=30, help="code training epochs (default 30)")
+    t.add_argument("--base-epochs", type=non_negative_int, default=10, help="base training epochs (default 10)")
+    t.add_argument("--batch-size", type=positive_int, default=64, help="groups per step (default 64)")
+    t.add_argument("--seed", type=non_negative_int, default=0)
+    t.add_argument("--train-images", type=positive_int, default=None, help="use only the first N training images")
+    t.add_argument("--test-images", type=positive_int, default=None, help="score only the first N test images")
+    t.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    t.add_argument("--json", action="store_true", help="print the final scores as one JSON object")
+    t.set_defaults(handler=cmd_train)
+
+    e = csub.add_parser("eval", help="score the code of RUN_DIR on its dataset's test split")
+    e.add_argument("run", type=Path, metavar="RUN_DIR")
+    e.add_argument("--code", type=Path, default=None, metavar="FILE",
+                   help="score this code checkpoint (it must belong to RUN_DIR's base) instead of RUN_DIR's")
+    e.add_argument("--data-dir", default="data")
+    e.add_argument("--device", default="auto")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(handler=cmd_eval)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    if args.dataset not in DATASETS:
+        raise NasutilError(f"unknown dataset {args.dataset!r} (choose from {', '.join(DATASETS)})")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from nasutil.codes import CodeSpec, RunSettings, train_run
+
+    spec = CodeSpec(k=args.k, r=args.r, encoder=args.encoder, decoder=args.decoder, parity=args.parity,
+                    loss=args.loss).check()
+    settings = RunSettings(base=args.base, dataset=args.dataset, code=spec, base_epochs=args.base_epochs,
+                           epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
+                           train_images=args.train_images, test_images=args.test_images).check()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
+               TimeElapsedColumn())
+    from rich.console import Console
+
+    bar: Progress | None = None  # shown from the first epoch on: a bad setting fails before, in one line
+    tasks: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int, figures: dict[str, float]) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = Progress(*columns, console=Console(stderr=True), transient=args.json)
+            bar.start()
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(f"training the {stage}", total=total, note="")
+        note = f"loss {figures['loss']:.4g}"
+        if "valid_reconstruction_accuracy" in figures:
+            note += f", validation reconstruction {100 * figures['valid_reconstruction_accuracy']:.1f}%"
+        bar.update(tasks[stage], completed=done, note=note)
+
+    try:
+        scores = train_run(settings, args.out, args.data_dir, args.device, progress)
+    finally:
+        if bar is not None:
+            bar.stop()
+    _print(scores, args.json, args.out)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from nasutil.codes import evaluate_run
+
+    _print(evaluate_run(args.run, args.data_dir, args.device, args.code), args.json, args.run)
+    return 0
+
+
+def _print(scores, as_json: bool, folder: Path) -> None:
+    if as_json:
+        print_json({**scores.to_dict(), "run": str(folder)})
+        return
+    console().print(f"{folder}: reconstruction accuracy {100 * scores.reconstruction_accuracy:.2f}%, "
+                    f"degraded-mode accuracy {100 * scores.degraded_accuracy:.2f}% "
+                    f"(chance {100 * scores.chance:.0f}%), normal-mode accuracy {100 * scores.normal_accuracy:.2f}% "
+                    f"({scores.rebuilt:,} outputs rebuilt)", highlight=False)

@@ -1,0 +1,29 @@
+"""Learned coded computation: rebuild a deployed classifier's unavailable predictions.
+
+A code takes k queries, adds r parity queries (an encoder), runs them through the base or a parity
+model, and rebuilds any one unavailable output from the rest (a decoder). Learned codes train the
+encoder and decoder; parity models train the parity network behind fixed ones.
+
+    from nasutil.codes import CodeSpec, RunSettings, train_run
+    scores = train_run(RunSettings(base="mlp", dataset="fashion_mnist", code=CodeSpec(k=2)), Path("run"))
+    print(scores.reconstruction_accuracy, scores.degraded_accuracy)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nasutil.lazy_imports import lazy_attributes
+
+if TYPE_CHECKING:
+    from nasutil.codes.code import Code, CodeSpec
+    from nasutil.codes.metrics import CodeScores, score_code
+    from nasutil.codes.run import RunSettings, evaluate_run, train_run
+
+__all__ = ["Code", "CodeScores", "CodeSpec", "RunSettings", "evaluate_run", "score_code", "train_run"]
+
+__getattr__, __dir__ = lazy_attributes(__name__, {
+    "Code": "nasutil.codes.code", "CodeSpec": "nasutil.codes.code", "CodeScores": "nasutil.codes.metrics",
+    "score_code": "nasutil.codes.metrics", "RunSettings": "nasutil.codes.run", "evaluate_run": "nasutil.codes.run",
+    "train_run": "nasutil.codes.run",
+})

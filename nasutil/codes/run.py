@@ -1,0 +1,205 @@
+"""A code run in a folder: train the base, train the code, score it; resumable at every epoch.
+
+    RUN/run.json           the settings (a re-run with other settings is refused, never mixed in)
+    RUN/base.safetensors   the trained base and its fingerprint
+    RUN/code.safetensors   the code, its optimizer, the epochs done, the base it belongs to
+    RUN/history.jsonl      one line per epoch: loss, validation reconstruction accuracy, seconds
+    RUN/scores.json        test-set scores of the final code
+
+Re-running the same command after an interruption continues from the last finished epoch; asking
+for more epochs than a finished run has continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nasutil.codes import checkpoints
+from nasutil.codes.bases import build_base
+from nasutil.codes.code import Code, CodeSpec
+from nasutil.codes.data import CodeData, load_code_data
+from nasutil.codes.metrics import CodeScores, score_code
+from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
+from nasutil.errors import NasutilError
+
+#: validation images scored after every epoch (enough for a steady figure, cheap beside an epoch)
+VALID_IMAGES = 2000
+#: settings that may grow between runs of one folder: a run continues rather than restarts
+GROWABLE = ("epochs",)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    base: str = "mlp"
+    dataset: str = "fashion_mnist"
+    code: CodeSpec = field(default_factory=CodeSpec)
+    base_epochs: int = 10
+    epochs: int = 30
+    batch_size: int = 64
+    seed: int = 0
+    train_images: int | None = None  # all
+    test_images: int | None = None  # all
+
+    def check(self) -> RunSettings:
+        self.code.check()
+        for name in ("base_epochs", "epochs", "batch_size"):
+            value = getattr(self, name)
+            least = 0 if name == "base_epochs" else 1
+            if not isinstance(value, int) or value < least:
+                raise NasutilError(f"{name} must be a whole number >= {least}, got {value!r}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "code": self.code.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSettings:
+        try:
+            return cls(**{**data, "code": CodeSpec(**data["code"])}).check()
+        except (TypeError, KeyError) as exc:
+            raise NasutilError(f"unreadable run settings: {exc}") from None
+
+
+Progress = Callable[[str, int, int, dict[str, float]], None]  # stage, done, total, figures
+
+
+def resolve_device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise NasutilError(f"unknown device {spec!r} (cpu, cuda, cuda:N or auto)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise NasutilError(f"device {spec!r} asked for, but CUDA is not available here")
+    return device
+
+
+def _settings_file(folder: Path, settings: RunSettings) -> RunSettings:
+    """Write the settings, or check them against the folder's: only GROWABLE ones may differ."""
+    path = folder / "run.json"
+    if path.is_file():
+        try:
+            stored = RunSettings.from_dict(json.loads(path.read_text()))
+        except (json.JSONDecodeError, NasutilError) as exc:
+            raise NasutilError(f"{str(path)!r} is damaged ({exc}); use another folder") from None
+        if replace(stored, epochs=settings.epochs) != settings:
+            changed = [k for k, v in settings.to_dict().items() if stored.to_dict()[k] != v and k not in GROWABLE]
+            raise NasutilError(f"{str(folder)!r} holds a run with other settings ({', '.join(changed)}); "
+                               f"use another folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings.to_dict(), indent=1))
+    return settings
+
+
+def _data(settings: RunSettings, data_dir: str | Path) -> CodeData:
+    return load_code_data(settings.dataset, data_dir).limited(settings.train_images, settings.test_images)
+
+
+def _base(settings: RunSettings, data: CodeData, folder: Path, device: torch.device,
+          progress: Progress | None) -> torch.nn.Module:
+    torch.manual_seed(settings.seed)
+    base = build_base(settings.base, *data.shape[:2], data.num_classes)
+    path = folder / "base.safetensors"
+    if path.is_file():
+        tensors, _ = checkpoints.load(path)
+        checkpoints.load_into(base, tensors, "base", path)
+    else:
+        train_base(base, data.train, settings.base_epochs, settings.batch_size, device, settings.seed,
+                   on_epoch=lambda e, loss: progress and progress("base", e, settings.base_epochs, {"loss": loss}))
+        checkpoints.save(path, {"base": base}, {"base": settings.base, "dataset": settings.dataset,
+                                                "fingerprint": checkpoints.fingerprint(base)})
+    freeze(base.to(device))
+    return base
+
+
+def train_run(settings: RunSettings, folder: Path, data_dir: str | Path = "data", device: str = "auto",
+              progress: Progress | None = None) -> CodeScores:
+    """Train (or continue) the run in `folder` and score it on the test set."""
+    settings = _settings_file(folder, settings.check())
+    dev = resolve_device(device)
+    data = _data(settings, data_dir)
+    base = _base(settings, data, folder, dev, progress)
+    stamp = checkpoints.fingerprint(base)
+    torch.manual_seed(settings.seed + 1)
+    code = Code(settings.code, settings.base, data.shape, data.num_classes).to(dev)
+    optimizer = make_optimizer(code)
+    done, path = 0, folder / "code.safetensors"
+    if path.is_file():
+        done = _resume(code, optimizer, path, stamp)
+    targets = base_outputs(base, data.train[0], dev)
+    valid = (data.valid[0][:VALID_IMAGES], data.valid[1][:VALID_IMAGES])
+    generator = torch.Generator().manual_seed(settings.seed + 2)
+    for _ in range(done):  # the same group draws as an uninterrupted run
+        torch.randperm(len(data.train[0]), generator=generator)
+    for epoch in range(done + 1, settings.epochs + 1):
+        started = time.perf_counter()
+        loss = train_code_epoch(code, base, data.train[0], targets, optimizer, settings.batch_size, dev, generator) \
+            if optimizer is not None else float("nan")
+        scores = score_code(code, base, valid, dev)
+        line = {"epoch": epoch, "loss": loss, "valid_reconstruction_accuracy": scores.reconstruction_accuracy,
+                "valid_degraded_accuracy": scores.degraded_accuracy, "seconds": time.perf_counter() - started}
+        checkpoints.save(path, _code_modules(code), {"epochs": epoch, "base_fingerprint": stamp,
+                                                     "settings": settings.to_dict()}, optimizer)
+        with open(folder / "history.jsonl", "a") as f:
+            f.write(json.dumps(line) + "\n")
+        if progress is not None:
+            progress("code", epoch, settings.epochs, line)
+    scores = score_code(code, base, data.test, dev)
+    (folder / "scores.json").write_text(json.dumps({**scores.to_dict(), "epochs": settings.epochs,
+                                                    "settings": settings.to_dict()}, indent=1))
+    return scores
+
+
+def _code_modules(code: Code) -> dict[str, torch.nn.Module]:
+    parts = {"encoder": code.encoder, "decoder": code.decoder}
+    if code.parity_model is not None:
+        parts["parity_model"] = code.parity_model
+    return parts
+
+
+def _resume(code: Code, optimizer: torch.optim.Optimizer | None, path: Path, stamp: str) -> int:
+    tensors, meta = checkpoints.load(path)
+    if meta.get("base_fingerprint") != stamp:
+        raise NasutilError(f"checkpoint {str(path)!r} belongs to another base (fingerprint "
+                           f"{meta.get('base_fingerprint')!r}, this base {stamp!r})")
+    for prefix, module in _code_modules(code).items():
+        checkpoints.load_into(module, tensors, prefix, path)
+    if optimizer is not None and meta.get("optimizer_groups") is not None:
+        checkpoints.restore_optimizer(optimizer, tensors, meta["optimizer_groups"])
+    epochs = meta.get("epochs")
+    if not isinstance(epochs, int) or epochs < 0:
+        raise NasutilError(f"checkpoint {str(path)!r} does not say how many epochs it holds")
+    return epochs
+
+
+def evaluate_run(folder: Path, data_dir: str | Path = "data", device: str = "auto",
+                 code_checkpoint: Path | None = None) -> CodeScores:
+    """Score a run's code (or another run's `code_checkpoint`) on the test set of the run's dataset."""
+    path = folder / "run.json"
+    if not path.is_file():
+        raise NasutilError(f"{str(folder)!r} is not a codes run (no run.json)")
+    try:
+        settings = RunSettings.from_dict(json.loads(path.read_text()))
+    except json.JSONDecodeError as exc:
+        raise NasutilError(f"{str(path)!r} is damaged: {exc}") from None
+    dev = resolve_device(device)
+    data = _data(settings, data_dir)
+    base = build_base(settings.base, *data.shape[:2], data.num_classes)
+    base_path = folder / "base.safetensors"
+    tensors, _ = checkpoints.load(base_path)
+    checkpoints.load_into(base, tensors, "base", base_path)
+    freeze(base.to(dev))
+    code_path = code_checkpoint or folder / "code.safetensors"
+    _, meta = checkpoints.load(code_path)
+    spec = CodeSpec(**meta.get("settings", {}).get("code", settings.code.to_dict()))
+    code = Code(spec, settings.base, data.shape, data.num_classes).to(dev)
+    _resume(code, None, code_path, checkpoints.fingerprint(base))
+    return score_code(code, base, data.test, dev)

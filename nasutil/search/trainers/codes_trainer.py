@@ -1,0 +1,93 @@
+"""A search for parity models: each candidate architecture is trained as the parity model of a code.
+
+The deployed base is trained once (and kept in `base_dir`, so resumed searches and other workers reuse
+it); each trial trains the candidate as the parity network behind a fixed encoder and decoder (the
+parity-models design: `sum` or `concat`, then `subtract`), reporting degraded-mode accuracy on the
+validation split after every epoch. With the search's throughput objective (predicted for the
+candidate's architecture) the front is degraded-mode accuracy against parity cost, and prune-before-
+train skips candidates the predictor already rules out.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from nasutil.codes import checkpoints
+from nasutil.codes.bases import build_base
+from nasutil.codes.code import Code, CodeSpec
+from nasutil.codes.data import CodeData, load_code_data
+from nasutil.codes.metrics import score_code
+from nasutil.codes.run import resolve_device
+from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
+from nasutil.errors import NasutilError
+from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
+from nasutil.space import SearchSpace
+
+VALID_IMAGES = 2000
+
+
+class CodesTrainer(Trainer):
+    name = "codes"
+
+    def __init__(self, base: str = "mlp", dataset: str = "fashion_mnist", data_dir: str = "data", k: int = 2,
+                 encoder: str = "sum", decoder: str = "subtract", loss: str = "mse", base_epochs: int = 10,
+                 epochs: int = 5, batch_size: int = 64, train_images: int | None = None,
+                 base_dir: str = "codes-base", device: str = "auto", seed: int = 0) -> None:
+        self.spec = CodeSpec(k=int(k), encoder=encoder, decoder=decoder, parity="copy", loss=loss).check()
+        if epochs < 1 or batch_size < 1 or base_epochs < 0:
+            raise NasutilError("trainer: epochs and batch_size must be >= 1, base_epochs >= 0")
+        self.base_spec, self.dataset, self.data_dir = base, dataset, str(data_dir)
+        self.base_epochs, self.epochs, self.batch_size = int(base_epochs), int(epochs), int(batch_size)
+        self.train_images, self.base_dir, self.seed = train_images, Path(base_dir), int(seed)
+        self.device = resolve_device(device)
+        self.max_step = self.epochs
+        self._ready: tuple[CodeData, torch.nn.Module, torch.Tensor] | None = None
+        self._space_spec = ""
+
+    def check(self, space_spec: str) -> None:
+        self._space_spec = space_spec
+        self._prepare()
+
+    def _prepare(self) -> tuple[CodeData, torch.nn.Module, torch.Tensor]:
+        """The data, the frozen base (trained on first use, then read back) and its outputs on the train split."""
+        if self._ready is None:
+            data = load_code_data(self.dataset, self.data_dir).limited(self.train_images, None)
+            torch.manual_seed(self.seed)
+            base = build_base(self.base_spec, *data.shape[:2], data.num_classes)
+            path = self.base_dir / f"{self.dataset}-{self.base_spec.replace('/', '_')[:80]}-s{self.seed}.safetensors"
+            if path.is_file():
+                tensors, _ = checkpoints.load(path)
+                checkpoints.load_into(base, tensors, "base", path)
+            else:
+                train_base(base, data.train, self.base_epochs, self.batch_size, self.device, self.seed)
+                self.base_dir.mkdir(parents=True, exist_ok=True)
+                checkpoints.save(path, {"base": base}, {"base": self.base_spec, "dataset": self.dataset,
+                                                        "fingerprint": checkpoints.fingerprint(base)})
+            freeze(base.to(self.device))
+            self._ready = (data, base, base_outputs(base, data.train[0], self.device))
+        return self._ready
+
+    def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
+        data, base, targets = self._prepare()
+        spec = CodeSpec(**{**self.spec.to_dict(), "parity": f"{self._space_spec or space.name}:{arch_text}"})
+        torch.manual_seed(self.seed + trial_number)
+        code = Code(spec, self.base_spec, data.shape, data.num_classes).to(self.device)
+        optimizer = make_optimizer(code)
+        generator = torch.Generator().manual_seed(self.seed + trial_number)
+        valid = (data.valid[0][:VALID_IMAGES], data.valid[1][:VALID_IMAGES])
+        scores = None
+        for epoch in range(1, self.epochs + 1):
+            train_code_epoch(code, base, data.train[0], targets, optimizer, self.batch_size, self.device, generator)
+            scores = score_code(code, base, valid, self.device)
+            reporter.report(epoch, 100 * scores.degraded_accuracy)
+        test = score_code(code, base, data.test, self.device)
+        return TrainResult(accuracy=100 * scores.degraded_accuracy, epochs=self.epochs,
+                           extra={"reconstruction_accuracy": 100 * scores.reconstruction_accuracy,
+                                  "test_degraded_accuracy": 100 * test.degraded_accuracy,
+                                  "test_reconstruction_accuracy": 100 * test.reconstruction_accuracy})
+
+    def describe(self) -> str:
+        return (f"codes: parity models for base {self.base_spec} on {self.dataset}, k={self.spec.k}, "
+                f"{self.spec.encoder} encoder, {self.spec.decoder} decoder, {self.epochs} epochs")

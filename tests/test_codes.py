@@ -1,0 +1,134 @@
+"""Learned coded computation on CPU: codes that learn, decoders that are exact where they should be,
+checkpoints that round-trip and resume, and bad input refused in one line."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+import torch
+import torch.nn as nn
+
+from nasutil.codes import CodeSpec, RunSettings, evaluate_run, train_run
+from nasutil.codes.code import Code, every_single_erasure
+from nasutil.codes.decoders import SubtractionDecoder
+from nasutil.codes.encoders import ConcatEncoder, SumEncoder
+from nasutil.errors import NasutilError
+
+QUICK = dict(base="mlp", dataset="digits", base_epochs=10, batch_size=32)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # bit-for-bit repeatable runs, and no contention with other tests
+    yield
+    torch.set_num_threads(before)
+
+
+def test_a_learned_code_rebuilds_unavailable_digits_far_above_chance(tmp_path):
+    scores = train_run(RunSettings(**QUICK, code=CodeSpec(k=2), epochs=15), tmp_path / "run", device="cpu")
+    assert scores.normal_accuracy > 0.9
+    assert scores.reconstruction_accuracy > 3 * scores.chance, scores  # 10% would be a guess
+    assert scores.rebuilt == 360  # 360 test images: 180 groups of 2, each output unavailable once
+
+
+def test_a_parity_model_behind_sum_and_subtraction_learns_too(tmp_path):
+    spec = CodeSpec(k=2, encoder="sum", decoder="subtract", parity="copy")
+    scores = train_run(RunSettings(**QUICK, code=spec, epochs=10), tmp_path / "run", device="cpu")
+    assert scores.reconstruction_accuracy > 0.5, scores
+
+
+def test_subtraction_is_exact_for_a_linear_base_and_its_own_copy():
+    """F(X1 + X2) = F(X1) + F(X2) for a bias-free linear F: the parity-models decoder then rebuilds exactly."""
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Flatten(), nn.Linear(64, 10, bias=False))
+    groups = torch.rand(5, 3, 1, 8, 8)
+    outputs = base(groups.flatten(0, 1)).view(5, 3, 10)
+    parity = base(SumEncoder()(groups).flatten(0, 1)).view(5, 1, 10)
+    outputs_k, parity_k, erased = every_single_erasure(outputs, parity)
+    rebuilt = SubtractionDecoder()(outputs_k.masked_fill(erased.unsqueeze(-1), 1e6), parity_k, erased)
+    assert torch.allclose(rebuilt[erased], outputs_k[erased], atol=1e-5)  # the erased value is never read
+
+
+def test_the_concat_encoder_tiles_k_images_into_one():
+    images = torch.arange(4 * 16, dtype=torch.float32).view(1, 4, 1, 4, 4).expand(2, -1, -1, -1, -1)
+    parity = ConcatEncoder(4)(images)
+    assert parity.shape == (2, 1, 1, 4, 4)
+    assert parity[0, 0, 0, 0, 0] < parity[0, 0, 0, 0, 3] < parity[0, 0, 0, 3, 0] < parity[0, 0, 0, 3, 3]  # quadrants
+    with pytest.raises(NasutilError, match="k = 2 or 4"):
+        Code(CodeSpec(k=3, encoder="concat", decoder="subtract", parity="copy"), "mlp", (1, 8, 8), 10)
+
+
+def test_checkpoints_round_trip_and_an_interrupted_run_continues_where_it_stopped(tmp_path):
+    straight = train_run(RunSettings(**QUICK, code=CodeSpec(k=2), epochs=4), tmp_path / "straight", device="cpu")
+    train_run(RunSettings(**QUICK, code=CodeSpec(k=2), epochs=2), tmp_path / "resumed", device="cpu")
+    resumed = train_run(RunSettings(**QUICK, code=CodeSpec(k=2), epochs=4), tmp_path / "resumed", device="cpu")
+    assert resumed == straight  # same group draws, optimizer state restored: the same code
+    assert evaluate_run(tmp_path / "resumed", device="cpu") == resumed
+    history = [json.loads(line) for line in (tmp_path / "resumed" / "history.jsonl").read_text().splitlines()]
+    assert [h["epoch"] for h in history] == [1, 2, 3, 4]
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("codes")
+    for name, seed in (("a", 0), ("b", 1)):
+        train_run(RunSettings(**{**QUICK, "base_epochs": 1}, code=CodeSpec(k=2), epochs=1, seed=seed), folder / name,
+                  device="cpu")
+    return folder
+
+
+@pytest.mark.parametrize("args, message", [
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--k", "1"], "k must be a whole number from 2"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "imagenet"], "unknown dataset 'imagenet'"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "mnist", "--data-dir", "{tmp}/no-such-folder"], "MNIST"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--encoder", "fft"], "unknown encoder 'fft'"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--r", "2", "--encoder", "sum"], "r > 1 needs"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--base", "vgg99"], "unknown base 'vgg99'"),
+    (["codes", "eval", "{runs}/a", "--code", "{runs}/b/code.safetensors"], "belongs to another base"),
+    (["codes", "eval", "{runs}/a", "--code", "{tmp}/model.pkl"], "cannot read checkpoint"),
+    (["codes", "eval", "{tmp}"], "not a codes run"),
+    (["codes", "train", "--out", "{runs}/a", "--dataset", "digits", "--k", "3"], "holds a run with other settings"),
+])
+def test_bad_input_is_one_line_with_exit_code_2(cli, tmp_path, two_runs, args, message):
+    (tmp_path / "model.pkl").write_bytes(pickle.dumps({"weights": [1, 2, 3]}))
+    before = sorted(p.name for p in (two_runs / "a").iterdir())
+    result = cli(*[a.format(tmp=tmp_path, runs=two_runs) for a in args], "--device", "cpu")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert sorted(p.name for p in (two_runs / "a").iterdir()) == before  # nothing stored was touched
+
+
+def test_a_search_over_parity_models_trains_each_candidate_as_a_parity_model(tmp_path):
+    """`nasutil-search trainer=codes`: the candidate is the parity network; its accuracy is degraded-mode."""
+    import optuna
+
+    from nasutil.cli.search_command import main
+
+    args = [f"hydra.run.dir={tmp_path}", "n_trials=2", "trainer=codes", "trainer.dataset=digits", "trainer.epochs=1",
+            "trainer.base_epochs=2", "trainer.train_images=300", "trainer.batch_size=32",
+            f"trainer.base_dir={tmp_path}/base", "prune=none", "plots=false", "progress=false",
+            "study_name=parity-search"]
+    assert main(args) == 0
+    trials = optuna.load_study(study_name="parity-search", storage=f"sqlite:///{tmp_path}/study.db").trials
+    assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    for t in trials:
+        assert 0 <= t.user_attrs["accuracy"] <= 100 and "test_degraded_accuracy" in str(t.user_attrs)
+    assert len(list((tmp_path / "base").glob("*.safetensors"))) == 1  # the base, trained once for all trials
+
+
+def test_what_a_code_costs_against_replication():
+    """Replication runs every query twice (overhead 1); a parity model behind the sum encoder runs one base-sized
+    inference per k queries (1/k); a learned MLP encoder on 784-pixel images costs more than the small base."""
+    from nasutil.codes.bases import build_base
+    from nasutil.codes.cost import code_cost
+
+    base = build_base("mlp", 1, 28, 10)
+    parity = code_cost(Code(CodeSpec(k=4, encoder="sum", decoder="subtract", parity="copy"), "mlp", (1, 28, 28), 10),
+                       base, (1, 28, 28), 10)
+    assert parity.base_flops == 2 * (784 * 200 + 200 * 100 + 100 * 10)
+    assert parity.overhead == pytest.approx(1 / 4) and parity.encoder_flops == parity.decoder_flops == 0
+    learned = code_cost(Code(CodeSpec(k=2), "mlp", (1, 28, 28), 10), base, (1, 28, 28), 10)
+    assert learned.encoder_flops == 2 * (1568 * 1568 + 1568 * 784) and learned.overhead > 1
