@@ -36,11 +36,11 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
     pruned = [t for t in trials if t["prune_stage"] == "before_training"]
     trained = [t for t in trials if t["outcome"] == "trained"]
     assert pruned and trained, "the default policy should prune some trials and train others"
-    # NSGA-II by default: a pruned trial is told to the sampler as an infeasible COMPLETE trial, and
-    # stays a pruned one in the tables (no accuracy, no feasibility, no training).
-    assert all(t["outcome"] == "pruned_before_training" and t["state"] == "COMPLETE" and t["prune_reason"]
+    # TPE by default: a pruned trial is told to the sampler as PRUNED, and is a pruned one in the tables
+    # (no accuracy, no feasibility, no training).
+    assert all(t["outcome"] == "pruned_before_training" and t["state"] == "PRUNED" and t["prune_reason"]
                and t["training_epochs"] == "0" and t["accuracy"] == "" and t["feasible"] == "" for t in pruned)
-    assert all(t["state"] == "COMPLETE" and t["generation"] != "" for t in trained)
+    assert all(t["state"] == "COMPLETE" and t["generation"] == "" for t in trained)  # no generations in TPE
     for t in trials:  # every trial carries its arch, predictions, FLOPs and params
         assert t["arch"].startswith("|") and float(t["predicted_throughput_per_s"]) > 0
         assert float(t["predicted_utilization"]) > 0 and int(t["flops_per_image"]) > 0 and int(t["params"]) > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import nasutil_conf
@@ -88,6 +89,30 @@ def test_dominated_ignores_untrained_candidates_for_accuracy():
     assert DominatedThroughput(warmup_trials=3).decide(cand(1020.0), History(seen)) is None
 
 
+def test_dominated_does_not_count_neighbours_that_failed_to_learn():
+    """NAS-Bench-201's fast cells are often `none`-edged and stuck at 10%; two of them beside a candidate
+    say nothing about it, so a fast front member at 88% must not get it pruned."""
+    trained = [Seen(2000.0, 1.0, 0.02, 88.0), Seen(1000.0, 1.0, 0.02, 10.0), Seen(1010.0, 1.0, 0.02, 10.1),
+               Seen(500.0, 1.0, 0.02, 93.0)]
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=2).decide(cand(1000.0), History(trained)) is None
+    # Counted as before where they are allowed to be (degenerate_fraction 0): pruned on a 10.1% bound.
+    reason = DominatedThroughput(warmup_trials=4, min_neighbours=2, degenerate_fraction=0.0).decide(
+        cand(1000.0), History(trained))
+    assert reason is not None and "10.10%" in reason
+
+
+def test_dominated_allows_for_the_predictors_error_on_the_candidates_throughput():
+    trained = [Seen(1040.0, 1.0, 0.02, 92.0), Seen(1000.0, 1.0, 0.02, 85.0), Seen(1010.0, 1.0, 0.02, 86.0),
+               Seen(990.0, 1.0, 0.02, 84.0)]
+    exact = replace(cand(1000.0), expected_error=0.0)
+    rough = replace(cand(1000.0), expected_error=0.08)  # could really be 1,080/s: faster than the front member
+    policy = DominatedThroughput(warmup_trials=4, min_neighbours=3)
+    assert "error allowed 0.0%" in policy.decide(exact, History(trained))
+    assert policy.decide(rough, History(trained)) is None and policy.estimate(rough, History(trained)) is None
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=3, throughput_error=0.0).decide(
+        rough, History(trained)) is not None  # a fixed error overrides the predictor's
+
+
 def test_latency_slo_policy_uses_predicted_latency():
     policy = make_policy({"name": "latency_slo", "max_latency_ms": 3.0})
     assert policy.decide(cand(1000.0, latency=3.5), History()).startswith("predicted latency 3.500 ms > SLO 3 ms")
@@ -102,6 +127,8 @@ def test_latency_slo_policy_uses_predicted_latency():
     ({"name": "utilization_threshold", "threshold": 2.0}, "in \\[0, 1\\]"),
     ({"name": "utilization_quantile", "quantile": 1.0}, "quantile"),
     ({"_target_": "no_such_module_xyz.Policy"}, "cannot import prune"),
+    ({"name": "dominated_throughput", "degenerate_fraction": 1.5}, "degenerate_fraction"),
+    ({"name": "dominated_throughput", "throughput_error": "big"}, "throughput_error"),
 ])
 def test_bad_policy_configs_are_one_line_errors(cfg, message):
     with pytest.raises(NasutilError, match=message):

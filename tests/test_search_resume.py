@@ -45,10 +45,10 @@ def _study_name(*overrides: str) -> str:
 
 def test_default_study_name_follows_the_settings_that_change_the_search():
     base = _study_name()
-    assert base.startswith("nb201-nsga2-dominated_throughput-s0-") and base == _study_name()
+    assert base.startswith("nb201-tpe-dominated_throughput-s0-") and base == _study_name()
     # Budget and display options leave it alone: re-running with more trials resumes the same study.
     assert _study_name("n_trials=500", "timeout_s=60", "progress=false", "plots=false", "verbose=true") == base
-    changed = {_study_name(o) for o in ("seed=1", "prune.band=0.1", "sampler.population_size=10",
+    changed = {_study_name(o) for o in ("seed=1", "prune.band=0.1", "sampler.n_startup_trials=5",
                                         "pruned_as=pruned", "objectives=accuracy_latency", "trainer.dataset=cifar100",
                                         "target.batch_size=1")}
     assert len(changed) == 7 and base not in changed

@@ -63,7 +63,7 @@ class RunSettings:
     def from_dict(cls, data: dict[str, Any]) -> RunSettings:
         try:
             return cls(**{**data, "code": CodeSpec(**data["code"])}).check()
-        except (TypeError, KeyError) as exc:
+        except (TypeError, KeyError, AttributeError) as exc:
             raise NasutilError(f"unreadable run settings: {exc}") from None
 
 
@@ -199,7 +199,8 @@ def evaluate_run(folder: Path, data_dir: str | Path = "data", device: str = "aut
     freeze(base.to(dev))
     code_path = code_checkpoint or folder / "code.safetensors"
     _, meta = checkpoints.load(code_path)
-    spec = CodeSpec(**meta.get("settings", {}).get("code", settings.code.to_dict()))
+    stored = meta.get("settings")
+    spec = RunSettings.from_dict(stored).code if isinstance(stored, dict) else settings.code
     code = Code(spec, settings.base, data.shape, data.num_classes).to(dev)
     _resume(code, None, code_path, checkpoints.fingerprint(base))
     return score_code(code, base, data.test, dev)

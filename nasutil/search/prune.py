@@ -137,33 +137,55 @@ class DominatedThroughput(PrunePolicy):
     """Skip a candidate that the current Pareto front is predicted to dominate.
 
     Its throughput is known before training (predicted); its accuracy is not, so it is bounded by
-    the best accuracy that trained candidates of about the same predicted throughput and
-    utilization reached (within `band`, relative, at least `min_neighbours` of them). If a trained
-    front member at least as fast already reaches that bound plus `margin` accuracy points, training
-    the candidate is predicted to add nothing to the front.
+    the best accuracy that trained candidates of about the same predicted throughput reached (within
+    `band`, relative, at least `min_neighbours` of them). Neighbours that failed to learn (below
+    `degenerate_fraction` of the best accuracy trained so far, such as NAS-Bench-201's cells of
+    `none` edges at 10%) say nothing about a working candidate of the same speed, and are not
+    counted. If a trained front member that is faster even where the prediction errs against it (by
+    the predictor's own held-out error, `throughput_error: auto`, or a fixed fraction) already reaches
+    that bound plus `margin` accuracy points, training the candidate is predicted to add nothing.
     """
 
     name = "dominated_throughput"
 
     def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 2,
-                 margin: float = 0.0) -> None:
+                 margin: float = 0.0, degenerate_fraction: float = 0.5,
+                 throughput_error: float | str = "auto") -> None:
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
+        if not 0 <= degenerate_fraction < 1:
+            raise NasutilError(f"prune.degenerate_fraction must be in [0, 1), got {degenerate_fraction!r}")
+        if throughput_error != "auto" and not (isinstance(throughput_error, (int, float))
+                                               and 0 <= throughput_error < 1):
+            raise NasutilError(f"prune.throughput_error must be auto or a fraction in [0, 1), got {throughput_error!r}")
         self.warmup_trials, self.band = int(warmup_trials), float(band)
         self.min_neighbours, self.margin = int(min_neighbours), float(margin)
+        self.degenerate_fraction, self.throughput_error = float(degenerate_fraction), throughput_error
 
     def _neighbours(self, candidate: Prediction, history: History) -> list[float]:
-        """Accuracies of the trained candidates of about the candidate's predicted throughput."""
+        """Accuracies of the working trained candidates of about the candidate's predicted throughput."""
         t = candidate.throughput_per_s
         lo, hi = t / (1 + self.band), t * (1 + self.band)
-        return [s.accuracy for s in history.trained if lo <= s.throughput_per_s <= hi]
+        trained = history.trained
+        floor = self.degenerate_fraction * max((s.accuracy for s in trained), default=0.0)
+        return [s.accuracy for s in trained if lo <= s.throughput_per_s <= hi and s.accuracy >= floor]
+
+    def _error(self, candidate: Prediction) -> float:
+        if self.throughput_error == "auto":
+            return float(candidate.expected_error or 0.0)
+        return float(self.throughput_error)
+
+    def _faster(self, candidate: Prediction, history: History) -> list[Seen]:
+        """Front members faster than the candidate could be: its prediction raised by the predictor's error."""
+        fastest_possible = candidate.throughput_per_s * (1 + self._error(candidate))
+        return [s for s in history.front() if s.throughput_per_s >= fastest_possible]
 
     def estimate(self, candidate: Prediction, history: History) -> float | None:
         """The bound `decide` prunes on (the best accuracy of the candidate's throughput neighbours),
-        capped at the best accuracy of the front members at least as fast: the sampler then sees the
+        capped at the best accuracy of the front members faster than it: the sampler then sees the
         candidate as what the policy predicted, dominated by that front member."""
         neighbours = self._neighbours(candidate, history)
-        faster = [s.accuracy for s in history.front() if s.throughput_per_s >= candidate.throughput_per_s]
+        faster = [s.accuracy for s in self._faster(candidate, history)]
         if len(neighbours) < self.min_neighbours or not faster:
             return None
         return min(max(neighbours), max(faster))
@@ -171,18 +193,19 @@ class DominatedThroughput(PrunePolicy):
     def decide(self, candidate: Prediction, history: History) -> str | None:
         if len(history.trained) < max(1, self.warmup_trials):
             return None
-        t = candidate.throughput_per_s
         neighbours = self._neighbours(candidate, history)
         if len(neighbours) < self.min_neighbours:
             return None
         bound = max(neighbours)
-        faster = [s for s in history.front() if s.throughput_per_s >= t]
+        faster = self._faster(candidate, history)
         if not faster:
             return None
         best = max(faster, key=lambda s: s.accuracy)
         if best.accuracy >= bound + self.margin:
+            t = candidate.throughput_per_s
             return (f"predicted dominated: {best.accuracy:.2f}% at {best.throughput_per_s:,.0f}/s on the front "
-                    f"vs <= {bound:.2f}% for {len(neighbours)} trained at {t:,.0f}/s +-{self.band:.0%}")
+                    f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{self.band:.0%}"
+                    f" (throughput error allowed {self._error(candidate):.1%})")
         return None
 
 

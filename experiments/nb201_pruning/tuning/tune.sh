@@ -4,6 +4,7 @@
 #   grid1:   seeds 0-9, NSGA-II, one knob at a time away from the old defaults (margin 0, band 0.05,
 #            warmup 10, min_neighbours 3); their run is the experiment's sweep before min_neighbours became 2
 #   grid2:   seeds 0-9, combinations around the best of grid1, and random search with it
+#   working: seeds 100-109, NSGA-II, the policy's second version with its defaults (see the README)
 #   confirm: seeds 10-19, unpruned NSGA-II and random search, and both pruned with the chosen setting
 #            (min_neighbours 2) and the old one (min_neighbours 3)
 # Unpruned NSGA-II and random search for seeds 0-9 come from the experiment's own searches,
@@ -51,5 +52,13 @@ confirm)
     ( search $T/runs/confirm 'seed=range(10,20)' sampler=nsga2,random prune.margin=0.0 prune.band=0.05 prune.warmup_trials=10 prune.min_neighbours=2 ) &
     ( search $T/runs/confirm 'seed=range(10,20)' sampler=nsga2,random $OLD ) &
     wait ;;
-*) echo "usage: tune.sh grid1|grid2|confirm" >&2; exit 2 ;;
+working)
+    # the policy's second version (neighbours below half the best trained accuracy not counted; the
+    # predictor's error allowed on the throughput), tried once on fresh tuning seeds 100-109, NSGA-II:
+    #   python experiments/nb201_pruning/tuning/summarize.py $T/runs/working --out working_neighbours
+    unpruned $T/runs/working 'seed=range(100,110)' sampler=nsga2 'hydra.sweep.subdir=${sampler.name}-${prune.name}/s${seed}'
+    nasutil-search --config-dir experiments/nb201_pruning --config-name nb201_pruning -m storage.heartbeat_interval=null \
+        "hydra.sweep.dir=$T/runs/working" 'hydra.sweep.subdir=${sampler.name}-${prune.name}/s${seed}' \
+        'seed=range(100,110)' sampler=nsga2 prune=dominated_throughput ;;
+*) echo "usage: tune.sh grid1|grid2|confirm|working" >&2; exit 2 ;;
 esac
