@@ -1,0 +1,273 @@
+"""`cell`: cell-based search spaces generated from a config, with NAS-Bench-201 as a preset.
+
+A config says how many nodes follow the cell's input, which ops an edge may carry (any registered in
+`nasutil.cell_ops`, a plugin's included), how a node merges its inputs, and the network around the
+cells (stem channels, stages, cells per stage, the residual reduction block between stages), the input
+size and channels. Every node takes every earlier node as an input, as in NAS-Bench-201; the cell's
+output is its last node.
+
+    nasutil sample cell:nb201 -n 5                 # the NAS-Bench-201 preset
+    nasutil sample cell:my_space.yaml -n 5          # a space of your own (see the README)
+
+An architecture prints like a NAS-Bench-201 cell with as many nodes as the config has:
+`|op~0|+|op~0|op~1|+|...`. The networks, op listings, encodings and enumeration of `cell:nb201` equal
+those of the dedicated `nb201` space.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nasutil.arch import Arch
+from nasutil.cell_ops import cell_op
+from nasutil.errors import InvalidArchError, NasutilError
+from nasutil.ops import Op, conv_out
+from nasutil.space import SearchSpace
+
+if TYPE_CHECKING:
+    import optuna
+    import torch.nn as nn
+
+NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+MERGES = ("sum",)
+REDUCTIONS = ("residual",)
+MAX_NODES = 8
+MAX_CONFIG_BYTES = 64 * 1024
+_TOKEN = re.compile(r"^([A-Za-z0-9_.-]+)~(\d+)$")
+
+
+@dataclass(frozen=True)
+class CellConfig:
+    """Everything that defines a generated space; `check` refuses what cannot make a working network."""
+
+    nodes: int = 3  # nodes after the cell's input; node i takes nodes 0..i-1
+    ops: tuple[str, ...] = NB201_OPS
+    merge: str = "sum"
+    inputs: str = "all"  # every earlier node (the only choice so far)
+    channels: int = 16
+    stages: int = 3
+    cells_per_stage: int = 5
+    reduction: str = "residual"
+    input_size: int = 32
+    in_channels: int = 3
+    name: str = field(default="", compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> CellConfig:
+        if not isinstance(data, dict):
+            raise NasutilError(f"{where}: a cell space config must be a mapping of settings")
+        known = {f for f in cls.__dataclass_fields__ if f != "name"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise NasutilError(f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        values = dict(data)
+        if "ops" in values:
+            if not isinstance(values["ops"], (list, tuple)) or not all(isinstance(o, str) for o in values["ops"]):
+                raise NasutilError(f"{where}: ops must be a list of op names")
+            values["ops"] = tuple(values["ops"])
+        return cls(**values, name=where).check(where)
+
+    def check(self, where: str) -> CellConfig:
+        for key, low, high in (("nodes", 1, MAX_NODES), ("channels", 1, 4096), ("stages", 1, 6),
+                               ("cells_per_stage", 1, 64), ("input_size", 1, 1024), ("in_channels", 1, 64)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise NasutilError(f"{where}: {key} must be a whole number from {low} to {high}, got {value!r}")
+        if self.inputs != "all":
+            raise NasutilError(f"{where}: inputs must be 'all' (every earlier node), got {self.inputs!r}")
+        if self.merge not in MERGES:
+            raise NasutilError(f"{where}: merge must be one of {', '.join(MERGES)}, got {self.merge!r}")
+        if self.reduction not in REDUCTIONS:
+            raise NasutilError(f"{where}: reduction must be one of {', '.join(REDUCTIONS)}, "
+                               f"got {self.reduction!r}")
+        if not self.ops or len(set(self.ops)) != len(self.ops):
+            raise NasutilError(f"{where}: ops must list at least one op, each once")
+        ops = [cell_op(o) for o in self.ops]  # unknown names fail here, naming the known ones
+        if all(o.zero for o in ops):
+            raise NasutilError(f"{where}: every op in {list(self.ops)} outputs zeros, so every cell would be "
+                               f"degenerate")
+        if self.input_size < 2 ** (self.stages - 1):
+            raise NasutilError(f"{where}: input_size {self.input_size} is too small for {self.stages} stages")
+        return self
+
+    @property
+    def edges(self) -> tuple[tuple[int, int], ...]:
+        """(to, from) in the order of the architecture string."""
+        return tuple((i, j) for i in range(1, self.nodes + 1) for j in range(i))
+
+    @property
+    def identity(self) -> str:
+        """A digest of the settings that shape the networks: architectures of two spaces never share a hash."""
+        settings = {k: v for k, v in asdict(self).items() if k != "name"}
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+NB201_PRESET = CellConfig(name="nb201")
+PRESETS = {"nb201": NB201_PRESET}
+
+
+@dataclass(frozen=True)
+class CellArch(Arch):
+    """The op on each edge, in `CellConfig.edges` order."""
+
+    ops: tuple[str, ...]
+    config: CellConfig = field(repr=False)
+    space = "cell"
+
+    def to_string(self) -> str:
+        nodes, k = [], 0
+        for i in range(1, self.config.nodes + 1):
+            nodes.append("|" + "|".join(f"{self.ops[k + j]}~{j}" for j in range(i)) + "|")
+            k += i
+        return "+".join(nodes)
+
+    def canonical_key(self) -> str:
+        return f"{self.config.identity}:{self.to_string()}"
+
+    def encode(self) -> np.ndarray:
+        vec = np.zeros((len(self.ops), len(self.config.ops)), dtype=np.float32)
+        for e, op in enumerate(self.ops):
+            vec[e, self.config.ops.index(op)] = 1.0
+        return vec.ravel()
+
+
+def parse_arch(text: str, config: CellConfig) -> CellArch:
+    text = text.strip() if isinstance(text, str) else ""
+    if not text:
+        raise InvalidArchError("empty cell string")
+    nodes = text.split("+")
+    if len(nodes) != config.nodes:
+        raise InvalidArchError(f"this cell space has {config.nodes} nodes separated by '+', got {len(nodes)}")
+    ops: list[str] = []
+    for i, node in enumerate(nodes, start=1):
+        if not (node.startswith("|") and node.endswith("|")) or len(node) < 2:
+            raise InvalidArchError(f"node {i} must look like |op~0|...|, got {node[:80]!r}")
+        tokens = node[1:-1].split("|")
+        if len(tokens) != i:
+            raise InvalidArchError(f"node {i} needs {i} incoming edge(s), got {len(tokens)}")
+        for j, token in enumerate(tokens):
+            m = _TOKEN.match(token)
+            if not m:
+                raise InvalidArchError(f"malformed edge {token[:80]!r} in node {i} (expected op~input)")
+            if m.group(1) not in config.ops:
+                raise InvalidArchError(f"op {m.group(1)!r} is not in this space (ops: {', '.join(config.ops)})")
+            if int(m.group(2)) != j:
+                raise InvalidArchError(f"edge {token!r} of node {i} must come from node {j}")
+            ops.append(m.group(1))
+    return CellArch(tuple(ops), config)
+
+
+def load_config(option: str) -> CellConfig:
+    """`nb201` (a preset) or a YAML/JSON file of settings."""
+    if option in PRESETS:
+        return PRESETS[option]
+    path = Path(option).expanduser()
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        raise NasutilError(f"cell space option {option!r} is neither a preset ({', '.join(PRESETS)}) "
+                           f"nor a .yaml/.json file")
+    if not path.is_file():
+        raise NasutilError(f"cell space config {str(path)!r} does not exist")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise NasutilError(f"cell space config {str(path)!r} is larger than {MAX_CONFIG_BYTES // 1024} KiB")
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())  # plain data only: no tags that construct objects
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise NasutilError(f"cannot read cell space config {str(path)!r}: {str(exc).splitlines()[0]}") from None
+    return CellConfig.from_dict(data, str(path))
+
+
+class CellSpace(SearchSpace[CellArch]):
+    name = "cell"
+    description = ("cell spaces generated from a config: nodes, ops (a plugin's too), stages; "
+                   "cell:nb201 or cell:FILE.yaml")
+    default_input_size = 32
+
+    def __init__(self, config: CellConfig = NB201_PRESET) -> None:
+        self.config = config
+        self.default_input_size = config.input_size
+        self.in_channels = config.in_channels
+
+    @classmethod
+    def from_option(cls, option: str) -> CellSpace:
+        return cls(load_config(option))
+
+    def sample(self, rng: np.random.Generator) -> CellArch:
+        ops = self.config.ops
+        return CellArch(tuple(ops[i] for i in rng.integers(len(ops), size=len(self.config.edges))), self.config)
+
+    def suggest(self, trial: optuna.Trial) -> CellArch:
+        return CellArch(tuple(trial.suggest_categorical(f"edge_{i}<-{j}", self.config.ops)
+                              for i, j in self.config.edges), self.config)
+
+    def parse(self, text: str) -> CellArch:
+        return parse_arch(text, self.config)
+
+    def build(self, arch: CellArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        from nasutil_search_spaces.cell_network import CellNetwork
+
+        return CellNetwork(arch.ops, self.config, num_classes)
+
+    def operators(self, arch: CellArch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
+        """The network's ops listed from the config and the ops' own listings, without building it."""
+        size = self.default_input_size if input_size is None else input_size
+        c = self.config.channels
+        stem = conv_out(size, 3, 1, 1)
+        ops = [Op("conv", self.in_channels, size, size, c, stem, stem, kernel=3),
+               Op("norm", c, stem, stem, c, stem, stem, bias=True)]
+        for stage in range(self.config.stages):
+            if stage > 0:
+                ops += _residual_reduction(c, 2 * c, size)
+                c, size = 2 * c, conv_out(size, 3, 2, 1)
+            ops += self._cell_ops(arch, c, size) * self.config.cells_per_stage
+        ops += [Op("norm", c, size, size, c, size, size, bias=True),
+                Op("act", c, size, size, c, size, size, variant="relu"),
+                Op("gpool", c, size, size, c, 1, 1, variant="avg"),
+                Op("linear", c, 1, 1, num_classes, 1, 1, bias=True)]
+        return ops
+
+    def _cell_ops(self, arch: CellArch, c: int, size: int) -> list[Op]:
+        ops: list[Op] = []
+        for (i, j), name in zip(self.config.edges, arch.ops):
+            ops += cell_op(name).listing(c, size)
+            # the sum starts from Python's 0: one `0 + x`, then an addition per further input
+            family, variant = ("scale", "add") if j == 0 else ("add", "")
+            ops.append(Op(family, c, size, size, c, size, size, variant=variant))
+        return ops
+
+    @property
+    def encoding_size(self) -> int:
+        return len(self.config.edges) * len(self.config.ops)
+
+    def size(self) -> int:
+        return len(self.config.ops) ** len(self.config.edges)
+
+    def enumerate(self) -> Iterator[CellArch]:
+        for ops in itertools.product(self.config.ops, repeat=len(self.config.edges)):
+            yield CellArch(ops, self.config)
+
+
+def _residual_reduction(c_in: int, c_out: int, size: int) -> list[Op]:
+    """NAS-Bench-201's reduction block: two ReLU-conv-BN (stride 2, then 1) beside avgpool + 1x1 conv."""
+    half = conv_out(size, 3, 2, 1)
+
+    def relu_conv_bn(c_a: int, c_b: int, s: int, stride: int) -> list[Op]:
+        out = conv_out(s, 3, stride, 1)
+        return [Op("act", c_a, s, s, c_a, s, s, variant="relu"),
+                Op("conv", c_a, s, s, c_b, out, out, kernel=3, stride=stride),
+                Op("norm", c_b, out, out, c_b, out, out, bias=True)]
+
+    return (relu_conv_bn(c_in, c_out, size, 2) + relu_conv_bn(c_out, c_out, half, 1)
+            + [Op("pool", c_in, size, size, c_in, size // 2, size // 2, kernel=2, stride=2, variant="avg"),
+               Op("conv", c_in, size // 2, size // 2, c_out, size // 2, size // 2, kernel=1),
+               Op("add", c_out, half, half, c_out, half, half)])
