@@ -167,9 +167,18 @@ def parse_arch(text: str, config: CellConfig) -> CellArch:
 
 
 def load_config(option: str) -> CellConfig:
-    """`nb201` (a preset) or a YAML/JSON file of settings."""
+    """`nb201` (a preset), a YAML/JSON file of settings, or the settings inline as a JSON object (what
+    `nasutil-search search_space=cell search_space.settings.nodes=4` passes)."""
     if option in PRESETS:
         return PRESETS[option]
+    if option.lstrip().startswith("{"):
+        if len(option) > MAX_CONFIG_BYTES:
+            raise NasutilError(f"inline cell space settings are longer than {MAX_CONFIG_BYTES // 1024} KiB")
+        try:
+            data = json.loads(option)
+        except json.JSONDecodeError as exc:
+            raise NasutilError(f"cannot read inline cell space settings: {exc}") from None
+        return CellConfig.from_dict(data, "search_space.settings")
     path = Path(option).expanduser()
     if path.suffix not in (".yaml", ".yml", ".json"):
         raise NasutilError(f"cell space option {option!r} is neither a preset ({', '.join(PRESETS)}) "

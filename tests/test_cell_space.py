@@ -129,3 +129,18 @@ def test_the_readme_example_is_the_shipped_file_and_runs():
     space = get_space(f"cell:{root / 'docs' / 'examples' / 'two_node_cells.yaml'}")
     arch = space.parse("|nor_conv_3x3~0|+|skip_connect~0|nor_conv_1x1~1|")
     assert space.size() == 64 and count_model(space.build(arch), 28, in_channels=1).flops_per_image > 0
+
+
+def test_a_search_over_a_generated_space_set_by_hydra_overrides(tmp_path):
+    import optuna
+
+    from nasutil.cli.search_command import main
+
+    common = [f"hydra.run.dir={tmp_path}", "search_space=cell", "trainer=torch", "trainer.epochs=1",
+              "trainer.max_batches_per_epoch=2", "n_trials=3", "prune=none", "evaluator=none", "plots=false",
+              "progress=false", "study_name=generated"]
+    assert main(common + ["search_space.settings.nodes=2", "search_space.settings.cells_per_stage=1",
+                          "search_space.settings.ops=[none,skip_connect,nor_conv_3x3]"]) == 0
+    trials = optuna.load_study(study_name="generated", storage=f"sqlite:///{tmp_path}/study.db").trials
+    assert len(trials) == 3 and all(t.user_attrs["arch"].count("+") == 1 for t in trials)  # two nodes
+    assert main(common + ["search_space.settings.nodes=0"]) == 2

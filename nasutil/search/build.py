@@ -53,6 +53,17 @@ class SearchSetup:
                 f"{s.predictor.answering(s.space_spec, t)}")
 
 
+def space_spec_of(node: DictConfig) -> str:
+    """`name`, or for a space configured inline (`search_space=cell search_space.settings.nodes=4`)
+    `name:{settings as JSON}`, which the space's `from_option` reads."""
+    import json
+
+    settings = node.get("settings")
+    if settings is None:
+        return str(node.name)
+    return f"{node.name}:{json.dumps(plain(settings), sort_keys=True)}"
+
+
 def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     """The search the config describes, with its study opened (created, or resumed where it exists)."""
     from nasutil.registry import get_space
@@ -76,7 +87,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
         raise NasutilError(f"worker must be a whole number >= 0, got {worker!r}")
     device = worker_device(cfg.get("devices"), worker)
 
-    space_spec = str(cfg.search_space.name)
+    space_spec = space_spec_of(cfg.search_space)
     get_space(space_spec)
     objectives = Objectives.from_config(plain(cfg.objectives))
     policy = instantiate_group(plain(cfg.prune), "prune")
