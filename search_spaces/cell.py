@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,20 +28,20 @@ import numpy as np
 
 from nasutil.arch import Arch
 from nasutil.cell_ops import cell_op
-from nasutil.errors import InvalidArchError, NasutilError
-from nasutil.ops import Op, conv_out
+from nasutil.errors import NasutilError
+from nasutil.ops import Op
 from nasutil.space import SearchSpace
+from nasutil_search_spaces.nb201 import OPS as NB201_OPS
+from nasutil_search_spaces.nb201 import cell_string, network_ops, parse_cell_string
 
 if TYPE_CHECKING:
     import optuna
     import torch.nn as nn
 
-NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 MERGES = ("sum",)
 REDUCTIONS = ("residual",)
 MAX_NODES = 8
 MAX_CONFIG_BYTES = 64 * 1024
-_TOKEN = re.compile(r"^([A-Za-z0-9_.-]+)~(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -124,11 +123,7 @@ class CellArch(Arch):
     space = "cell"
 
     def to_string(self) -> str:
-        nodes, k = [], 0
-        for i in range(1, self.config.nodes + 1):
-            nodes.append("|" + "|".join(f"{self.ops[k + j]}~{j}" for j in range(i)) + "|")
-            k += i
-        return "+".join(nodes)
+        return cell_string(self.ops, self.config.nodes)
 
     def canonical_key(self) -> str:
         return f"{self.config.identity}:{self.to_string()}"
@@ -141,29 +136,7 @@ class CellArch(Arch):
 
 
 def parse_arch(text: str, config: CellConfig) -> CellArch:
-    text = text.strip() if isinstance(text, str) else ""
-    if not text:
-        raise InvalidArchError("empty cell string")
-    nodes = text.split("+")
-    if len(nodes) != config.nodes:
-        raise InvalidArchError(f"this cell space has {config.nodes} nodes separated by '+', got {len(nodes)}")
-    ops: list[str] = []
-    for i, node in enumerate(nodes, start=1):
-        if not (node.startswith("|") and node.endswith("|")) or len(node) < 2:
-            raise InvalidArchError(f"node {i} must look like |op~0|...|, got {node[:80]!r}")
-        tokens = node[1:-1].split("|")
-        if len(tokens) != i:
-            raise InvalidArchError(f"node {i} needs {i} incoming edge(s), got {len(tokens)}")
-        for j, token in enumerate(tokens):
-            m = _TOKEN.match(token)
-            if not m:
-                raise InvalidArchError(f"malformed edge {token[:80]!r} in node {i} (expected op~input)")
-            if m.group(1) not in config.ops:
-                raise InvalidArchError(f"op {m.group(1)!r} is not in this space (ops: {', '.join(config.ops)})")
-            if int(m.group(2)) != j:
-                raise InvalidArchError(f"edge {token!r} of node {i} must come from node {j}")
-            ops.append(m.group(1))
-    return CellArch(tuple(ops), config)
+    return CellArch(parse_cell_string(text, config.nodes, config.ops, "generated"), config)
 
 
 def load_config(option: str) -> CellConfig:
@@ -230,20 +203,9 @@ class CellSpace(SearchSpace[CellArch]):
     def operators(self, arch: CellArch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
         """The network's ops listed from the config and the ops' own listings, without building it."""
         size = self.default_input_size if input_size is None else input_size
-        c = self.config.channels
-        stem = conv_out(size, 3, 1, 1)
-        ops = [Op("conv", self.in_channels, size, size, c, stem, stem, kernel=3),
-               Op("norm", c, stem, stem, c, stem, stem, bias=True)]
-        for stage in range(self.config.stages):
-            if stage > 0:
-                ops += _residual_reduction(c, 2 * c, size)
-                c, size = 2 * c, conv_out(size, 3, 2, 1)
-            ops += self._cell_ops(arch, c, size) * self.config.cells_per_stage
-        ops += [Op("norm", c, size, size, c, size, size, bias=True),
-                Op("act", c, size, size, c, size, size, variant="relu"),
-                Op("gpool", c, size, size, c, 1, 1, variant="avg"),
-                Op("linear", c, 1, 1, num_classes, 1, 1, bias=True)]
-        return ops
+        cfg = self.config
+        return network_ops(lambda c, s: self._cell_ops(arch, c, s), self.in_channels, cfg.channels, cfg.stages,
+                           cfg.cells_per_stage, size, num_classes)
 
     def _cell_ops(self, arch: CellArch, c: int, size: int) -> list[Op]:
         ops: list[Op] = []
@@ -265,18 +227,3 @@ class CellSpace(SearchSpace[CellArch]):
         for ops in itertools.product(self.config.ops, repeat=len(self.config.edges)):
             yield CellArch(ops, self.config)
 
-
-def _residual_reduction(c_in: int, c_out: int, size: int) -> list[Op]:
-    """NAS-Bench-201's reduction block: two ReLU-conv-BN (stride 2, then 1) beside avgpool + 1x1 conv."""
-    half = conv_out(size, 3, 2, 1)
-
-    def relu_conv_bn(c_a: int, c_b: int, s: int, stride: int) -> list[Op]:
-        out = conv_out(s, 3, stride, 1)
-        return [Op("act", c_a, s, s, c_a, s, s, variant="relu"),
-                Op("conv", c_a, s, s, c_b, out, out, kernel=3, stride=stride),
-                Op("norm", c_b, out, out, c_b, out, out, bias=True)]
-
-    return (relu_conv_bn(c_in, c_out, size, 2) + relu_conv_bn(c_out, c_out, half, 1)
-            + [Op("pool", c_in, size, size, c_in, size // 2, size // 2, kernel=2, stride=2, variant="avg"),
-               Op("conv", c_in, size // 2, size // 2, c_out, size // 2, size // 2, kernel=1),
-               Op("add", c_out, half, half, c_out, half, half)])

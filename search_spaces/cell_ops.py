@@ -7,17 +7,12 @@ predictions equal the dedicated space's.
 from __future__ import annotations
 
 from nasutil.cell_ops import CellOp
-from nasutil.ops import Op, conv_out
+from nasutil.ops import Op
+from nasutil_search_spaces.nb201 import relu_conv_bn_ops
 
 
 def _same(family: str, c: int, size: int, variant: str = "", **extra) -> Op:
     return Op(family, c, size, size, c, size, size, variant=variant, **extra)
-
-
-def _relu_conv_bn(c: int, size: int, kernel: int) -> list[Op]:
-    out = conv_out(size, kernel, 1, kernel // 2)
-    return [_same("act", c, size, "relu"), Op("conv", c, size, size, c, out, out, kernel=kernel),
-            Op("norm", c, out, out, c, out, out, bias=True)]
 
 
 def _build_zero(c: int):
@@ -49,9 +44,9 @@ def _build_avg_pool(c: int):
 
 NONE = CellOp("none", _build_zero, lambda c, size: [_same("scale", c, size, "zero")], zero=True)
 SKIP_CONNECT = CellOp("skip_connect", _build_identity, lambda c, size: [])
-NOR_CONV_1X1 = CellOp("nor_conv_1x1", _build_relu_conv_bn(1), lambda c, size: _relu_conv_bn(c, size, 1),
+NOR_CONV_1X1 = CellOp("nor_conv_1x1", _build_relu_conv_bn(1), lambda c, size: relu_conv_bn_ops(c, c, size, 1, 1),
                       has_params=True)
-NOR_CONV_3X3 = CellOp("nor_conv_3x3", _build_relu_conv_bn(3), lambda c, size: _relu_conv_bn(c, size, 3),
+NOR_CONV_3X3 = CellOp("nor_conv_3x3", _build_relu_conv_bn(3), lambda c, size: relu_conv_bn_ops(c, c, size, 3, 1),
                       has_params=True)
 AVG_POOL_3X3 = CellOp("avg_pool_3x3", _build_avg_pool,
                       lambda c, size: [_same("pool", c, size, "avg", kernel=3, stride=1)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,7 @@ OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", 
 NUM_NODES = 4
 #: edges (to, from) in the order of the cell string
 EDGES: tuple[tuple[int, int], ...] = tuple((i, j) for i in range(1, NUM_NODES) for j in range(i))
-_TOKEN = re.compile(r"^([a-z0-9_]+)~(\d+)$")
+_TOKEN = re.compile(r"^([A-Za-z0-9_.-]+)~(\d+)$")
 
 # The torch modules live in `nb201_network`; these names still resolve here, importing torch on first use.
 NETWORK_NAMES = ("Cell", "ResidualReduction", "NB201Network")
@@ -46,11 +46,7 @@ class NB201Arch(Arch):
     space = "nb201"
 
     def to_string(self) -> str:
-        nodes, k = [], 0
-        for i in range(1, NUM_NODES):
-            nodes.append("|" + "|".join(f"{self.ops[k + j]}~{j}" for j in range(i)) + "|")
-            k += i
-        return "+".join(nodes)
+        return cell_string(self.ops, NUM_NODES - 1)
 
     def encode(self) -> np.ndarray:
         vec = np.zeros((len(EDGES), len(OPS)), dtype=np.float32)
@@ -62,17 +58,26 @@ class NB201Arch(Arch):
         return self.ops[EDGES.index((to, frm))]
 
 
-def parse_cell(text: str) -> NB201Arch:
-    """Parse `|op~0|+|op~0|op~1|+|op~0|op~1|op~2|` with a precise reason on failure."""
+def cell_string(ops: tuple[str, ...], nodes: int) -> str:
+    """`|op~0|+|op~0|op~1|+...`: node i's incoming edges from nodes 0..i-1, nodes joined by '+'."""
+    parts, k = [], 0
+    for i in range(1, nodes + 1):
+        parts.append("|" + "|".join(f"{ops[k + j]}~{j}" for j in range(i)) + "|")
+        k += i
+    return "+".join(parts)
+
+
+def parse_cell_string(text: str, nodes: int, ops: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """The edge ops of a `cell_string` of `nodes` nodes over `ops`, with a precise reason on failure
+    (`what` names the space in the messages)."""
     text = text.strip() if isinstance(text, str) else ""
     if not text:
-        raise InvalidArchError("empty NAS-Bench-201 cell string")
-    nodes = text.split("+")
-    if len(nodes) != NUM_NODES - 1:
-        raise InvalidArchError(
-            f"NAS-Bench-201 cell needs {NUM_NODES - 1} nodes separated by '+', got {len(nodes)} in {text!r}")
-    ops: list[str] = []
-    for i, node in enumerate(nodes, start=1):
+        raise InvalidArchError(f"empty {what} cell string")
+    parts = text.split("+")
+    if len(parts) != nodes:
+        raise InvalidArchError(f"{what} cell needs {nodes} nodes separated by '+', got {len(parts)} in {text!r}")
+    found: list[str] = []
+    for i, node in enumerate(parts, start=1):
         if not (node.startswith("|") and node.endswith("|")) or len(node) < 2:
             raise InvalidArchError(f"node {i} of {text!r} must look like |op~0|...|, got {node!r}")
         tokens = node[1:-1].split("|")
@@ -83,12 +88,17 @@ def parse_cell(text: str) -> NB201Arch:
             if not m:
                 raise InvalidArchError(f"malformed edge {token!r} in node {i} (expected op~input)")
             op, src = m.group(1), int(m.group(2))
-            if op not in OPS:
-                raise InvalidArchError(f"unknown NAS-Bench-201 op {op!r} (ops: {', '.join(OPS)})")
+            if op not in ops:
+                raise InvalidArchError(f"unknown op {op!r} for {what} cells (ops: {', '.join(ops)})")
             if src != j:
                 raise InvalidArchError(f"edge {token!r} of node {i} must come from node {j}, not {src}")
-            ops.append(op)
-    return NB201Arch(tuple(ops))
+            found.append(op)
+    return tuple(found)
+
+
+def parse_cell(text: str) -> NB201Arch:
+    """Parse `|op~0|+|op~0|op~1|+|op~0|op~1|op~2|` with a precise reason on failure."""
+    return NB201Arch(parse_cell_string(text, NUM_NODES - 1, OPS, "NAS-Bench-201"))
 
 
 def _conv(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> Op:
@@ -104,14 +114,15 @@ def _map(family: str, c: int, size: int, variant: str = "") -> Op:
     return Op(family, c, size, size, c, size, size, variant=variant)
 
 
-def _relu_conv_bn(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> list[Op]:
+def relu_conv_bn_ops(c_in: int, c_out: int, size: int, kernel: int, stride: int) -> list[Op]:
+    """ReLU, convolution (padding kernel // 2), BatchNorm: the ops of `ReLUConvBN`."""
     conv = _conv(c_in, c_out, size, kernel, stride)
     return [_map("act", c_in, size, "relu"), conv, _norm(c_out, conv.h_out)]
 
 
 def _reduction(c_in: int, c_out: int, size: int) -> list[Op]:
     half = conv_out(size, 3, 2, 1)
-    return (_relu_conv_bn(c_in, c_out, size, 3, 2) + _relu_conv_bn(c_out, c_out, half, 3, 1)
+    return (relu_conv_bn_ops(c_in, c_out, size, 3, 2) + relu_conv_bn_ops(c_out, c_out, half, 3, 1)
             + [Op("pool", c_in, size, size, c_in, size // 2, size // 2, kernel=2, stride=2, variant="avg"),
                _conv(c_in, c_out, size // 2, 1, 1), _map("add", c_out, half)])
 
@@ -122,14 +133,29 @@ def _cell_ops(arch: NB201Arch, c: int, size: int) -> list[Op]:
         if op == "none":
             ops.append(_map("scale", c, size, "zero"))
         elif op == "nor_conv_1x1":
-            ops += _relu_conv_bn(c, c, size, 1, 1)
+            ops += relu_conv_bn_ops(c, c, size, 1, 1)
         elif op == "nor_conv_3x3":
-            ops += _relu_conv_bn(c, c, size, 3, 1)
+            ops += relu_conv_bn_ops(c, c, size, 3, 1)
         elif op == "avg_pool_3x3":
             ops.append(Op("pool", c, size, size, c, size, size, kernel=3, stride=1, variant="avg"))
         # node i sums its i inputs starting from Python's 0: one `0 + x`, then i - 1 additions
         ops.append(_map("scale", c, size, "add") if j == 0 else _map("add", c, size))
     return ops
+
+
+def network_ops(cell_ops: Callable[[int, int], list[Op]], in_channels: int, channels: int, stages: int,
+                cells_per_stage: int, size: int, num_classes: int) -> list[Op]:
+    """The ops of NAS-Bench-201's network around its cells: a 3x3 conv stem, stages of cells (`cell_ops(C,
+    resolution)`) joined by the residual reduction block, BN + ReLU, global pooling, the classifier."""
+    c = channels
+    ops = [_conv(in_channels, c, size, 3, 1), _norm(c, size)]
+    for stage in range(stages):
+        if stage > 0:
+            ops += _reduction(c, 2 * c, size)
+            c, size = 2 * c, conv_out(size, 3, 2, 1)
+        ops += cell_ops(c, size) * cells_per_stage
+    return ops + [_norm(c, size), _map("act", c, size, "relu"), Op("gpool", c, size, size, c, 1, 1, variant="avg"),
+                  Op("linear", c, 1, 1, num_classes, 1, 1, bias=True)]
 
 
 class NasBench201Space(SearchSpace[NB201Arch]):
@@ -154,17 +180,7 @@ class NasBench201Space(SearchSpace[NB201Arch]):
     def operators(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
         """`NB201Network`'s ops, listed without building it (equal to tracing it; tested)."""
         size = self.default_input_size if input_size is None else input_size
-        c = 16
-        ops = [_conv(self.in_channels, c, size, 3, 1), _norm(c, size)]
-        for stage in range(3):
-            if stage > 0:
-                ops += _reduction(c, 2 * c, size)
-                c, size = 2 * c, conv_out(size, 3, 2, 1)
-            ops += _cell_ops(arch, c, size) * 5
-        ops += [_norm(c, size), _map("act", c, size, "relu"),
-                Op("gpool", c, size, size, c, 1, 1, variant="avg"),
-                Op("linear", c, 1, 1, num_classes, 1, 1, bias=True)]
-        return ops
+        return network_ops(lambda c, s: _cell_ops(arch, c, s), self.in_channels, 16, 3, 5, size, num_classes)
 
     @property
     def encoding_size(self) -> int:

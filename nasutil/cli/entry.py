@@ -6,6 +6,7 @@ Ctrl-C at any later moment, in one line and exit code 130 (see `nasutil.cli.inte
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 from nasutil.cli import interrupts
@@ -13,26 +14,22 @@ from nasutil.cli import interrupts
 EXIT_INTERRUPTED = 130
 
 
-def nasutil() -> int:
+def _run(module: str, interrupted: str) -> int:
+    """`module.main()`, with a Ctrl-C during its import or its run ending in the line `interrupted`."""
     with interrupts.handled():
         try:
-            from nasutil.cli import main
-
+            main = importlib.import_module(module).main
             interrupts.stop_if_requested()
             return main()
         except KeyboardInterrupt:
-            print("nasutil: interrupted", file=sys.stderr)
+            print(interrupted, file=sys.stderr)
             return EXIT_INTERRUPTED
+
+
+def nasutil() -> int:
+    return _run("nasutil.cli", "nasutil: interrupted")
 
 
 def nasutil_search() -> int:
-    with interrupts.handled():
-        try:
-            from nasutil.cli.search_command import main
-
-            interrupts.stop_if_requested()
-            return main()
-        except KeyboardInterrupt:
-            print("nasutil-search: interrupted (finished trials are kept in the study; re-run to resume)",
-                  file=sys.stderr)
-            return EXIT_INTERRUPTED
+    return _run("nasutil.cli.search_command",
+                "nasutil-search: interrupted (finished trials are kept in the study; re-run to resume)")

@@ -28,6 +28,7 @@ from nasutil.codes.data import CodeData, load_code_data
 from nasutil.codes.metrics import CodeScores, score_code
 from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
 from nasutil.errors import NasutilError
+from nasutil.evaluator.config import chosen_device
 
 #: validation images scored after every epoch (enough for a steady figure, cheap beside an epoch)
 VALID_IMAGES = 2000
@@ -70,16 +71,8 @@ class RunSettings:
 Progress = Callable[[str, int, int, dict[str, float]], None]  # stage, done, total, figures
 
 
-def resolve_device(spec: str) -> torch.device:
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(spec)
-    except RuntimeError:
-        raise NasutilError(f"unknown device {spec!r} (cpu, cuda, cuda:N or auto)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise NasutilError(f"device {spec!r} asked for, but CUDA is not available here")
-    return device
+def resolve_device(spec: str, setting: str = "--device") -> torch.device:
+    return torch.device(chosen_device(spec, setting))
 
 
 def _settings_file(folder: Path, settings: RunSettings) -> RunSettings:
@@ -103,18 +96,18 @@ def _data(settings: RunSettings, data_dir: str | Path) -> CodeData:
     return load_code_data(settings.dataset, data_dir).limited(settings.train_images, settings.test_images)
 
 
-def _base(settings: RunSettings, data: CodeData, folder: Path, device: torch.device,
-          progress: Progress | None) -> torch.nn.Module:
-    torch.manual_seed(settings.seed)
-    base = build_base(settings.base, *data.shape[:2], data.num_classes)
-    path = folder / "base.safetensors"
+def trained_base(spec: str, data: CodeData, path: Path, epochs: int, batch_size: int, device: torch.device,
+                 seed: int = 0, on_epoch: Callable[[int, float], None] | None = None) -> torch.nn.Module:
+    """The frozen base stored at `path`, or one trained now (`epochs` of Adam) and stored there."""
+    torch.manual_seed(seed)
+    base = build_base(spec, *data.shape[:2], data.num_classes)
     if path.is_file():
         tensors, _ = checkpoints.load(path)
         checkpoints.load_into(base, tensors, "base", path)
     else:
-        train_base(base, data.train, settings.base_epochs, settings.batch_size, device, settings.seed,
-                   on_epoch=lambda e, loss: progress and progress("base", e, settings.base_epochs, {"loss": loss}))
-        checkpoints.save(path, {"base": base}, {"base": settings.base, "dataset": settings.dataset,
+        train_base(base, data.train, epochs, batch_size, device, seed, on_epoch=on_epoch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoints.save(path, {"base": base}, {"base": spec, "dataset": data.name,
                                                 "fingerprint": checkpoints.fingerprint(base)})
     freeze(base.to(device))
     return base
@@ -126,7 +119,9 @@ def train_run(settings: RunSettings, folder: Path, data_dir: str | Path = "data"
     settings = _settings_file(folder, settings.check())
     dev = resolve_device(device)
     data = _data(settings, data_dir)
-    base = _base(settings, data, folder, dev, progress)
+    base = trained_base(settings.base, data, folder / "base.safetensors", settings.base_epochs, settings.batch_size,
+                        dev, settings.seed, on_epoch=lambda e, loss: progress and progress(
+                            "base", e, settings.base_epochs, {"loss": loss}))
     stamp = checkpoints.fingerprint(base)
     torch.manual_seed(settings.seed + 1)
     code = Code(settings.code, settings.base, data.shape, data.num_classes).to(dev)

@@ -35,6 +35,15 @@ def available_device(name: str, setting: str) -> str:
     return name
 
 
+def chosen_device(spec: str, setting: str) -> str:
+    """`auto` (cuda where CUDA is available, else cpu), or a device `available_device` accepts."""
+    if spec == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return available_device(spec, setting)
+
+
 @dataclass(frozen=True)
 class MeasureConfig:
     device: str = "cuda"

@@ -14,13 +14,11 @@ from pathlib import Path
 
 import torch
 
-from nasutil.codes import checkpoints
-from nasutil.codes.bases import build_base
 from nasutil.codes.code import Code, CodeSpec
 from nasutil.codes.data import CodeData, load_code_data
 from nasutil.codes.metrics import score_code
-from nasutil.codes.run import resolve_device
-from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
+from nasutil.codes.run import resolve_device, trained_base
+from nasutil.codes.training import base_outputs, make_optimizer, train_code_epoch
 from nasutil.errors import NasutilError
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
 from nasutil.space import SearchSpace
@@ -41,7 +39,7 @@ class CodesTrainer(Trainer):
         self.base_spec, self.dataset, self.data_dir = base, dataset, str(data_dir)
         self.base_epochs, self.epochs, self.batch_size = int(base_epochs), int(epochs), int(batch_size)
         self.train_images, self.base_dir, self.seed = train_images, Path(base_dir), int(seed)
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, "trainer.device")
         self.max_step = self.epochs
         self._ready: tuple[CodeData, torch.nn.Module, torch.Tensor] | None = None
         self._space_spec = ""
@@ -54,18 +52,8 @@ class CodesTrainer(Trainer):
         """The data, the frozen base (trained on first use, then read back) and its outputs on the train split."""
         if self._ready is None:
             data = load_code_data(self.dataset, self.data_dir).limited(self.train_images, None)
-            torch.manual_seed(self.seed)
-            base = build_base(self.base_spec, *data.shape[:2], data.num_classes)
             path = self.base_dir / f"{self.dataset}-{self.base_spec.replace('/', '_')[:80]}-s{self.seed}.safetensors"
-            if path.is_file():
-                tensors, _ = checkpoints.load(path)
-                checkpoints.load_into(base, tensors, "base", path)
-            else:
-                train_base(base, data.train, self.base_epochs, self.batch_size, self.device, self.seed)
-                self.base_dir.mkdir(parents=True, exist_ok=True)
-                checkpoints.save(path, {"base": base}, {"base": self.base_spec, "dataset": self.dataset,
-                                                        "fingerprint": checkpoints.fingerprint(base)})
-            freeze(base.to(self.device))
+            base = trained_base(self.base_spec, data, path, self.base_epochs, self.batch_size, self.device, self.seed)
             self._ready = (data, base, base_outputs(base, data.train[0], self.device))
         return self._ready
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from nasutil.colocate import Member, Population
 from nasutil.errors import NasutilError
+from nasutil.evaluator.config import chosen_device
 from nasutil.search.trainers import datasets
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
 from nasutil.space import SearchSpace
@@ -66,15 +67,7 @@ class TorchTrainer(Trainer):
 
     @staticmethod
     def _device(spec: str) -> torch.device:
-        if spec == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        try:
-            device = torch.device(spec)
-        except RuntimeError:
-            raise NasutilError(f"unknown trainer.device {spec!r} (auto, cpu, cuda or cuda:N)") from None
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise NasutilError(f"trainer.device={spec} but CUDA is not available (use auto or cpu)")
-        return device
+        return torch.device(chosen_device(spec, "trainer.device"))
 
     def check(self, space_spec: str) -> None:
         self._load()
