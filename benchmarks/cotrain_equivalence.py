@@ -57,7 +57,7 @@ def train_together(settings: dict, archs: list[str]) -> tuple[list, float, int]:
         t.start()
     for t in threads:
         t.join()
-    return out, time.perf_counter() - started, trainer._population.most_together
+    return out, time.perf_counter() - started, trainer._population.most_together if trainer._population else 1
 
 
 def main() -> int:
@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("--max-batches", type=int, default=40, help="batches per epoch (0: the whole split)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--eager-check", type=int, default=0, metavar="N",
+                        help="also train the first N candidates alone with eager steps (graphs=false, CUDA)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -78,13 +80,17 @@ def main() -> int:
                     max_batches_per_epoch=args.max_batches or None, device=args.device, seed=args.seed)
     alone, alone_s = train_alone(settings, archs)
     together, together_s, most = train_together(settings, archs)
+    eager = train_alone({**settings, "graphs": False}, archs[:args.eager_check])[0] if args.eager_check else []
     rows, worst = [], 0.0
     for number, arch in enumerate(archs):
         (a, a_curve), (t, t_curve) = alone[number], together[number]
         worst = max(worst, abs(a.accuracy - t.accuracy), abs(a.extra["test_accuracy"] - t.extra["test_accuracy"]))
         rows.append({"candidate": number, "arch": arch, "valid_alone": a.accuracy, "valid_together": t.accuracy,
                      "test_alone": a.extra["test_accuracy"], "test_together": t.extra["test_accuracy"],
-                     "curves_equal": a_curve.steps == t_curve.steps})
+                     "curves_equal": a_curve.steps == t_curve.steps,
+                     "valid_eager": eager[number][0].accuracy if number < len(eager) else None,
+                     "train_loss_alone": a.extra.get("train_loss"),
+                     "train_loss_eager": eager[number][0].extra.get("train_loss") if number < len(eager) else None})
         print(f"{number}  valid {a.accuracy:6.2f} / {t.accuracy:6.2f}   test {a.extra['test_accuracy']:6.2f} / "
               f"{t.extra['test_accuracy']:6.2f}   {arch}", flush=True)
     with (args.out / "cotrain_equivalence.csv").open("w", newline="") as fh:

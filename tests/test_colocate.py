@@ -117,6 +117,11 @@ def test_cli_colocate_table_in_process(cli):
     (("nb201", "--sample", "2", "--slo-ms", "5", "--batch-size", "4"), "--slo-ms"),
     (("nb201", "--sample", "2", "--strategy", "fused", "--no-fallback", "--device", "cpu"), "shape-identical"),
     (("nb201", "--sample", "0"), "error"),
+    (("nb201", "--sample", "4", "--pack", "2", "--memory-budget-gb", "0.00001", "--device", "cpu"),
+     "too small for one candidate"),
+    (("nb201", "--sample", "4", "--memory-budget-gb", "0.00001", "--device", "cpu"), "split it with --pack"),
+    (("nb201", "--sample", "4", "--pack", "2", "--slo-ms", "5"), "do not combine"),
+    (("nb201", "--sample", "4", "--pack", "0"), "error"),
 ])
 def test_cli_colocate_bad_input(cli, args, message):
     r = cli("colocate", *args)
@@ -128,3 +133,43 @@ def test_measure_group_counts_networks_of_a_space_without_an_op_listing(installe
     """The tiny plugin space lists no ops: its FLOPs are counted on the built network before it moves."""
     m = measure_group([Candidate("tiny", "w8"), Candidate("tiny", "w16")], CPU.with_(input_size=16), "sequential")
     assert m.ok and m.flops_per_image == [2 * 3 * 8 * 9 * 16 * 16 + 2 * 8 * 10, 2 * 3 * 16 * 9 * 16 * 16 + 2 * 16 * 10]
+
+
+def test_packing_groups_candidates_of_similar_latency():
+    from nasutil.colocate.packing import pack_by_latency, random_groups
+
+    latency = [5.0, 1.0, 4.0, 2.0, 3.0, 6.0]
+    groups = pack_by_latency(latency, 2)
+    assert [g.members for g in groups] == [(1, 3), (4, 2), (0, 5)]
+    assert [g.predicted_latency_ms for g in groups] == [2.0, 4.0, 6.0]
+    # consecutive groups minimise the sum of the slowest members: no grouping of these does better
+    assert sum(g.predicted_latency_ms for g in groups) <= min(
+        sum(g.predicted_latency_ms for g in random_groups(6, 2, seed, latency)) for seed in range(20))
+
+
+def test_a_memory_budget_closes_groups_early_and_must_fit_one_candidate():
+    from nasutil.colocate.packing import pack_by_latency
+
+    groups = pack_by_latency([1.0, 2.0, 3.0, 4.0], 4, memory_bytes=[3, 3, 3, 3], memory_budget_bytes=7)
+    assert [g.members for g in groups] == [(0, 1), (2, 3)] and all(g.predicted_memory_bytes <= 7 for g in groups)
+    with pytest.raises(NasutilError, match="too small for one candidate"):
+        pack_by_latency([1.0, 2.0], 2, memory_bytes=[3, 9], memory_budget_bytes=7)
+    with pytest.raises(NasutilError, match="at least one member"):
+        pack_by_latency([1.0], 0)
+
+
+def test_memory_estimates_grow_with_the_batch_and_with_training():
+    from nasutil.colocate.packing import estimated_memory_bytes
+    from nasutil.predictor.fit import ops_for
+
+    ops = ops_for(get_space("nb201"), CELL)[0]
+    one, many = estimated_memory_bytes(ops, 1), estimated_memory_bytes(ops, 64)
+    assert 0 < one < many < estimated_memory_bytes(ops, 64, training=True)
+
+
+def test_cli_colocate_packs_by_predicted_latency(cli):
+    r = cli("colocate", "nb201", "--sample", "6", "--pack", "3", "--device", "cpu", "--batch-size", "1",
+            "--in-process", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert len(rows) == 2 and sorted(len(row["archs"]) for row in rows) == [3, 3]

@@ -135,3 +135,49 @@ def test_a_killed_population_search_resumes(tmp_path):
     assert states.count(optuna.trial.TrialState.COMPLETE) == 12
     # trials killed before their first heartbeat cannot be told from live ones: at most one per place
     assert states.count(optuna.trial.TrialState.RUNNING) <= 3
+
+
+def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
+    """The hand-written update (a learning rate that a CUDA graph can read from the device) against
+    torch.optim.SGD(nesterov) with CosineAnnealingLR, on the same batches, fp32, no autocast."""
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+
+    from nasutil.colocate.training_step import TrainingStep, cosine_rates
+
+    torch.manual_seed(0)
+    model = get_space("nb201").build(get_space("nb201").parse(ARCHS[0]), num_classes=10, input_size=8)
+    reference = copy.deepcopy(model)
+    x, y = torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,))
+    steps, lr = 6, 0.1
+    unit = TrainingStep(model, lambda t: t, x, y, 16, cosine_rates(lr, steps), 0.9, 5e-4, None, graph=False)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
+    losses = []
+    for step in range(steps):
+        rows = torch.arange(16) + 16 * (step % 4)
+        unit.run(step, rows)
+        optimizer.zero_grad()
+        loss = F.cross_entropy(reference(x[rows]), y[rows])
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        losses.append(float(loss.detach()))
+    assert unit.take_loss(steps) == pytest.approx(sum(losses) / steps, rel=1e-5)
+    for (name, a), b in zip(model.state_dict().items(), reference.state_dict().values()):
+        assert torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-6), name
+
+
+def test_a_training_set_smaller_than_a_batch_is_a_user_error():
+    trainer = shipped("trainer", "torch", dataset="digits", batch_size=100_000, epochs=1)
+    with pytest.raises(NasutilError, match="larger than the"):
+        trainer.train(get_space("nb201"), ARCHS[0], Recorder())
+
+
+def test_graphs_need_a_cuda_device():
+    with pytest.raises(NasutilError, match="graphs"):
+        shipped("trainer", "torch", dataset="digits", device="cpu", graphs=True)
+    with pytest.raises(NasutilError, match="graphs"):
+        shipped("trainer", "torch", dataset="digits", device="cpu", graphs="yes")

@@ -43,6 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input-size", type=positive_int, default=None)
     p.add_argument("--slo-ms", type=positive_float, default=None,
                    help="find the largest batch (1, 2, 4, ...) whose group latency stays within this many ms")
+    p.add_argument("--pack", type=positive_int, metavar="G", default=None,
+                   help="split the candidates into groups of at most G of similar predicted latency and measure "
+                        "each group (see --memory-budget-gb)")
+    p.add_argument("--memory-budget-gb", type=positive_float, default=None,
+                   help="device memory a group may use (estimated from each network's op listing)")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per group (default 600)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
@@ -91,15 +96,23 @@ def cmd_colocate(args: argparse.Namespace) -> int:
     check_strategy(args.strategy)
     if args.slo_ms is not None and args.batch_size:
         raise NasutilError("--slo-ms chooses the batch sizes itself; drop --batch-size")
+    if args.slo_ms is not None and args.pack:
+        raise NasutilError("--slo-ms and --pack do not combine: measure the packed groups at one batch size")
     candidates = _candidates(args)
     config = _config(args)
+    groups = _groups(candidates, config, args)
+
+    def measure_members(members: list[Candidate], cfg: MeasureConfig) -> GroupMeasurement:
+        if args.in_process:
+            return measure_group(members, cfg, args.strategy, fallback=args.fallback)
+        return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout)
 
     def measure(cfg: MeasureConfig) -> GroupMeasurement:
-        if args.in_process:
-            return measure_group(candidates, cfg, args.strategy, fallback=args.fallback)
-        return measure_group_isolated(candidates, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout)
+        return measure_members(candidates, cfg)
 
-    if args.slo_ms is None:
+    if groups is not None:
+        results = [measure_members([candidates[i] for i in g.members], config) for g in groups]
+    elif args.slo_ms is None:
         results = [measure(config)]
     else:
         results, batch = [], 1
@@ -114,7 +127,55 @@ def cmd_colocate(args: argparse.Namespace) -> int:
             print_json(result.to_dict())
     if not args.json:
         _print(results, args.slo_ms)
+        if groups is not None:
+            _print_packing(results)
     return 0 if any(r.ok for r in results) else 1
+
+
+def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.Namespace):
+    """With --pack: groups of similar predicted latency (`nasutil.colocate.packing`); else None, after
+    checking the whole group against --memory-budget-gb."""
+    if not args.pack and args.memory_budget_gb is None:
+        return None
+    from nasutil.colocate.packing import estimated_memory_bytes, pack_by_latency
+    from nasutil.evaluator.dtypes import element_size
+    from nasutil.predictor.fit import ops_for
+
+    ops = [ops_for(_space(c.space), c.arch, config.input_size)[0] for c in candidates]
+    memory = [estimated_memory_bytes(o, config.batch_size, element_size(config.dtype)) for o in ops]
+    budget = None if args.memory_budget_gb is None else args.memory_budget_gb * 2**30
+    if not args.pack:
+        if budget is not None and sum(memory) > budget:
+            raise NasutilError(f"the group needs about {sum(memory) / 2**30:.3f} GiB, over the memory budget of "
+                               f"{args.memory_budget_gb} GiB: split it with --pack G")
+        return None
+    return pack_by_latency(_predicted_latency(candidates, config), args.pack, memory, budget)
+
+
+def _space(spec: str):
+    from nasutil.registry import get_space
+
+    return get_space(spec)
+
+
+def _predicted_latency(candidates: list[Candidate], config: MeasureConfig) -> list[float]:
+    """Predicted on the shipped profile's device at the measured dtype and batch size, from CUDA graphs:
+    only the order matters for packing, so a CPU run packs by the GPU's figures."""
+    from nasutil.predictor.registry import DEFAULT_PROFILE, make_predictor
+
+    predictor = make_predictor("auto", profile=DEFAULT_PROFILE)
+    target = predictor.target(config.dtype if config.dtype != "fp32" else "fp16", config.batch_size, "cudagraph")
+    return [p.latency_ms for p in predictor.predict_many(candidates[0].space, [c.arch for c in candidates], target)]
+
+
+def _print_packing(results: list[GroupMeasurement]) -> None:
+    done = [r for r in results if r.ok]
+    if not done:
+        return
+    total = sum(r.latency_ms for r in done)
+    images = sum(len(r.archs) * r.batch_size for r in done)
+    console().print(f"{len(done)} groups: every candidate once in {total:.3f} ms "
+                    f"({human_count(images / (total * 1e-3))} images/s)")
 
 
 def _print(results: list[GroupMeasurement], slo_ms: float | None) -> None:

@@ -92,8 +92,12 @@ class Streams(Strategy):
         graph, outputs = torch.cuda.CUDAGraph(), []
         with torch.cuda.graph(graph):
             main = torch.cuda.current_stream(device)
+            # Fork every stream before any network is enqueued: torch hands streams out from a small
+            # pool, so one of them can be the capture stream itself, and a fork taken after a network
+            # was enqueued there would make every later network wait for it.
+            for stream in streams:
+                stream.wait_stream(main)
             for stream, model, x in zip(streams, models, inputs):
-                stream.wait_stream(main)  # fork: each network on its own stream inside the one graph
                 with torch.cuda.stream(stream):
                     outputs.append(model(x))
             for stream in streams:

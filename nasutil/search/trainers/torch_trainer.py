@@ -1,8 +1,12 @@
-"""Real training: SGD with Nesterov momentum, a cosine schedule, AMP on CUDA and channels_last.
+"""Real training: SGD with Nesterov momentum, a cosine schedule, bf16 autocast on CUDA and channels_last.
 
 The training set is split into train and validation parts (fixed seed); validation accuracy after
 each epoch is reported (so Optuna pruners can stop training early) and the last one is the
-objective. Test accuracy is recorded beside it, never used to choose.
+objective. Test accuracy is recorded beside it, never used to choose. Epochs use full batches only.
+
+On CUDA each candidate's whole training step is captured in a CUDA graph and replayed
+(`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
+replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly.
 
 With `population=P` the search runs up to P trials at once and their candidates train together
 (`nasutil.colocate.Population`): each takes one step per round, and each computes what it would
@@ -19,9 +23,9 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from nasutil.colocate import Member, Population
+from nasutil.colocate.training_step import CAPTURE_LOCK, TrainingStep, cosine_rates
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil.search.trainers import datasets
@@ -36,7 +40,7 @@ class TorchTrainer(Trainer):
                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4, valid_fraction: float = 0.1,
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
-                 population: int = 1) -> None:
+                 population: int = 1, graphs: bool | str = "auto") -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         if epochs < 1 or batch_size < 1 or lr <= 0:
@@ -59,6 +63,14 @@ class TorchTrainer(Trainer):
             self.amp = amp
         else:
             raise NasutilError(f"trainer.amp must be auto, true or false, got {amp!r}")
+        if graphs == "auto":
+            self.graphs = self.device.type == "cuda"
+        elif isinstance(graphs, bool):
+            if graphs and self.device.type != "cuda":
+                raise NasutilError(f"trainer.graphs=true needs a CUDA device, and training runs on {self.device}")
+            self.graphs = graphs
+        else:
+            raise NasutilError(f"trainer.graphs must be auto, true or false, got {graphs!r}")
         self.max_step = self.epochs
         self.population = population  # trials the search runs at once
         self._population = Population(population) if population > 1 else None
@@ -118,7 +130,8 @@ class TorchTrainer(Trainer):
 
     @property
     def _amp_dtype(self) -> torch.dtype:
-        return torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        """bfloat16: fp32's range, so no loss scaling (whose overflow checks wait for the host)."""
+        return torch.bfloat16
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         data = self._load()
@@ -136,7 +149,8 @@ class TorchTrainer(Trainer):
         return run.result()
 
     def describe(self) -> str:
-        amp = ", AMP" if self.amp else ""
+        amp = ", bf16 autocast" if self.amp else ""
+        amp += ", CUDA-graph steps" if self.graphs else ""
         together = f", {self.population} candidates at once" if self.population > 1 else ""
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
 
@@ -171,27 +185,32 @@ def _threads(count: int | None) -> Iterator[None]:
 
 class _Run:
     """One candidate's training, one step at a time: what `train` loops over alone and what a population
-    steps among others. Everything it touches is its own (network, optimizer, schedule, scaler, data order)."""
+    steps among others. Everything it touches is its own (network, momentum, schedule, data order, and on
+    a GPU its stream and CUDA graph)."""
 
     def __init__(self, trainer: TorchTrainer, model: nn.Module, in_channels: int, reporter: Reporter,
                  trial_number: int, data: dict) -> None:
         t = trainer
         self.trainer, self.reporter, self.data, self.in_channels = t, reporter, data, in_channels
-        model = model.to(t.device)
-        self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
         self.train_x, self.train_y = data["train"]
-        self.batches = math.ceil(len(self.train_y) / t.batch_size)
+        self.batches = len(self.train_y) // t.batch_size  # full batches only: a graph's shapes are fixed
+        if self.batches < 1:
+            raise NasutilError(f"trainer.batch_size {t.batch_size} is larger than the {len(self.train_y)} "
+                               f"training images of {t.dataset}")
         if t.max_batches:
             self.batches = min(self.batches, t.max_batches)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=t.lr, momentum=t.momentum, nesterov=True,
-                                         weight_decay=t.weight_decay)
-        self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=t.epochs * self.batches)
-        self.scaler = torch.amp.GradScaler(t.device.type, enabled=t.amp and t.device.type == "cuda")
-        self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
+        with CAPTURE_LOCK:  # no copy to the device while another candidate's graph is being captured
+            model = model.to(t.device)
+            self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
         self.total_steps = t.epochs * self.batches
+        self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x, self.train_y,
+                                      t.batch_size, cosine_rates(t.lr, self.total_steps), t.momentum,
+                                      t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs)
+        self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         self.taken = 0
         self.order: torch.Tensor | None = None
         self.valid_acc = 0.0
+        self.train_loss = math.nan
 
     @property
     def finished(self) -> bool:
@@ -201,25 +220,23 @@ class _Run:
         """One batch; after an epoch's last batch, validation accuracy goes to the reporter (which raises
         StoppedEarly when the study's pruner stops this candidate)."""
         t, epoch, b = self.trainer, self.taken // self.batches + 1, self.taken % self.batches
-        if b == 0:
-            self.model.train()
-            self.order = torch.randperm(len(self.train_y), generator=self.generator).to(t.device)
-        idx = self.order[b * t.batch_size:(b + 1) * t.batch_size]
-        with torch.autocast(t.device.type, enabled=t.amp, dtype=t._amp_dtype):
-            loss = F.cross_entropy(self.model(t._inputs(self.train_x[idx], self.in_channels)), self.train_y[idx])
-        if not torch.isfinite(loss):
-            raise NasutilError(f"training diverged (loss {float(loss)}) at epoch {epoch}")
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.schedule.step()
-        self.taken += 1
-        if b == self.batches - 1:
+        with self.step_unit.on_stream():
+            if b == 0:
+                self.model.train()
+                self.order = torch.randperm(len(self.train_y), generator=self.generator).to(t.device)
+            self.step_unit.run(self.taken, self.order[b * t.batch_size:(b + 1) * t.batch_size])
+            self.taken += 1
+            if b < self.batches - 1:
+                return
+            self.train_loss = self.step_unit.take_loss(self.batches)
+            if not math.isfinite(self.train_loss):
+                raise NasutilError(f"training diverged (mean loss {self.train_loss}) in epoch {epoch}")
             self.valid_acc = t._accuracy(self.model, self.data["valid"], self.in_channels)
-            self.reporter.report(epoch, self.valid_acc)
+        self.reporter.report(epoch, self.valid_acc)
 
     def result(self) -> TrainResult:
-        test_acc = self.trainer._accuracy(self.model, self.data["test"], self.in_channels)
+        with self.step_unit.on_stream():
+            test_acc = self.trainer._accuracy(self.model, self.data["test"], self.in_channels)
         return TrainResult(self.valid_acc, float(self.trainer.epochs),
-                           {"valid_accuracy": self.valid_acc, "test_accuracy": test_acc})
+                           {"valid_accuracy": self.valid_acc, "test_accuracy": test_acc,
+                            "train_loss": self.train_loss})

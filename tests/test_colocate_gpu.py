@@ -1,0 +1,89 @@
+"""Co-training on a CUDA device (skipped without one): steps captured in CUDA graphs compute what the
+same steps compute eagerly, and candidates replayed together compute what each computes alone."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from conftest import Recorder
+from nasutil.registry import get_space
+from nasutil.search.config import shipped
+
+pytestmark = pytest.mark.gpu
+
+ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
+         "|nor_conv_1x1~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_3x3~1|nor_conv_1x1~2|",
+         "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_1x1~1|+|nor_conv_3x3~0|skip_connect~1|nor_conv_1x1~2|",
+         "|skip_connect~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|avg_pool_3x3~0|nor_conv_1x1~1|nor_conv_3x3~2|"]
+SETTINGS = dict(dataset="digits", epochs=3, batch_size=64, lr=0.05, device="cuda")
+
+
+def _train(trainer, jobs):
+    out: dict[int, object] = {}
+
+    def one(arch, recorder, number):
+        try:
+            out[number] = trainer.train(get_space("nb201"), arch, recorder, trial_number=number)
+        except BaseException as exc:
+            out[number] = exc
+
+    threads = [threading.Thread(target=one, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    return out
+
+
+def test_a_graphed_step_computes_the_eager_step():
+    """Same candidate, same seed: the loss curve and final accuracy of graph replays against eager steps."""
+    results = {}
+    for graphs in (False, True):
+        trainer = shipped("trainer", "torch", **SETTINGS, graphs=graphs)
+        rec = Recorder()
+        res = trainer.train(get_space("nb201"), ARCHS[0], rec, trial_number=0)
+        results[graphs] = (res, rec.steps)
+    (eager, _), (graph, graph_curve) = results[False], results[True]
+    assert [s for s, _ in graph_curve] == [1, 2, 3]
+    assert graph.extra["train_loss"] == pytest.approx(eager.extra["train_loss"], rel=0.05)
+    assert abs(graph.accuracy - eager.accuracy) <= 3.0, (graph.accuracy, eager.accuracy)
+
+
+def test_candidates_replayed_together_compute_what_each_computes_alone():
+    alone_trainer = shipped("trainer", "torch", **SETTINGS)
+    alone = _train(alone_trainer, [])  # nothing: trained one by one below
+    for n, arch in enumerate(ARCHS):
+        alone[n] = alone_trainer.train(get_space("nb201"), arch, Recorder(), trial_number=n)
+    together_trainer = shipped("trainer", "torch", **SETTINGS, population=len(ARCHS))
+    together = _train(together_trainer, [(a, Recorder(), n) for n, a in enumerate(ARCHS)])
+    assert together_trainer._population.most_together >= 2
+    for n in range(len(ARCHS)):
+        assert not isinstance(together[n], BaseException), together[n]
+        a, t = alone[n], together[n]
+        # the same kernels on other streams: equal up to cuDNN's choice of backward algorithm
+        assert t.extra["train_loss"] == pytest.approx(a.extra["train_loss"], rel=1e-3), n
+        assert abs(t.accuracy - a.accuracy) <= 1.0, (n, t.accuracy, a.accuracy)
+
+
+def test_a_search_with_a_population_of_graphs_runs_its_budget(tmp_path):
+    import optuna
+
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=together-gpu", f"hydra.run.dir={run_dir}", "n_trials=8", "predictor=analytical",
+            "plots=false", "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=2",
+            "trainer.batch_size=64", "trainer.population=4", "trainer.device=cuda", "progress=false"]
+    assert main(args) == 0
+    study = optuna.load_study(study_name="together-gpu", storage=f"sqlite:///{run_dir / 'study.db'}")
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 8 and all(t.user_attrs["accuracy"] > 20 for t in done)
+
+
+def test_graphs_on_cuda_by_default():
+    trainer = shipped("trainer", "torch", dataset="digits", device="cuda")
+    assert trainer.graphs and "CUDA-graph" in trainer.describe()
+    assert torch.cuda.is_available()
