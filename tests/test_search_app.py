@@ -71,6 +71,8 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
     (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),
+    (["max_trainings=0"], "max_trainings must be a whole number >= 1 or null, got 0"),
+    (["max_trainings=2.5"], "max_trainings must be a whole number >= 1 or null, got 2.5"),
     (["objectives.min_accuracy=abc"], "objectives.min_accuracy must be a number or null, got 'abc'"),
     (["objectives.min_accuracy=150"], "percentage in [0, 100]"),
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
@@ -172,3 +174,19 @@ def test_a_study_name_never_puts_the_run_folder_outside_the_output_root(tmp_path
     assert len(proc.stderr.strip().splitlines()) == 1
     made = [p for p in tmp_path.parent.iterdir() if p.name == "escape"] + list(tmp_path.rglob("*"))
     assert made == [], made
+
+
+def test_a_budget_of_trainings_stops_the_search_and_a_larger_one_resumes_it(tmp_path):
+    """Trials pruned before training cost nothing and do not count against max_trainings."""
+    import optuna
+
+    from nasutil.search.record import Counts
+
+    args = ["study_name=budget", f"hydra.run.dir={tmp_path}", "n_trials=200", "plots=false", "progress=false"]
+    assert main([*args, "max_trainings=14"]) == 0
+    study = optuna.load_study(study_name="budget", storage=f"sqlite:///{tmp_path / 'study.db'}")
+    first = Counts.of(study.trials)
+    assert first.trainings == 14 and first.pruned_before > 0 and first.finished < 200
+    assert main([*args, "max_trainings=18"]) == 0
+    again = Counts.of(optuna.load_study(study_name="budget", storage=f"sqlite:///{tmp_path / 'study.db'}").trials)
+    assert again.trainings == 18 and again.finished > first.finished

@@ -47,7 +47,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     try:
         interrupts.stop_if_requested()
         counts = _run_with_progress(setup.search, setup.n_trials, setup.timeout_s, bool(cfg.get("progress", True)),
-                                    setup.before.finished)
+                                    setup.before.finished, setup.max_trainings)
     except KeyboardInterrupt:
         interrupted = True
         counts = setup.search.counts()
@@ -75,7 +75,8 @@ def renamed_overrides(args: list[str]) -> tuple[list[str], list[str]]:
     return out, list(dict.fromkeys(notes))
 
 
-def _run_with_progress(search, n_trials: int, timeout: float | None, progress: bool, done: int):
+def _run_with_progress(search, n_trials: int, timeout: float | None, progress: bool, done: int,
+                       max_trainings: int | None = None):
     from optuna.trial import TrialState
 
     def note_failure(trial, console) -> None:
@@ -92,7 +93,7 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
             note_failure(trial, console)
             interrupts.stop_if_requested()
 
-        return search.run(n_trials, timeout, on_trial=noted)
+        return search.run(n_trials, timeout, on_trial=noted, max_trainings=max_trainings)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
@@ -111,7 +112,7 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
                 interrupts.stop_if_requested()
 
         update(search.counts())
-        return search.run(n_trials, timeout, on_trial=update)
+        return search.run(n_trials, timeout, on_trial=update, max_trainings=max_trainings)
 
 
 _job_errors: list[str] = []

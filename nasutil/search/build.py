@@ -32,6 +32,7 @@ class SearchSetup:
     n_trials: int
     seed: int
     timeout_s: float | None
+    max_trainings: int | None
     sampler_name: str
     resumed: bool
     before: Counts
@@ -75,6 +76,10 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     timeout = cfg.get("timeout_s")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise NasutilError(f"timeout_s must be positive or null, got {timeout!r}")
+    max_trainings = cfg.get("max_trainings")
+    if max_trainings is not None and (isinstance(max_trainings, bool) or not isinstance(max_trainings, int)
+                                      or max_trainings < 1):
+        raise NasutilError(f"max_trainings must be a whole number >= 1 or null, got {max_trainings!r}")
     study_name = str(cfg.get("study_name") or "").strip()
     if not study_name:
         raise NasutilError("study_name must not be empty")
@@ -120,8 +125,8 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler)
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
                     worker=worker, device=device)
-    return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, str(cfg.sampler.get("name")),
-                       resumed, search.counts())
+    return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
+                       str(cfg.sampler.get("name")), resumed, search.counts())
 
 
 def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int) -> None:

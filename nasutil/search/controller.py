@@ -285,16 +285,18 @@ class Search:
 
     def run(self, n_trials: int, timeout_s: float | None = None,
             on_trial: Callable[[Counts, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5,
-            poll_s: float = 0.5) -> Counts:
+            poll_s: float = 0.5, max_trainings: int | None = None) -> Counts:
         """Run until the study holds `n_trials` finished (trained or pruned) trials, counting the trials of
         every worker that shares the study. A trial that fails is recorded with its reason and the search
         goes on, without counting it toward the budget; if the first `max_failures_in_a_row` trials of this
         run all fail, the cause is systematic (a broken predictor, say) and the run stops with that reason.
         A worker that finds the budget claimed by others waits while their trials run (one may fail and
-        free its place) and stops once the study is complete."""
-        remaining = n_trials - self.counts().finished
-        if remaining <= 0:
-            return self.counts()
+        free its place) and stops once the study is complete. With `max_trainings`, the run also stops
+        once the study holds that many trials that cost a training (trials running then finish)."""
+        before = self.counts()
+        remaining = n_trials - before.finished
+        if remaining <= 0 or (max_trainings is not None and before.trainings >= max_trainings):
+            return before
         streak: list[str] = []
         succeeded = False
 
@@ -312,6 +314,8 @@ class Search:
             if on_trial is not None:
                 on_trial(counts, trial)
             if counts.finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
+                study.stop()
+            elif max_trainings is not None and counts.trainings >= max_trainings:
                 study.stop()
 
         self._budget, self._started = n_trials, datetime.datetime.now()
