@@ -11,7 +11,8 @@ output is its last node.
 
 An architecture prints like a NAS-Bench-201 cell with as many nodes as the config has:
 `|op~0|+|op~0|op~1|+|...`. The networks, op listings, encodings and enumeration of `cell:nb201` equal
-those of the dedicated `nb201` space.
+those of the dedicated `nb201` space. Isomorphic cells (the same cell with its intermediate nodes
+numbered otherwise) share one canonical hash, so a search or a cache treats them as one.
 """
 
 from __future__ import annotations
@@ -126,13 +127,37 @@ class CellArch(Arch):
         return cell_string(self.ops, self.config.nodes)
 
     def canonical_key(self) -> str:
-        return f"{self.config.identity}:{self.to_string()}"
+        """Equal for isomorphic cells: those that differ only by the numbering of their intermediate nodes
+        (sum is commutative, so renumbering nodes that no edge orders changes neither the network's
+        function nor its cost). The key is the smallest cell string over every renumbering that keeps
+        each working edge pointing forward; `none` edges carry nothing and constrain nothing."""
+        return f"{self.config.identity}:{canonical_cell_string(self.ops, self.config.nodes)}"
 
     def encode(self) -> np.ndarray:
         vec = np.zeros((len(self.ops), len(self.config.ops)), dtype=np.float32)
         for e, op in enumerate(self.ops):
             vec[e, self.config.ops.index(op)] = 1.0
         return vec.ravel()
+
+
+def canonical_cell_string(ops: tuple[str, ...], nodes: int) -> str:
+    """The smallest cell string among the renumberings of nodes 1..nodes-1 (the input, 0, and the
+    output, `nodes`, stay) under which every edge that is not `none` still runs from a lower node to
+    a higher one."""
+    edges = [(i, j) for i in range(1, nodes + 1) for j in range(i)]
+    op_of = dict(zip(edges, ops))
+    best = cell_string(ops, nodes)
+    for order in itertools.permutations(range(1, nodes)):
+        new = {0: 0, nodes: nodes, **{old: k + 1 for k, old in enumerate(order)}}
+        moved: dict[tuple[int, int], str] = {}
+        for (i, j), op in op_of.items():
+            a, b = new[i], new[j]
+            if op != "none" and b >= a:
+                break
+            moved[(max(a, b), min(a, b))] = op
+        else:
+            best = min(best, cell_string(tuple(moved[e] for e in edges), nodes))
+    return best
 
 
 def parse_arch(text: str, config: CellConfig) -> CellArch:

@@ -144,3 +144,21 @@ def test_a_search_over_a_generated_space_set_by_hydra_overrides(tmp_path):
     trials = optuna.load_study(study_name="generated", storage=f"sqlite:///{tmp_path}/study.db").trials
     assert len(trials) == 3 and all(t.user_attrs["arch"].count("+") == 1 for t in trials)  # two nodes
     assert main(common + ["search_space.settings.nodes=0"]) == 2
+
+
+def test_isomorphic_cells_share_a_hash_and_others_do_not():
+    """Renumbering intermediate nodes that no working edge orders gives the same network (sum is
+    commutative): the same key. A working edge between them orders them: another key."""
+    space = get_space("cell:nb201")
+    a = space.parse("|nor_conv_3x3~0|+|nor_conv_1x1~0|none~1|+|skip_connect~0|avg_pool_3x3~1|nor_conv_3x3~2|")
+    swapped = space.parse("|nor_conv_1x1~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|")
+    ordered = space.parse("|nor_conv_1x1~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|"
+                          "avg_pool_3x3~2|")
+    assert a.to_string() != swapped.to_string()
+    assert a.canonical_key() == swapped.canonical_key() and a.canonical_hash() == swapped.canonical_hash()
+    assert a.canonical_key() != ordered.canonical_key()
+    # the two renumbered networks have the same parameters, FLOPs and op listing (as a multiset)
+    ops_a, ops_b = space.operators(a), space.operators(swapped)
+    assert sorted(ops_a) == sorted(ops_b)
+    keys = {arch.canonical_key() for arch in space.enumerate()}
+    assert len(keys) == 14_125  # of 15,625 cells: 1,500 are renumberings of another
