@@ -44,6 +44,7 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
     for t in trials:  # every trial carries its arch, predictions, FLOPs and params
         assert t["arch"].startswith("|") and float(t["predicted_throughput_per_s"]) > 0
         assert float(t["predicted_utilization"]) > 0 and int(t["flops_per_image"]) > 0 and int(t["params"]) > 0
+        assert t["prediction_validated"] == "True"  # the shipped profile was validated on nb201
     assert all(0 < float(t["accuracy"]) <= 100 for t in trained)
     front = rows(run_dir / "pareto.csv")
     assert front and {f["number"] for f in front} <= {t["number"] for t in trained}

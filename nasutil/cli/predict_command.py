@@ -111,13 +111,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if not args.json:
         title = (f"predicted for {escape(predictor.device_name)}, {args.dtype}, batch {args.batch_size}, "
                  f"{args.mode}")
-        out = Table("arch", "predictor", "latency ms", "images/s", "utilization", "params", title=title)
+        out = Table("arch", "predictor", "latency ms", "images/s", "utilization", "params", "validated",
+                    title=title)
         for p in rows:
             label = p.arch if len(p.arch) < 60 else p.arch[:57] + "..."
             util = "-" if p.utilization is None else f"{100 * p.utilization:.2f}%"
             out.add_row(escape(label), p.predictor, f"{p.latency_ms:.3f}", human_count(p.throughput_per_s), util,
-                        "-" if p.params is None else human_count(p.params))
+                        "-" if p.params is None else human_count(p.params), "yes" if p.validated else "no")
         console().print(out)
+        unvalidated = [p for p in rows if not p.validated]
+        if unvalidated:
+            print(f"nasutil: note: {len(unvalidated)} of {len(rows)} predictions are unvalidated: "
+                  f"{unvalidated[0].unvalidated_reason}; calibrate with `nasutil profile next` and "
+                  f"`nasutil profile fit` on a few measured networks of this space", file=sys.stderr)
     error = predictor.expected_error(args.space, target)
     if error is not None and error > ROUGH:
         print(f"nasutil: note: this profile's held-out latency error for {args.space} at {args.dtype}, batch "

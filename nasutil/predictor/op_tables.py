@@ -130,6 +130,11 @@ def _group_key(op: Op) -> tuple:
     return (op.family, op.kernel, op.stride, op.variant)
 
 
+def op_kind(op: Op) -> str:
+    """A kind of op as the tables group them for interpolation: family, kernel, stride, variant."""
+    return f"{op.family} {op.kernel}x{op.kernel}/{op.stride}" + (f" {op.variant}" if op.variant else "")
+
+
 def _position(op: Op) -> np.ndarray:
     return np.log([op.c_in, op.c_out, op.h_in * op.w_in])
 

@@ -46,6 +46,10 @@ class Prediction:
     params: int | None = None
     #: held-out mean relative latency error of the model that answered, where the profile measured it
     expected_error: float | None = None
+    #: whether the profile was validated on this space at this configuration and timed every kind of op
+    #: the candidate launches; where not, `unvalidated_reason` says what it never saw
+    validated: bool = False
+    unvalidated_reason: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -53,7 +57,7 @@ class Prediction:
 
 def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, latency_ms: float, predictor: str,
                             space: str = "", arch: str = "", params: int | None = None,
-                            expected_error: float | None = None) -> Prediction:
+                            expected_error: float | None = None, unvalidated_reason: str | None = None) -> Prediction:
     """Throughput and utilization follow from a predicted latency exactly as the evaluator derives them."""
     peak = datasheet_peak_tflops(target.device_name, target.dtype)
     utilization = None
@@ -70,4 +74,5 @@ def prediction_from_latency(flops_per_image: int | None, target: PredictTarget, 
                       dtype=target.dtype, batch_size=target.batch_size, mode=target.mode,
                       flops_per_image=flops_per_image, latency_ms=latency_ms,
                       throughput_per_s=target.batch_size / (latency_ms * 1e-3), utilization=utilization,
-                      params=params, expected_error=expected_error)
+                      params=params, expected_error=expected_error, validated=unvalidated_reason is None,
+                      unvalidated_reason=unvalidated_reason)

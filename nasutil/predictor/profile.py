@@ -25,7 +25,7 @@ from nasutil.ops import Op
 from nasutil.predictor import profile_checks as check
 from nasutil.predictor.analytical import KernelModel
 from nasutil.predictor.learned import LearnedLatencyModel
-from nasutil.predictor.op_tables import OperatorTable, OpTableModel, Overlap
+from nasutil.predictor.op_tables import OperatorTable, OpTableModel, Overlap, op_kind
 
 PROFILE_FORMAT = "nasutil-device-profile"
 PROFILE_VERSION = 2
@@ -68,6 +68,18 @@ class DeviceProfile:
     def op_model(self) -> OpTableModel | None:
         """The operator-level model over this profile's tables (one per profile: it memoises op times)."""
         return OpTableModel(self.operators) if self.operators else None
+
+    def timed_op_kinds(self, dtype: str, batch_size: int, mode: str) -> set[str] | None:
+        """The kinds of op (`op_kind`) the operator table at this configuration timed; None without a table."""
+        key = f"{dtype}/{batch_size}/{mode}"
+        if key not in self._op_kinds:
+            table = next((t for t in self.operators if t.key == key), None)
+            self._op_kinds[key] = None if table is None else {op_kind(op) for op in table.times_us}
+        return self._op_kinds[key]
+
+    @cached_property
+    def _op_kinds(self) -> dict[str, set[str] | None]:
+        return {}
 
     def learned_for(self, space: str, dtype: str, batch_size: int, mode: str) -> LearnedEntry | None:
         return next((e for e in self.learned if e.matches(space, dtype, batch_size, mode)), None)

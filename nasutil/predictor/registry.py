@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.ops import Op, network_flops, network_params
+from nasutil.predictor.op_tables import op_kind
 from nasutil.predictor.prediction import Prediction, PredictTarget, prediction_from_latency
 from nasutil.predictor.profile import DeviceProfile, load_profile
 from nasutil.space import SearchSpace
@@ -68,6 +69,13 @@ class Predictor(ABC):
         """Held-out mean relative latency error for the space at the target, where it is known."""
         return None
 
+    def unvalidated_reasons(self, candidates: Candidates, target: PredictTarget) -> list[str | None]:
+        """For each candidate, what the model never saw that its prediction rests on (None: nothing). By
+        default: a space without a held-out error at the target was never validated."""
+        if self.expected_error(candidates.space_spec, target) is not None:
+            return [None] * len(candidates.archs)
+        return [f"{self.name} was never validated on {candidates.space_spec} at {target.key}"] * len(candidates.archs)
+
     @abstractmethod
     def latencies_ms(self, candidates: Candidates, target: PredictTarget) -> list[float]:
         """Predicted median latency of one batch, for each candidate."""
@@ -84,12 +92,13 @@ class Predictor(ABC):
             candidates = self.candidates(space, archs, input_size)
             self.check(candidates.space_spec, target)
             latencies = self.latencies_ms(candidates, target)
+            reasons = self.unvalidated_reasons(candidates, target)
         answered_by = self.answering(candidates.space_spec, target)
         error = self.expected_error(candidates.space_spec, target)
         return [prediction_from_latency(network_flops(ops) if self.uses_ops else None, target, latency, answered_by,
                                         candidates.space_spec, arch.to_string(),
-                                        int(network_params(ops)) if self.uses_ops else None, error)
-                for arch, ops, latency in zip(candidates.archs, candidates.ops, latencies)]
+                                        int(network_params(ops)) if self.uses_ops else None, error, reason)
+                for arch, ops, latency, reason in zip(candidates.archs, candidates.ops, latencies, reasons)]
 
     def candidates(self, space: str | SearchSpace, archs: Sequence[str | Arch],
                    input_size: int | None = None) -> Candidates:
@@ -168,6 +177,24 @@ class ProfileKind(Predictor, ABC):
         """The held-out error the profile scored for this kind when it was fitted to the space's networks."""
         entry = self.profile.learned_for(space_spec, target.dtype, target.batch_size, target.mode)
         return entry.validation.get(self.answering(space_spec, target)) if entry is not None else None
+
+    def unvalidated_reasons(self, candidates: Candidates, target: PredictTarget) -> list[str | None]:
+        """Besides a space the profile was never validated on: kinds of op (family, kernel, stride,
+        variant) that its operator table never timed at the target, which the model interpolates."""
+        space_note = None
+        if self.expected_error(candidates.space_spec, target) is None:
+            space_note = f"the {self.profile_label} profile was never validated on {candidates.space_spec} at {target.key}"
+        timed = self.profile.timed_op_kinds(target.dtype, target.batch_size, target.mode) if self.uses_ops else None
+        out: list[str | None] = []
+        for ops in candidates.ops:
+            notes = [space_note] if space_note else []
+            if timed is not None:
+                unseen = sorted({op_kind(op) for op in ops} - timed)
+                if unseen:
+                    shown = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
+                    notes.append(f"{len(unseen)} kind{'s' if len(unseen) > 1 else ''} of op never timed ({shown})")
+            out.append("; ".join(notes) or None)
+        return out
 
 
 # ---- the registry ----

@@ -32,6 +32,8 @@ class TrialRecord(TypedDict, total=False):
     predicted_utilization: float
     flops_per_image: int
     params: int
+    prediction_validated: bool  # the profile was validated on this space and timed every kind of op
+    unvalidated_reason: str  # what it never saw, where not
     # pruned before training, or stopped early by an Optuna pruner
     prune_stage: str  # "before_training" or "during_training"
     prune_policy: str
@@ -60,9 +62,12 @@ class TrialRecord(TypedDict, total=False):
 
 def predicted_figures(p: Prediction) -> TrialRecord:
     """The record fields of a prediction."""
-    return TrialRecord(predictor=p.predictor, predicted_latency_ms=p.latency_ms,
-                       predicted_throughput_per_s=p.throughput_per_s, predicted_utilization=p.utilization,
-                       flops_per_image=p.flops_per_image, params=p.params)
+    record = TrialRecord(predictor=p.predictor, predicted_latency_ms=p.latency_ms,
+                         predicted_throughput_per_s=p.throughput_per_s, predicted_utilization=p.utilization,
+                         flops_per_image=p.flops_per_image, params=p.params, prediction_validated=p.validated)
+    if p.unvalidated_reason:
+        record["unvalidated_reason"] = p.unvalidated_reason
+    return record
 
 
 def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
