@@ -1,8 +1,10 @@
 """Cell ops: what a generated cell space (`cell`) puts on its edges, extensible by plugins.
 
 An op says how to build it (a module taking and giving C channels at the cell's resolution; torch is
-imported only by `build`), how to list it for the predictors (`nasutil.ops.Op`s for one image, so a
-generated space predicts without building anything), whether it has parameters, and whether its
+imported only by `build`), how to build its stride-2 form for a reduction cell (`reduce`; an op
+without one cannot appear in a space with reduction cells), how to list it for the predictors
+(`nasutil.ops.Op`s for one image, so a generated space predicts without building anything; without a
+listing the space traces the built network instead), whether it has parameters, and whether its
 output is all zeros (`none`): a cell with no path of non-zero ops from input to output is degenerate.
 
 A package adds ops by naming `CellOp` values in its pyproject.toml::
@@ -30,9 +32,10 @@ ENTRY_POINT_GROUP = "nasutil.cell_ops"
 class CellOp:
     name: str
     build: Callable[[int], Any]  # channels -> torch module, same channels and resolution out
-    listing: Callable[[int, int], list[Op]]  # channels, resolution -> the ops one image launches
+    listing: Callable[[int, int], list[Op]] | None  # channels, resolution -> the ops one image launches
     has_params: bool = False
     zero: bool = False  # the output is all zeros
+    reduce: Callable[[int], Any] | None = None  # channels -> the op at stride 2 (half the resolution)
 
 
 _runtime: dict[str, CellOp] = {}

@@ -1,16 +1,23 @@
 """`cell`: cell-based search spaces generated from a config, with NAS-Bench-201 as a preset.
 
-A config says how many nodes follow the cell's input, which ops an edge may carry (any registered in
-`nasutil.cell_ops`, a plugin's included), how a node merges its inputs, and the network around the
-cells (stem channels, stages, cells per stage, the residual reduction block between stages), the input
-size and channels. Every node takes every earlier node as an input, as in NAS-Bench-201; the cell's
-output is its last node.
+A config says how many nodes a cell has, which ops an edge may carry (any registered in
+`nasutil.cell_ops`, a plugin's included), how a node chooses its inputs, how it merges them, and the
+network around the cells, the input size and channels. Two kinds:
+
+- `inputs: all` (NAS-Bench-201): node i sums an op of every earlier node, the cell's output is its
+  last node, and a residual reduction block separates stages of `cells_per_stage` cells.
+  Architectures print like NAS-Bench-201 cells with as many nodes as the config has:
+  `|op~0|+|op~0|op~1|+|...`.
+- `inputs: K` with `reduction: cell` (DARTS): a cell reads the two previous cells' outputs; node i sums
+  K ops applied to K distinct earlier states; the cell's output concatenates its nodes; a normal and
+  a reduction cell (its edges from the cell inputs at stride 2) each have their own genotype, on the
+  DARTS evaluation skeleton (`layers` cells, reduction cells at a third and two thirds of them, a stem
+  of `stem_multiplier` x `channels`). Architectures print as DARTS genotypes.
 
     nasutil sample cell:nb201 -n 5                 # the NAS-Bench-201 preset
+    nasutil sample cell:darts -n 5                 # the DARTS preset
     nasutil sample cell:my_space.yaml -n 5          # a space of your own (see the README)
-
-An architecture prints like a NAS-Bench-201 cell with as many nodes as the config has:
-`|op~0|+|op~0|op~1|+|...`. The networks, op listings, encodings and enumeration of `cell:nb201` equal
+ The networks, op listings, encodings and enumeration of `cell:nb201` equal
 those of the dedicated `nb201` space. Isomorphic cells (the same cell with its intermediate nodes
 numbered otherwise) share one canonical hash, so a search or a cache treats them as one.
 """
@@ -32,6 +39,9 @@ from nasutil.cell_ops import cell_op
 from nasutil.errors import NasutilError
 from nasutil.ops import Op
 from nasutil.space import SearchSpace
+from nasutil_search_spaces.darts import OPS as DARTS_OPS
+from nasutil_search_spaces.darts import (DartsArch, GenotypeShape, genotype_count, genotype_encoding_size, input_sets,
+                                         parse_genotype, sample_cells, suggest_cells)
 from nasutil_search_spaces.nb201 import OPS as NB201_OPS
 from nasutil_search_spaces.nb201 import cell_string, network_ops, parse_cell_string
 
@@ -40,7 +50,8 @@ if TYPE_CHECKING:
     import torch.nn as nn
 
 MERGES = ("sum",)
-REDUCTIONS = ("residual",)
+REDUCTIONS = ("residual", "cell")
+MAX_CHOSEN_INPUTS = 2  # the first node of a DARTS-style cell has two states to choose from
 MAX_NODES = 8
 MAX_CONFIG_BYTES = 64 * 1024
 
@@ -49,17 +60,24 @@ MAX_CONFIG_BYTES = 64 * 1024
 class CellConfig:
     """Everything that defines a generated space; `check` refuses what cannot make a working network."""
 
-    nodes: int = 3  # nodes after the cell's input; node i takes nodes 0..i-1
+    nodes: int = 3  # all: nodes after the cell's input (node i takes 0..i-1); K: intermediate nodes
     ops: tuple[str, ...] = NB201_OPS
     merge: str = "sum"
-    inputs: str = "all"  # every earlier node (the only choice so far)
+    inputs: str | int = "all"  # every earlier node, or K chosen among the earlier states (DARTS)
     channels: int = 16
-    stages: int = 3
+    stages: int = 3  # with the residual reduction block
     cells_per_stage: int = 5
-    reduction: str = "residual"
+    reduction: str = "residual"  # residual: NAS-Bench-201's block between stages; cell: DARTS's reduction cells
+    layers: int = 8  # with reduction cells: cells in all
+    stem_multiplier: int = 3  # with reduction cells: the stem's channels are this x channels
     input_size: int = 32
     in_channels: int = 3
     name: str = field(default="", compare=False)
+
+    @property
+    def chosen(self) -> bool:
+        """DARTS-style: K chosen inputs, concatenated nodes, reduction cells."""
+        return self.inputs != "all"
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> CellConfig:
@@ -82,8 +100,14 @@ class CellConfig:
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise NasutilError(f"{where}: {key} must be a whole number from {low} to {high}, got {value!r}")
-        if self.inputs != "all":
-            raise NasutilError(f"{where}: inputs must be 'all' (every earlier node), got {self.inputs!r}")
+        if self.inputs != "all" and (isinstance(self.inputs, bool) or not isinstance(self.inputs, int)
+                                     or not 1 <= self.inputs <= MAX_CHOSEN_INPUTS):
+            raise NasutilError(f"{where}: inputs must be 'all' (every earlier node) or how many earlier states a "
+                               f"node chooses (1 or {MAX_CHOSEN_INPUTS}), got {self.inputs!r}")
+        for key, low, high in (("layers", 1, 64), ("stem_multiplier", 1, 16)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise NasutilError(f"{where}: {key} must be a whole number from {low} to {high}, got {value!r}")
         if self.merge not in MERGES:
             raise NasutilError(f"{where}: merge must be one of {', '.join(MERGES)}, got {self.merge!r}")
         if self.reduction not in REDUCTIONS:
@@ -95,6 +119,17 @@ class CellConfig:
         if all(o.zero for o in ops):
             raise NasutilError(f"{where}: every op in {list(self.ops)} outputs zeros, so every cell would be "
                                f"degenerate")
+        if self.chosen != (self.reduction == "cell"):
+            raise NasutilError(f"{where}: chosen inputs (inputs: K) go with reduction cells (reduction: cell), and "
+                               f"inputs: all with the residual block; got inputs {self.inputs!r} with reduction "
+                               f"{self.reduction!r}")
+        if self.chosen:
+            for op in ops:
+                if op.zero or op.reduce is None:
+                    why = "outputs zeros" if op.zero else "has no stride-2 form (CellOp.reduce)"
+                    raise NasutilError(f"{where}: op {op.name!r} {why}, so it cannot be in a space with reduction "
+                                       f"cells")
+            return self
         if self.input_size < 2 ** (self.stages - 1):
             raise NasutilError(f"{where}: input_size {self.input_size} is too small for {self.stages} stages")
         return self
@@ -107,12 +142,20 @@ class CellConfig:
     @property
     def identity(self) -> str:
         """A digest of the settings that shape the networks: architectures of two spaces never share a hash."""
-        settings = {k: v for k, v in asdict(self).items() if k != "name"}
+        unused = {"layers", "stem_multiplier"} if not self.chosen else {"stages", "cells_per_stage"}
+        settings = {k: v for k, v in asdict(self).items() if k != "name" and k not in unused}
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def shape(self) -> GenotypeShape:
+        """A chosen-inputs space's genotypes: its nodes, inputs per node and ops."""
+        return GenotypeShape(self.nodes, int(self.inputs), self.ops, label="cell")
 
 
 NB201_PRESET = CellConfig(name="nb201")
-PRESETS = {"nb201": NB201_PRESET}
+DARTS_PRESET = CellConfig(nodes=4, ops=DARTS_OPS, inputs=2, channels=16, reduction="cell", layers=8,
+                          stem_multiplier=3, input_size=32, in_channels=3, name="darts")
+PRESETS = {"nb201": NB201_PRESET, "darts": DARTS_PRESET}
 
 
 @dataclass(frozen=True)
@@ -138,6 +181,18 @@ class CellArch(Arch):
         for e, op in enumerate(self.ops):
             vec[e, self.config.ops.index(op)] = 1.0
         return vec.ravel()
+
+
+@dataclass(frozen=True)
+class ChosenCellArch(DartsArch):
+    """A DARTS-style genotype of a generated space: a normal and a reduction cell, each node's (op,
+    input) edges sorted by input (the sum is commutative, so the order of a node's edges is not kept)."""
+
+    config: CellConfig = field(default=DARTS_PRESET, repr=False, compare=False)
+    space = "cell"
+
+    def canonical_key(self) -> str:
+        return f"{self.config.identity}:{self.to_string()}"
 
 
 def canonical_cell_string(ops: tuple[str, ...], nodes: int) -> str:
@@ -196,8 +251,8 @@ def load_config(option: str) -> CellConfig:
 
 class CellSpace(SearchSpace[CellArch]):
     name = "cell"
-    description = ("cell spaces generated from a config: nodes, ops (a plugin's too), stages; "
-                   "cell:nb201 or cell:FILE.yaml")
+    description = ("cell spaces generated from a config: nodes, chosen or all inputs, ops (a plugin's too), "
+                   "reduction blocks or cells; cell:nb201, cell:darts or cell:FILE.yaml")
     default_input_size = 32
 
     def __init__(self, config: CellConfig = NB201_PRESET) -> None:
@@ -209,24 +264,40 @@ class CellSpace(SearchSpace[CellArch]):
     def from_option(cls, option: str) -> CellSpace:
         return cls(load_config(option))
 
-    def sample(self, rng: np.random.Generator) -> CellArch:
+    def sample(self, rng: np.random.Generator) -> CellArch | ChosenCellArch:
+        if self.config.chosen:
+            normal, reduce = sample_cells(rng, self.config.shape)
+            return ChosenCellArch(normal, reduce, self.config.shape, self.config)
         ops = self.config.ops
         return CellArch(tuple(ops[i] for i in rng.integers(len(ops), size=len(self.config.edges))), self.config)
 
-    def suggest(self, trial: optuna.Trial) -> CellArch:
+    def suggest(self, trial: optuna.Trial) -> CellArch | ChosenCellArch:
+        if self.config.chosen:
+            normal, reduce = suggest_cells(trial, self.config.shape)
+            return ChosenCellArch(normal, reduce, self.config.shape, self.config)
         return CellArch(tuple(trial.suggest_categorical(f"edge_{i}<-{j}", self.config.ops)
                               for i, j in self.config.edges), self.config)
 
-    def parse(self, text: str) -> CellArch:
+    def parse(self, text: str) -> CellArch | ChosenCellArch:
+        if self.config.chosen:
+            return parse_genotype(text, self.config.shape, ChosenCellArch, config=self.config)
         return parse_arch(text, self.config)
 
-    def build(self, arch: CellArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+    def build(self, arch: CellArch | ChosenCellArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        if self.config.chosen:
+            from nasutil_search_spaces.cell_network import chosen_network
+
+            return chosen_network(arch, self.config, num_classes)
         from nasutil_search_spaces.cell_network import CellNetwork
 
         return CellNetwork(arch.ops, self.config, num_classes)
 
-    def operators(self, arch: CellArch, num_classes: int = 10, input_size: int | None = None) -> list[Op]:
-        """The network's ops listed from the config and the ops' own listings, without building it."""
+    def operators(self, arch: CellArch | ChosenCellArch, num_classes: int = 10,
+                  input_size: int | None = None) -> list[Op]:
+        """The network's ops listed from the config and the ops' own listings, without building it; traced
+        from the built network where an op has no listing, and for chosen-inputs spaces."""
+        if self.config.chosen or any(cell_op(o).listing is None for o in self.config.ops):
+            return super().operators(arch, num_classes, input_size)
         size = self.default_input_size if input_size is None else input_size
         cfg = self.config
         return network_ops(lambda c, s: self._cell_ops(arch, c, s), self.in_channels, cfg.channels, cfg.stages,
@@ -243,12 +314,30 @@ class CellSpace(SearchSpace[CellArch]):
 
     @property
     def encoding_size(self) -> int:
+        if self.config.chosen:
+            return genotype_encoding_size(self.config.shape)
         return len(self.config.edges) * len(self.config.ops)
 
     def size(self) -> int:
+        if self.config.chosen:
+            return genotype_count(self.config.shape)
         return len(self.config.ops) ** len(self.config.edges)
 
-    def enumerate(self) -> Iterator[CellArch]:
+    def enumerate(self) -> Iterator[CellArch | ChosenCellArch]:
+        if self.config.chosen:
+            shape = self.config.shape
+            cells = list(_chosen_cells(shape)) if genotype_count(shape) <= 10 ** 6 else None
+            for normal in (cells if cells is not None else _chosen_cells(shape)):
+                for reduce in (cells if cells is not None else _chosen_cells(shape)):
+                    yield ChosenCellArch(normal, reduce, shape, self.config)
+            return
         for ops in itertools.product(self.config.ops, repeat=len(self.config.edges)):
             yield CellArch(ops, self.config)
+
+
+def _chosen_cells(shape: GenotypeShape) -> Iterator[tuple]:
+    """Every canonical cell of a chosen-inputs shape: per node an input set, then an op per input."""
+    per_node = [[tuple(zip(ops, inputs)) for inputs in input_sets(i, shape.inputs)
+                 for ops in itertools.product(shape.ops, repeat=shape.inputs)] for i in range(shape.nodes)]
+    yield from itertools.product(*per_node)
 

@@ -47,3 +47,15 @@ class CellNetwork(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.head(self.cells(self.stem(x))))
+
+
+def chosen_network(arch, config: CellConfig, num_classes: int) -> nn.Module:
+    """A chosen-inputs (DARTS-style) space's network: DARTS's evaluation skeleton over the registry's ops."""
+    from nasutil_search_spaces.darts_network import DartsNetwork
+
+    def op_maker(name: str, channels: int, stride: int) -> nn.Module:
+        op = cell_op(name)
+        return op.build(channels) if stride == 1 else op.reduce(channels)
+
+    return DartsNetwork(arch, C=config.channels, layers=config.layers, num_classes=num_classes,
+                        in_channels=config.in_channels, op_maker=op_maker, stem_multiplier=config.stem_multiplier)

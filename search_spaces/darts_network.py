@@ -12,7 +12,9 @@ import torch.nn.functional as F
 
 from nasutil.errors import InvalidArchError
 from nasutil_search_spaces._blocks import ReLUConvBN
-from nasutil_search_spaces.darts import CONCAT, NUM_NODES, OPS, Cell, DartsArch
+from collections.abc import Callable
+
+from nasutil_search_spaces.darts import OPS, Cell, DartsArch
 
 
 class FactorizedReduce(nn.Module):
@@ -79,35 +81,45 @@ def make_op(op: str, c: int, stride: int) -> nn.Module:
     raise InvalidArchError(f"unknown DARTS op {op!r} (ops: {', '.join(OPS)})")
 
 
+OpMaker = Callable[[str, int, int], nn.Module]  # (op name, channels, stride) -> module
+
+
 class DartsCell(nn.Module):
-    """One cell: preprocess both inputs to `c` channels, build 4 nodes, concatenate them (4*c channels)."""
+    """One cell: preprocess both inputs to `c` channels, build its nodes (each the sum of its edges' ops),
+    concatenate them (4*c channels for DARTS). `op_maker` builds an op; the `cell` generator passes one
+    that reads its op registry."""
 
     def __init__(self, nodes: Cell, c_prev_prev: int, c_prev: int, c: int, reduction: bool,
-                 reduction_prev: bool) -> None:
+                 reduction_prev: bool, op_maker: OpMaker = make_op) -> None:
         super().__init__()
         self.reduction = reduction
         self.preprocess0 = FactorizedReduce(c_prev_prev, c) if reduction_prev else ReLUConvBN(c_prev_prev, c, 1, 1, 0)
         self.preprocess1 = ReLUConvBN(c_prev, c, 1, 1, 0)
         self.inputs = [src for node in nodes for _, src in node]
+        self.per_node = [len(node) for node in nodes]
         # Only edges from the two cell inputs stride in a reduction cell.
-        self.ops = nn.ModuleList(make_op(op, c, 2 if reduction and src < 2 else 1)
+        self.ops = nn.ModuleList(op_maker(op, c, 2 if reduction and src < 2 else 1)
                                  for node in nodes for op, src in node)
 
     def forward(self, s0: torch.Tensor, s1: torch.Tensor) -> torch.Tensor:
         states = [self.preprocess0(s0), self.preprocess1(s1)]
-        for i in range(NUM_NODES):
-            a, b = 2 * i, 2 * i + 1
-            states.append(self.ops[a](states[self.inputs[a]]) + self.ops[b](states[self.inputs[b]]))
-        return torch.cat([states[j] for j in CONCAT], dim=1)
+        e = 0
+        for count in self.per_node:
+            out = self.ops[e](states[self.inputs[e]])
+            for k in range(e + 1, e + count):
+                out = out + self.ops[k](states[self.inputs[k]])
+            states.append(out)
+            e += count
+        return torch.cat(states[2:], dim=1)
 
 
 class DartsNetwork(nn.Module):
     """The DARTS CIFAR evaluation network (without the auxiliary head and drop-path)."""
 
     def __init__(self, arch: DartsArch, C: int = 16, layers: int = 8, num_classes: int = 10,
-                 in_channels: int = 3) -> None:
+                 in_channels: int = 3, op_maker: OpMaker = make_op, stem_multiplier: int = 3) -> None:
         super().__init__()
-        c_stem = 3 * C
+        c_stem = stem_multiplier * C
         self.stem = nn.Sequential(nn.Conv2d(in_channels, c_stem, 3, padding=1, bias=False), nn.BatchNorm2d(c_stem))
         c_prev_prev, c_prev, c = c_stem, c_stem, C
         reduction_prev = False
@@ -117,9 +129,9 @@ class DartsNetwork(nn.Module):
             if reduction:
                 c *= 2
             self.cells.append(DartsCell(arch.reduce if reduction else arch.normal, c_prev_prev, c_prev, c,
-                                        reduction, reduction_prev))
+                                        reduction, reduction_prev, op_maker))
             reduction_prev = reduction
-            c_prev_prev, c_prev = c_prev, NUM_NODES * c
+            c_prev_prev, c_prev = c_prev, arch.shape.nodes * c
         self.global_pooling = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Linear(c_prev, num_classes)
 

@@ -14,7 +14,7 @@ from nasutil.registry import get_space
 
 CONFIG = """\
 nodes: 2
-ops: [none, skip_connect, max_pool_3x3, nor_conv_1x1]
+ops: [none, skip_connect, tiny_max_pool_3x3, nor_conv_1x1]
 channels: 8
 stages: 2
 cells_per_stage: 1
@@ -43,6 +43,74 @@ def test_the_nb201_preset_builds_the_nb201_networks():
     assert first == [a.to_string() for _, a in zip(range(200), nb201.enumerate())]
 
 
+def test_the_darts_preset_builds_the_darts_networks():
+    """50 genotypes sampled by `darts`: the same strings, encodings, parameters, FLOPs, op listings and, with
+    the weights copied, the same outputs from `cell:darts`."""
+    cell, darts = get_space("cell:darts"), get_space("darts")
+    rng = np.random.default_rng(0)
+    x = torch.randn(1, 3, 16, 16)
+    for n in range(50):
+        dedicated_arch = darts.sample(rng)
+        arch = cell.parse(dedicated_arch.to_string())
+        assert arch.to_string() == dedicated_arch.to_string() and cell.parse(arch.to_string()) == arch
+        assert np.array_equal(arch.encode(), dedicated_arch.encode())
+        generated, dedicated = cell.build(arch).eval(), darts.build(dedicated_arch).eval()
+        generated.load_state_dict(dedicated.state_dict())  # the same module names and shapes
+        if n % 10 == 0:  # counting and tracing build and run the network: a few suffice
+            a, b = count_model(generated, 16), count_model(dedicated, 16)
+            assert (a.params, a.flops_per_image) == (b.params, b.flops_per_image)
+            assert cell.operators(arch, input_size=16) == darts.operators(dedicated_arch, input_size=16)
+        with torch.no_grad():
+            assert torch.equal(generated(x), dedicated(x))
+    assert cell.size() == darts.size() and cell.encoding_size == darts.encoding_size
+    assert cell.sample(np.random.default_rng(3)).to_string() == darts.sample(np.random.default_rng(3)).to_string()
+
+
+CHOSEN = """\
+nodes: 3
+inputs: 2
+ops: [sep_conv_3x3, max_pool_3x3, skip_connect]
+reduction: cell
+channels: 4
+layers: 3
+stem_multiplier: 2
+input_size: 16
+in_channels: 1
+"""
+
+
+def test_a_yaml_darts_style_space_samples_suggests_builds_runs_and_enumerates(tmp_path):
+    import itertools
+
+    import optuna
+
+    path = tmp_path / "chosen.yaml"
+    path.write_text(CHOSEN)
+    space = get_space(f"cell:{path}")
+    # per node: C(i+2, 2) input pairs x 3^2 ops; over 3 nodes; squared for the normal and reduction cells
+    assert space.size() == (1 * 9 * 3 * 9 * 6 * 9) ** 2
+    archs = [space.sample(np.random.default_rng(seed)) for seed in range(5)]
+    trial = optuna.create_study().ask()
+    archs.append(space.suggest(trial))
+    for arch in archs:
+        assert space.parse(arch.to_string()) == arch and arch.encode().shape == (space.encoding_size,)
+        net = space.build(arch).eval()
+        with torch.no_grad():
+            assert net(torch.zeros(2, 1, 16, 16)).shape == (2, 10)
+        assert "normal_concat=[2, 3, 4]" in arch.to_string()
+    first = list(itertools.islice(space.enumerate(), 50))
+    assert len({a.canonical_hash() for a in first}) == 50
+    preset = get_space("cell:darts").parse(get_space("darts").sample(np.random.default_rng(0)).to_string())
+    assert preset.canonical_hash() != first[0].canonical_hash()
+
+
+def test_an_op_without_a_stride_2_form_cannot_be_in_a_space_with_reduction_cells(cli, tmp_path, installed_plugin):
+    path = tmp_path / "space.yaml"
+    path.write_text("inputs: 2\nreduction: cell\nops: [sep_conv_3x3, tiny_max_pool_3x3]\n")
+    result = cli("sample", f"cell:{path}", "-n", "1", env=installed_plugin)
+    assert result.returncode == 2 and "has no stride-2 form" in result.stderr, result.stderr
+
+
 def test_architectures_of_two_generated_spaces_never_share_a_hash(tmp_path):
     config = tmp_path / "wide.yaml"
     config.write_text("channels: 32\n")  # NAS-Bench-201's cells in a wider network
@@ -59,7 +127,7 @@ def test_a_yaml_space_with_a_plugins_op_samples_builds_runs_and_enumerates(cli, 
     assert sampled.returncode == 0, sampled.stderr
     archs = sampled.stdout.split()
     assert len(archs) == 5 and all(a.count("+") == 1 for a in archs)
-    with_pool = "|max_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|"
+    with_pool = "|tiny_max_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|"
     described = cli("describe", f"cell:{config}", with_pool, "--json", env=installed_plugin)
     assert described.returncode == 0, described.stderr
     info = json.loads(described.stdout)
@@ -101,6 +169,10 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
     ("ops: [none, sep_conv_9x9]\n", "unknown cell op 'sep_conv_9x9'"),
     ("ops: [none]\n", "every cell would be degenerate"),
     ("inputs: 5\n", "inputs must be 'all'"),
+    ("inputs: 2\nops: [sep_conv_3x3, skip_connect]\n", "go with reduction cells"),
+    ("reduction: cell\n", "go with reduction cells"),
+    ("inputs: 2\nreduction: cell\nops: [none, sep_conv_3x3]\n", "op 'none' outputs zeros"),
+    ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nlayers: 0\n", "layers must be a whole number"),
     ("nodes: 3\nkernel: 5\n", "unknown setting 'kernel'"),
     ("stages: 6\ninput_size: 8\n", "too small for 6 stages"),
     ("- a list\n", "must be a mapping"),

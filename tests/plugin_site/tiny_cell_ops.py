@@ -10,5 +10,5 @@ def _build(channels):
     return nn.MaxPool2d(3, stride=1, padding=1)
 
 
-MAX_POOL_3X3 = CellOp("max_pool_3x3", _build,
+MAX_POOL_3X3 = CellOp("tiny_max_pool_3x3", _build,
                       lambda c, size: [Op("pool", c, size, size, c, size, size, kernel=3, stride=1, variant="max")])
