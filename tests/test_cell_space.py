@@ -234,3 +234,15 @@ def test_isomorphic_cells_share_a_hash_and_others_do_not():
     assert sorted(ops_a) == sorted(ops_b)
     keys = {arch.canonical_key() for arch in space.enumerate()}
     assert len(keys) == 14_125  # of 15,625 cells: 1,500 are renumberings of another
+
+
+def test_profile_build_can_time_every_op_a_generated_space_lists():
+    """`nasutil profile build --spaces cell:...` times each distinct op of sampled networks through
+    `op_callable`; every op of both presets' networks must make one (run here on the CPU)."""
+    from nasutil.predictor.op_timing import op_callable
+
+    for spec in ("cell:darts", "cell:nb201"):
+        space = get_space(spec)
+        ops = {op for arch in space.sample_many(2, seed=0) for op in space.operators(arch, input_size=16)}
+        for op in ops:
+            op_callable(op, 1, torch.device("cpu"), torch.float32)()
