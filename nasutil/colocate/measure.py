@@ -70,8 +70,8 @@ class GroupMeasurement:
         return json.dumps(self.to_dict(), allow_nan=False)
 
 
-#: a group's windows last at least this long: a window of a few replays of a short group graph pays the
-#: first replay's launch latency, which back-to-back replays hide (read 25% slow at 16 cells, batch 1)
+#: a group's windows last at least this long, so that each holds many replays of a short group graph and
+#: the first replay's launch latency weighs little
 GROUP_WINDOW_MS = 20.0
 
 
