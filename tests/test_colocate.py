@@ -12,6 +12,7 @@ from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, MeasureConfig
 
 CELL = "|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+OTHER = "|skip_connect~0|+|nor_conv_3x3~0|none~1|+|avg_pool_3x3~0|nor_conv_1x1~1|nor_conv_3x3~2|"
 CPU = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False, repeats=2,
                     min_window_ms=1.0, warmup=1)
 
@@ -173,3 +174,32 @@ def test_cli_colocate_packs_by_predicted_latency(cli):
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert len(rows) == 2 and sorted(len(row["archs"]) for row in rows) == [3, 3]
+
+
+def test_group_results_are_cached_and_read_back(tmp_path):
+    from nasutil.evaluator.cache import MeasurementCache
+
+    cache = MeasurementCache(tmp_path / "cache.db")
+    group = [Candidate("nb201", CELL), Candidate("nb201", OTHER)]
+    first = measure_group(group, CPU, "sequential", cache=cache)
+    again = measure_group(group, CPU, "sequential", cache=cache)
+    assert first.ok and not first.cached and again.cached
+    assert again.latency_ms == first.latency_ms and again.archs == first.archs
+    other_order = measure_group(group[::-1], CPU, "sequential", cache=cache)  # another group: measured
+    other_strategy = measure_group(group, CPU, "fused", cache=cache)
+    assert not other_order.cached and not other_strategy.cached
+    assert not measure_group(group, CPU, "sequential", cache=cache, remeasure=True).cached
+    assert not measure_group(group, CPU.with_(batch_size=CPU.batch_size + 1), "sequential", cache=cache).cached
+    cache.close()
+
+
+def test_cli_colocate_reads_a_group_from_the_cache(cli, tmp_path):
+    args = ("colocate", "nb201", CELL, OTHER, "--device", "cpu", "--batch-size", "1", "--strategy", "sequential",
+            "--cache", str(tmp_path / "cache.db"), "--json")
+    first = cli(*args)
+    second = cli(*args)
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert not a["cached"] and b["cached"] and a["latency_ms"] == b["latency_ms"]
+    r = cli(*args[:-1], "--no-cache", "--json")
+    assert r.returncode == 2 and "contradict" in r.stderr

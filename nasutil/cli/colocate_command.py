@@ -51,6 +51,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per group (default 600)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
+    p.add_argument("--cache", default=None, metavar="PATH|URL",
+                   help="measurement cache for group results (default: the one `nasutil measure` uses)")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--remeasure", action="store_true", help="measure again even if cached")
     p.add_argument("--json", action="store_true", help="one JSON object per measured group")
     p.set_defaults(handler=cmd_colocate)
 
@@ -102,26 +106,41 @@ def cmd_colocate(args: argparse.Namespace) -> int:
     config = _config(args)
     groups = _groups(candidates, config, args)
 
+    if args.cache and args.no_cache:
+        raise NasutilError("--cache and --no-cache contradict each other")
+    from nasutil.evaluator.cache import MeasurementCache, default_cache_location
+
+    location = None if args.no_cache else (args.cache or default_cache_location())
+    cache = MeasurementCache(location) if location is not None and args.in_process else None
+    if location is not None and not args.in_process:
+        MeasurementCache(location).close()  # a cache that cannot be opened is one line, before any measuring
+
     def measure_members(members: list[Candidate], cfg: MeasureConfig) -> GroupMeasurement:
         if args.in_process:
-            return measure_group(members, cfg, args.strategy, fallback=args.fallback)
-        return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout)
+            return measure_group(members, cfg, args.strategy, fallback=args.fallback, cache=cache,
+                                 remeasure=args.remeasure)
+        return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout,
+                                      cache_location=location, remeasure=args.remeasure)
 
     def measure(cfg: MeasureConfig) -> GroupMeasurement:
         return measure_members(candidates, cfg)
 
-    if groups is not None:
-        results = [measure_members([candidates[i] for i in g.members], config) for g in groups]
-    elif args.slo_ms is None:
-        results = [measure(config)]
-    else:
-        results, batch = [], 1
-        while batch <= MAX_SLO_BATCH:
-            result = measure(_config(args, batch))
-            results.append(result)
-            if not result.ok or result.latency_ms > args.slo_ms:
-                break
-            batch *= 2
+    try:
+        if groups is not None:
+            results = [measure_members([candidates[i] for i in g.members], config) for g in groups]
+        elif args.slo_ms is None:
+            results = [measure(config)]
+        else:
+            results, batch = [], 1
+            while batch <= MAX_SLO_BATCH:
+                result = measure(_config(args, batch))
+                results.append(result)
+                if not result.ok or result.latency_ms > args.slo_ms:
+                    break
+                batch *= 2
+    finally:
+        if cache is not None:
+            cache.close()
     for result in results:
         if args.json:
             print_json(result.to_dict())

@@ -13,7 +13,7 @@ from nasutil.evaluator import Candidate, MeasureConfig
 
 
 def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: bool,
-           registrations: dict[str, str]) -> None:
+           registrations: dict[str, str], cache_location: str | None = None, remeasure: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore")
     import torch
@@ -23,8 +23,13 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
     for name, path in registrations.items():
         register_path(name, path)
     cands, cfg = [Candidate(**c) for c in candidates], MeasureConfig(**config)
+    cache = None
     try:
-        result = measure_group(cands, cfg, strategy, fallback=fallback)
+        if cache_location is not None:
+            from nasutil.evaluator.cache import MeasurementCache
+
+            cache = MeasurementCache(cache_location)
+        result = measure_group(cands, cfg, strategy, fallback=fallback, cache=cache, remeasure=remeasure)
         conn.send(("ok", result.to_dict()))
     except NasutilError as exc:
         conn.send(("user", str(exc)))
@@ -32,10 +37,14 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
         conn.send(("failed", f"out of memory: {str(exc).splitlines()[0]}"))
     except Exception as exc:  # a broken group must not take the caller down
         conn.send(("failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"))
+    finally:
+        if cache is not None:
+            cache.close()
 
 
 def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
-                           fallback: bool = True, timeout_s: float = 600.0) -> GroupMeasurement:
+                           fallback: bool = True, timeout_s: float = 600.0, cache_location: str | None = None,
+                           remeasure: bool = False) -> GroupMeasurement:
     """`measure_group` in a spawned process. A user error (unknown arch, a strategy that does not apply
     with fallback=False) is raised here as NasutilError; anything else comes back as a failed result."""
     from dataclasses import asdict
@@ -45,7 +54,8 @@ def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, s
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, daemon=True, args=(child, [asdict(c) for c in candidates], config.to_dict(),
-                                                         strategy, fallback, runtime_registrations()))
+                                                         strategy, fallback, runtime_registrations(), cache_location,
+                                                         remeasure))
     proc.start()
     child.close()
     try:

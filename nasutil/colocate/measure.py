@@ -12,6 +12,7 @@ import torch
 
 from nasutil.colocate.engine import colocate
 from nasutil.evaluator import Candidate, MeasureConfig
+from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import build
 from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_counters
 from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
@@ -48,6 +49,7 @@ class GroupMeasurement:
     counters: dict[str, float | None] = field(default_factory=dict)
     torch_version: str = torch.__version__
     timestamp: str = ""
+    cached: bool = False  # read from the measurement cache, not measured in this run
 
     @property
     def ok(self) -> bool:
@@ -82,16 +84,40 @@ def _timed(run, device: torch.device, config: MeasureConfig, graph: bool):
 
 
 def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
-                  fallback: bool = True) -> GroupMeasurement:
+                  fallback: bool = True, cache: MeasurementCache | None = None,
+                  remeasure: bool = False) -> GroupMeasurement:
     """Build the candidates, run them together by `strategy` and one after another by `sequential`,
     alternating the two timings twice so that a drift of the clock shows in both, and report the group.
     Every network gets its own input batch of `config.batch_size` (the group serves that many images per
     network per run). `config.mode` is not used: on a GPU every strategy runs from CUDA graphs, on a CPU
-    eagerly. Raises NasutilError for a strategy that does not apply when fallback=False."""
+    eagerly. Raises NasutilError for a strategy that does not apply when fallback=False.
+
+    With a `cache`, a group measured before (the same members in the same order, strategy and settings,
+    on the same device and torch) is read from it unless `remeasure`, and a new result is stored."""
     device = resolve_device(config.device)
     dtype = torch_dtype(config.dtype)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     built = [build(c, config.input_size, config.num_classes) for c in candidates]
+    key = None
+    if cache is not None and all(b.arch_hash for b in built):
+        key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], strategy, fallback,
+                              device_name(device), torch.__version__, config, built[0].input_size)
+        stored = None if remeasure else cache.get_group(key)
+        if stored is not None:
+            try:
+                hit = GroupMeasurement.from_dict({**stored, "cached": True})
+            except TypeError:  # a row of another version: measured again and replaced
+                hit = None
+            if hit is not None and hit.ok:
+                return hit
+    result = _measure_built(candidates, built, config, strategy, fallback, device, dtype, memory_format)
+    if key is not None and result.ok:
+        cache.put_group(key, result.to_json())
+    return result
+
+
+def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fallback: bool, device: torch.device,
+                   dtype: torch.dtype, memory_format: torch.memory_format) -> GroupMeasurement:
     flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]  # on the CPU, before the move
     models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
     inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)

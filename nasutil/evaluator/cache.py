@@ -6,7 +6,8 @@ postgresql://...`, `NASUTIL_CACHE_URL`) that several processes and machines reac
 by space, canonical arch hash, device name, dtype, batch size, mode, memory format, input size, number
 of classes, counters on/off, per-layer on/off and torch version; values are the Measurement's JSON
 (never pickles). Architectures with equal canonical hashes (e.g. isomorphic NAS-Bench-101 graphs) share
-one result.
+one result. Groups of networks run together (`nasutil.colocate`) are kept beside them, keyed by the
+ordered canonical hashes of their members, the strategy asked for and the same run settings.
 
 So that two workers never measure the same result twice, a worker claims a key before measuring it;
 another that wants the key waits for the result instead. A claim expires (its worker died) after its
@@ -35,11 +36,14 @@ KEY_COLUMNS = ("space", "arch_hash", "device_name", "dtype", "batch_size", "mode
                "num_classes", "counters", "per_layer", "torch_version")
 TABLE = "measurements_v2"
 CLAIMS = "measurement_claims_v1"
+GROUPS = "group_measurements_v1"
+GROUP_KEY_COLUMNS = ("space", "group_hash", "strategy", "fallback", "device_name", "dtype", "batch_size",
+                     "channels_last", "input_size", "num_classes", "counters", "torch_version")
 #: stored in the `counters` column when counters are on: 2 = converged windows (1 was one 120 ms window,
 #: whose readings are not served again)
 COUNTERS_METHOD = 2
 URL_VARIABLE = "NASUTIL_CACHE_URL"
-_INTEGER_KEYS = {"batch_size", "channels_last", "input_size", "num_classes", "counters", "per_layer"}
+_INTEGER_KEYS = {"batch_size", "channels_last", "input_size", "num_classes", "counters", "per_layer", "fallback"}
 
 
 def default_cache_path() -> Path:
@@ -63,7 +67,10 @@ def _tables(metadata):
     results = Table(TABLE, metadata, *keys(), Column("created", Text()), Column("json", Text(), nullable=False))
     claims = Table(CLAIMS, metadata, *keys(), Column("owner", Text(), nullable=False),
                    Column("expires", Float, nullable=False))
-    return results, claims
+    groups = Table(GROUPS, metadata,
+                   *(Column(c, Integer if c in _INTEGER_KEYS else Text(), primary_key=True) for c in GROUP_KEY_COLUMNS),
+                   Column("created", Text()), Column("json", Text(), nullable=False))
+    return results, claims, groups
 
 
 class MeasurementCache:
@@ -96,7 +103,7 @@ class MeasurementCache:
                 @event.listens_for(self._engine, "connect")
                 def _no_pysqlite_transactions(dbapi_connection, _record) -> None:
                     dbapi_connection.isolation_level = None
-            self._results, self._claims = _tables(MetaData())
+            self._results, self._claims, self._groups = _tables(MetaData())
             self._create_tables()
             with self._engine.begin() as conn:  # SQLite: BEGIN IMMEDIATE fails now, not after the first
                 conn.execute(text("SELECT 1"))   # measurement, if the file is read-only
@@ -181,6 +188,54 @@ class MeasurementCache:
                         conn.execute(self._results.insert().values(**values))
                 except IntegrityError:  # measured again (--remeasure): the newer result replaces it
                     conn.execute(self._results.update().where(self._where(self._results, key)).values(**values))
+        except SQLAlchemyError as exc:
+            self._disable(exc)
+
+    # -- groups of networks run together --------------------------------------------------------
+
+    @staticmethod
+    def group_key(space: str, arch_hashes: list[str], strategy: str, fallback: bool, device_name: str,
+                  torch_version: str, config: MeasureConfig, input_size: int) -> dict:
+        import hashlib
+
+        group_hash = hashlib.sha256("\n".join(arch_hashes).encode()).hexdigest()[:32]
+        return dict(zip(GROUP_KEY_COLUMNS, (space, group_hash, strategy, int(fallback), device_name, config.dtype,
+                                            config.batch_size, int(config.channels_last), input_size,
+                                            config.num_classes, COUNTERS_METHOD if config.counters else 0,
+                                            torch_version)))
+
+    def get_group(self, key: dict) -> dict | None:
+        """A stored group result as its JSON object, or None (a damaged row is a miss)."""
+        from sqlalchemy import select
+        from sqlalchemy.exc import SQLAlchemyError
+
+        if self._broken:
+            return None
+        try:
+            with self._lock, self._engine.connect() as conn:
+                row = conn.execute(select(self._groups.c.json).where(self._where(self._groups, key))).first()
+        except SQLAlchemyError as exc:
+            self._disable(exc)
+            return None
+        try:
+            value = json.loads(row[0]) if row is not None else None
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def put_group(self, key: dict, json_text: str) -> None:
+        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+        if self._broken:
+            return
+        values = {**key, "created": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "json": json_text}
+        try:
+            with self._lock, self._engine.begin() as conn:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(self._groups.insert().values(**values))
+                except IntegrityError:
+                    conn.execute(self._groups.update().where(self._where(self._groups, key)).values(**values))
         except SQLAlchemyError as exc:
             self._disable(exc)
 
