@@ -181,3 +181,37 @@ def test_graphs_need_a_cuda_device():
         shipped("trainer", "torch", dataset="digits", device="cpu", graphs=True)
     with pytest.raises(NasutilError, match="graphs"):
         shipped("trainer", "torch", dataset="digits", device="cpu", graphs="yes")
+
+
+def test_a_memory_budget_limits_who_trains_together():
+    """Members of 3 units under a budget of 7: two at a time, though the population has room for three."""
+    import time
+
+    population = Population(3, memory_budget_bytes=7)
+    together = []
+
+    def step():
+        together.append(len(population._members))
+        time.sleep(0.05)  # long enough for the other threads to ask for a place
+
+    def member():
+        return Member(step, 4, memory_bytes=3)
+
+    threads = [threading.Thread(target=population.run, args=(member(),)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert population.most_together == 2 and max(together) == 2 and len(together) == 12
+
+
+def test_a_memory_budget_too_small_for_one_candidate_is_a_user_error(tmp_path, capsys):
+    from nasutil.cli.search_command import main
+
+    args = [f"hydra.run.dir={tmp_path}", "trainer=torch", "trainer.dataset=digits", "trainer.population=2",
+            "plots=false", "progress=false", "n_trials=2"]
+    assert main([*args, "trainer.memory_budget_gb=0.000001"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "too small for one candidate" in err and "\n" not in err
+    with pytest.raises(NasutilError, match="memory_budget_gb"):
+        shipped("trainer", "torch", dataset="digits", memory_budget_gb=-1)

@@ -25,6 +25,7 @@ class Member:
 
     step: Callable[[], None]
     steps: int
+    memory_bytes: float = 0.0  # its estimated device memory, counted against the population's budget
     taken: int = 0
     error: BaseException | None = field(default=None, repr=False)
 
@@ -34,12 +35,14 @@ class Member:
 
 
 class Population:
-    """At most `size` members train at once; `run` blocks a further one until a place frees up."""
+    """At most `size` members train at once, and together within `memory_budget_bytes` where one is set
+    (a member alone may use it all); `run` blocks a further one until a place and the memory free up."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, memory_budget_bytes: float | None = None) -> None:
         if size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         self.size = size
+        self.memory_budget_bytes = memory_budget_bytes
         self._members: list[Member] = []
         self._changed = threading.Condition()
         self._driving = False
@@ -49,7 +52,7 @@ class Population:
     def run(self, member: Member) -> None:
         """Train `member` to its end among the others; raises what its step raised."""
         with self._changed:
-            self._changed.wait_for(lambda: len(self._members) < self.size)
+            self._changed.wait_for(lambda: self._fits(member))
             self._members.append(member)
             self._changed.notify_all()
         try:
@@ -72,6 +75,13 @@ class Population:
                 self._changed.notify_all()
         if member.error is not None:
             raise member.error
+
+    def _fits(self, member: Member) -> bool:
+        if len(self._members) >= self.size:
+            return False
+        if self.memory_budget_bytes is None or not self._members:
+            return True
+        return sum(m.memory_bytes for m in self._members) + member.memory_bytes <= self.memory_budget_bytes
 
     def _drive(self, until: Member) -> None:
         """Run rounds until this thread's own member is done (another waiting thread then drives on)."""

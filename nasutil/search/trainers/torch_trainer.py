@@ -40,7 +40,7 @@ class TorchTrainer(Trainer):
                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4, valid_fraction: float = 0.1,
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
-                 population: int = 1, graphs: bool | str = "auto") -> None:
+                 population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | None = None) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         if epochs < 1 or batch_size < 1 or lr <= 0:
@@ -71,9 +71,13 @@ class TorchTrainer(Trainer):
             self.graphs = graphs
         else:
             raise NasutilError(f"trainer.graphs must be auto, true or false, got {graphs!r}")
+        if memory_budget_gb is not None and (isinstance(memory_budget_gb, bool)
+                                             or not isinstance(memory_budget_gb, (int, float)) or memory_budget_gb <= 0):
+            raise NasutilError(f"trainer.memory_budget_gb must be a positive number or null, got {memory_budget_gb!r}")
+        self.memory_budget = None if memory_budget_gb is None else float(memory_budget_gb) * 2**30
         self.max_step = self.epochs
         self.population = population  # trials the search runs at once
-        self._population = Population(population) if population > 1 else None
+        self._population = Population(population, self.memory_budget) if population > 1 else None
         self._data: dict | None = None
         self._loading = threading.Lock()
 
@@ -82,7 +86,23 @@ class TorchTrainer(Trainer):
         return torch.device(chosen_device(spec, "trainer.device"))
 
     def check(self, space_spec: str) -> None:
-        self._load()
+        data = self._load()
+        if self.memory_budget is not None:
+            from nasutil.registry import get_space
+
+            space = get_space(space_spec)
+            smallest = min(self._memory(space, a.to_string(), data) for a in space.sample_many(16, seed=0))
+            if smallest > self.memory_budget:
+                raise NasutilError(f"trainer.memory_budget_gb {self.memory_budget / 2**30:g} is too small for one "
+                                   f"candidate: the smallest of 16 sampled needs about {_gib(smallest)} to train "
+                                   f"at batch {self.batch_size}")
+
+    def _memory(self, space: SearchSpace, arch_text: str, data: dict) -> float:
+        """Estimated device memory to train the candidate (weights, gradients, momentum, activations)."""
+        from nasutil.colocate.packing import estimated_memory_bytes
+
+        ops = space.operators(space.parse(arch_text), num_classes=data["num_classes"], input_size=data["input_size"])
+        return estimated_memory_bytes(ops, self.batch_size, 2 if self.amp else 4, training=True)
 
     def _load(self) -> dict:
         """Tensors on the training device, normalised with the train split's statistics (loaded once,
@@ -135,6 +155,10 @@ class TorchTrainer(Trainer):
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         data = self._load()
+        memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
+        if self.memory_budget is not None and memory > self.memory_budget:
+            raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
+                               f"{self.memory_budget / 2**30:g}")
         with _SEEDING:  # the global RNG seeds the weights: one thread at a time
             torch.manual_seed(self.seed * 100_003 + trial_number)
             model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
@@ -145,7 +169,7 @@ class TorchTrainer(Trainer):
                 while not run.finished:
                     run.step()
             else:
-                self._population.run(Member(run.step, run.total_steps))
+                self._population.run(Member(run.step, run.total_steps, memory))
         return run.result()
 
     def describe(self) -> str:
@@ -153,6 +177,10 @@ class TorchTrainer(Trainer):
         amp += ", CUDA-graph steps" if self.graphs else ""
         together = f", {self.population} candidates at once" if self.population > 1 else ""
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**29 else f"{n / 2**20:.1f} MiB"
 
 
 _SEEDING = threading.Lock()
