@@ -59,7 +59,7 @@ def main() -> int:
         r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
         print(json.dumps({k: v for k, v in r.items() if k not in ("points", "archs")}), flush=True)
     base = {r["seed"]: r for r in runs if r["population"] == args.populations[0]}
-    summary = {"settings": vars(args) | {"out": str(args.out)}, "runs": runs,
+    summary = {"settings": {k: v for k, v in vars(args).items() if k != "out"}, "runs": runs,
                "speedup": {f"{r['population']}/s{r['seed']}": r["candidates_per_gpu_hour"]
                            / base[r["seed"]]["candidates_per_gpu_hour"] for r in runs},
                "hypervolume_ratio": {f"{r['population']}/s{r['seed']}": r["hypervolume"] / base[r["seed"]]["hypervolume"]

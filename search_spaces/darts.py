@@ -45,9 +45,6 @@ DARTS_OPS: tuple[str, ...] = ("none", "max_pool_3x3", "avg_pool_3x3", "skip_conn
 #: the ops a discrete genotype chooses from
 OPS: tuple[str, ...] = tuple(op for op in DARTS_OPS if op != "none")
 NUM_NODES = 4
-#: states a node can read: c_{k-2}, c_{k-1} and the 4 intermediate nodes, of which node 3 may read 0..4
-NUM_INPUTS = NUM_NODES + 1
-CONCAT: tuple[int, ...] = tuple(range(2, 2 + NUM_NODES))
 CELLS: tuple[str, ...] = ("normal", "reduce")
 _FIELDS: tuple[str, ...] = ("normal", "normal_concat", "reduce", "reduce_concat")
 _MAX_TEXT = 10_000

@@ -135,3 +135,26 @@ def kill_search_after(args: list[str], db: Path, completed: int) -> dict[int, tu
     return {t.number: (t.values, t.user_attrs["arch"])
             for t in optuna.load_study(study_name=name, storage=f"sqlite:///{db}").trials
             if t.state == optuna.trial.TrialState.COMPLETE}
+
+
+def train_in_threads(trainer, jobs, timeout: float = 300) -> dict:
+    """Each (arch, reporter, trial number) trained on nb201 in a thread of its own, as Optuna's n_jobs runs
+    trials; the result or the exception of each, by trial number."""
+    import threading
+
+    from nasutil.registry import get_space
+
+    results: dict[int, object] = {}
+
+    def one(arch, reporter, number):
+        try:
+            results[number] = trainer.train(get_space("nb201"), arch, reporter, trial_number=number)
+        except BaseException as exc:
+            results[number] = exc
+
+    threads = [threading.Thread(target=one, args=job) for job in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    return results

@@ -3,12 +3,10 @@ same steps compute eagerly, and candidates replayed together compute what each c
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 
-from conftest import Recorder
+from conftest import Recorder, train_in_threads
 from nasutil.registry import get_space
 from nasutil.search.config import shipped
 
@@ -19,23 +17,6 @@ ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_c
          "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_1x1~1|+|nor_conv_3x3~0|skip_connect~1|nor_conv_1x1~2|",
          "|skip_connect~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|avg_pool_3x3~0|nor_conv_1x1~1|nor_conv_3x3~2|"]
 SETTINGS = dict(dataset="digits", epochs=3, batch_size=64, lr=0.05, device="cuda")
-
-
-def _train(trainer, jobs):
-    out: dict[int, object] = {}
-
-    def one(arch, recorder, number):
-        try:
-            out[number] = trainer.train(get_space("nb201"), arch, recorder, trial_number=number)
-        except BaseException as exc:
-            out[number] = exc
-
-    threads = [threading.Thread(target=one, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=600)
-    return out
 
 
 def test_a_graphed_step_computes_the_eager_step():
@@ -54,11 +35,10 @@ def test_a_graphed_step_computes_the_eager_step():
 
 def test_candidates_replayed_together_compute_what_each_computes_alone():
     alone_trainer = shipped("trainer", "torch", **SETTINGS)
-    alone = _train(alone_trainer, [])  # nothing: trained one by one below
-    for n, arch in enumerate(ARCHS):
-        alone[n] = alone_trainer.train(get_space("nb201"), arch, Recorder(), trial_number=n)
+    alone = {n: alone_trainer.train(get_space("nb201"), arch, Recorder(), trial_number=n)
+             for n, arch in enumerate(ARCHS)}
     together_trainer = shipped("trainer", "torch", **SETTINGS, population=len(ARCHS))
-    together = _train(together_trainer, [(a, Recorder(), n) for n, a in enumerate(ARCHS)])
+    together = train_in_threads(together_trainer, [(a, Recorder(), n) for n, a in enumerate(ARCHS)], timeout=600)
     assert together_trainer._population.most_together >= 2
     for n in range(len(ARCHS)):
         assert not isinstance(together[n], BaseException), together[n]

@@ -8,7 +8,7 @@ import threading
 import optuna
 import pytest
 
-from conftest import Recorder, kill_search_after
+from conftest import Recorder, kill_search_after, train_in_threads
 from nasutil.colocate import Member, Population
 from nasutil.errors import NasutilError
 from nasutil.registry import get_space
@@ -21,31 +21,13 @@ ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_c
 SETTINGS = dict(dataset="digits", epochs=2, batch_size=32, lr=0.05, max_batches_per_epoch=6, threads=1)
 
 
-def _in_threads(trainer, jobs):
-    """Each (arch, recorder, trial number) trained in a thread of its own, as Optuna's n_jobs runs trials."""
-    results: dict[int, object] = {}
-
-    def one(arch, recorder, number):
-        try:
-            results[number] = trainer.train(get_space("nb201"), arch, recorder, trial_number=number)
-        except BaseException as exc:
-            results[number] = exc
-
-    threads = [threading.Thread(target=one, args=job) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    return results
-
-
 def test_a_population_trains_each_candidate_exactly_as_alone():
     alone = shipped("trainer", "torch", **SETTINGS)
     solo = {n: (alone.train(get_space("nb201"), a, rec := Recorder(), trial_number=n), rec.steps)
             for n, a in enumerate(ARCHS)}
     together = shipped("trainer", "torch", **SETTINGS, population=3)
     recorders = [Recorder() for _ in ARCHS]
-    results = _in_threads(together, [(a, recorders[n], n) for n, a in enumerate(ARCHS)])
+    results = train_in_threads(together, [(a, recorders[n], n) for n, a in enumerate(ARCHS)])
     assert together._population.most_together >= 2  # they did train side by side
     for n in range(len(ARCHS)):
         result, steps = solo[n]
@@ -56,7 +38,7 @@ def test_a_population_trains_each_candidate_exactly_as_alone():
 def test_a_stopped_candidate_leaves_and_its_place_is_taken():
     trainer = shipped("trainer", "torch", **SETTINGS, population=2)
     recorders = [Recorder(stop_at=1), Recorder(), Recorder()]
-    results = _in_threads(trainer, [(ARCHS[n], recorders[n], n) for n in range(3)])
+    results = train_in_threads(trainer, [(ARCHS[n], recorders[n], n) for n in range(3)])
     stopped = [n for n, r in results.items() if isinstance(r, StoppedEarly)]
     assert stopped == [0] and [s for s, _ in recorders[0].steps] == [1]
     assert all(not isinstance(results[n], BaseException) for n in (1, 2))

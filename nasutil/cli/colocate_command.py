@@ -160,7 +160,9 @@ def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.N
     from nasutil.evaluator.dtypes import element_size
     from nasutil.predictor.fit import ops_for
 
-    ops = [ops_for(_space(c.space), c.arch, config.input_size)[0] for c in candidates]
+    from nasutil.registry import get_space
+
+    ops = [ops_for(get_space(c.space), c.arch, config.input_size)[0] for c in candidates]
     memory = [estimated_memory_bytes(o, config.batch_size, element_size(config.dtype)) for o in ops]
     budget = None if args.memory_budget_gb is None else args.memory_budget_gb * 2**30
     if not args.pack:
@@ -169,12 +171,6 @@ def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.N
                                f"{args.memory_budget_gb} GiB: split it with --pack G")
         return None
     return pack_by_latency(_predicted_latency(candidates, config), args.pack, memory, budget)
-
-
-def _space(spec: str):
-    from nasutil.registry import get_space
-
-    return get_space(spec)
 
 
 def _predicted_latency(candidates: list[Candidate], config: MeasureConfig) -> list[float]:

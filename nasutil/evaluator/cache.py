@@ -175,19 +175,23 @@ class MeasurementCache:
         return replace(m, arch=arch)
 
     def put(self, m: Measurement, config: MeasureConfig) -> None:
-        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-
         if self._broken or not m.ok or m.arch_hash is None or m.input_size is None:
             return
         key = self.key(m.space, m.arch_hash, m.device_name, m.torch_version or "", config, m.input_size)
-        values = {**key, "created": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "json": m.to_json()}
+        self._upsert(self._results, key, m.to_json())
+
+    def _upsert(self, table, key: dict, json_text: str) -> None:
+        """Store a result under `key`; one measured again (--remeasure) replaces the older."""
+        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+        values = {**key, "created": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "json": json_text}
         try:
             with self._lock, self._engine.begin() as conn:
                 try:
                     with conn.begin_nested():
-                        conn.execute(self._results.insert().values(**values))
-                except IntegrityError:  # measured again (--remeasure): the newer result replaces it
-                    conn.execute(self._results.update().where(self._where(self._results, key)).values(**values))
+                        conn.execute(table.insert().values(**values))
+                except IntegrityError:
+                    conn.execute(table.update().where(self._where(table, key)).values(**values))
         except SQLAlchemyError as exc:
             self._disable(exc)
 
@@ -224,20 +228,8 @@ class MeasurementCache:
         return value if isinstance(value, dict) else None
 
     def put_group(self, key: dict, json_text: str) -> None:
-        from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-
-        if self._broken:
-            return
-        values = {**key, "created": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "json": json_text}
-        try:
-            with self._lock, self._engine.begin() as conn:
-                try:
-                    with conn.begin_nested():
-                        conn.execute(self._groups.insert().values(**values))
-                except IntegrityError:
-                    conn.execute(self._groups.update().where(self._where(self._groups, key)).values(**values))
-        except SQLAlchemyError as exc:
-            self._disable(exc)
+        if not self._broken:
+            self._upsert(self._groups, key, json_text)
 
     # -- claims --------------------------------------------------------------------------------
 
