@@ -38,7 +38,7 @@ def _leaf_op(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Op | None:
         groups = module.groups
         family = "conv" if groups == 1 else "dwconv" if groups == module.in_channels else "gconv"
         return Op(family, **shapes, kernel=module.kernel_size[0], stride=module.stride[0], groups=groups,
-                  bias=module.bias is not None)
+                  bias=module.bias is not None, dilation=module.dilation[0])
     if isinstance(module, nn.Linear):
         return Op("linear", **shapes, bias=module.bias is not None)
     if isinstance(module, nn.BatchNorm2d):

@@ -42,6 +42,7 @@ class Op:
     groups: int = 1
     bias: bool = False
     variant: str = ""  # activation or pooling type, "broadcast" for a gating multiply, ...
+    dilation: int = 1  # a convolution's: same work, another kernel (DARTS's dilated convs run far slower)
 
     @property
     def flops(self) -> int:
@@ -78,8 +79,16 @@ class Op:
         """Activations in and out for `batch` images plus the weights read once."""
         return ((self.input_elems + self.output_elems) * batch + self.params) * elem_size
 
+    @property
+    def reach(self) -> int:
+        """The kernel's extent on the input: dilation spreads its taps."""
+        return self.dilation * (self.kernel - 1) + 1
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if self.dilation == 1:
+            del data["dilation"]  # most ops: keep profiles as they were
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> Op:
@@ -87,7 +96,7 @@ class Op:
                    w_in=int(data["w_in"]), c_out=int(data["c_out"]), h_out=int(data["h_out"]),
                    w_out=int(data["w_out"]), kernel=int(data.get("kernel", 1)), stride=int(data.get("stride", 1)),
                    groups=int(data.get("groups", 1)), bias=bool(data.get("bias", False)),
-                   variant=str(data.get("variant", "")))
+                   variant=str(data.get("variant", "")), dilation=int(data.get("dilation", 1)))
 
 
 def conv_out(size: int, kernel: int, stride: int, padding: int) -> int:

@@ -57,3 +57,27 @@ def test_op_round_trips_and_counts():
     assert op.bytes(4, 2) == ((32 * 28 * 28 + 32 * 14 * 14) * 4 + 32 * 25) * 2
     add = Op("add", 16, 8, 8, 16, 8, 8)
     assert add.input_elems == 2 * 16 * 64 and add.flops == 0
+
+
+def test_dilation_is_part_of_an_op():
+    """A dilated convolution does the work of a plain one but runs another, slower kernel: the op keeps
+    its dilation, so an operator table times it apart (DARTS's dil_conv edges)."""
+    plain = Op("dwconv", 16, 32, 32, 16, 32, 32, kernel=5, groups=16)
+    dilated = Op("dwconv", 16, 32, 32, 16, 32, 32, kernel=5, groups=16, dilation=2)
+    assert plain != dilated and plain.flops == dilated.flops and dilated.reach == 9
+    assert "dilation" not in plain.to_dict() and Op.from_dict(dilated.to_dict()) == dilated
+    net = nn.Sequential(nn.Conv2d(3, 8, 5, padding=4, dilation=2, groups=1), nn.Conv2d(8, 8, 3, padding=1))
+    traced = [op for op in trace_ops(net, 16) if op.family == "conv"]
+    assert [op.dilation for op in traced] == [2, 1]
+
+
+def test_a_dilated_op_is_timed_with_its_dilation():
+    import torch
+
+    from nasutil.predictor.op_tables import op_kind
+    from nasutil.predictor.op_timing import op_callable
+
+    op = Op("dwconv", 8, 16, 16, 8, 8, 8, kernel=5, stride=2, groups=8, dilation=2)
+    fn = op_callable(op, 2, torch.device("cpu"), torch.float32, channels_last=False)
+    assert tuple(fn().shape) == (2, 8, 8, 8)
+    assert op_kind(op) == "dwconv 5x5/2 dilation 2" and op_kind(Op("dwconv", 8, 16, 16, 8, 8, 8, 5, 2, 8)) == "dwconv 5x5/2"

@@ -44,8 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--out", type=Path, required=True)
     f.add_argument("--features", choices=("encoding", "encoding+operators"), default="encoding+operators")
     f.add_argument("--min-rows", type=positive_int, default=50)
-    f.add_argument("--base", default=None, metavar="PROFILE",
-                   help="start from this profile's operator tables (their overlap constants are refitted)")
+    f.add_argument("--base", action="append", default=None, metavar="PROFILE",
+                   help="start from this profile's operator tables (their overlap constants are refitted); "
+                        "repeatable: the tables of every profile given are pooled")
     f.set_defaults(handler=cmd_profile_fit)
     b = psub.add_parser("build", help="measure operators and a few networks on this machine's GPU; write a profile")
     b.add_argument("--device", default="cuda")
@@ -157,7 +158,9 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
     rows = _usable_measurements(args.measurements)
     if not rows:
         raise NasutilError("no successful measurements found in the given files")
-    base = load_profile(args.base) if args.base else None
+    from nasutil.predictor.profile import merge_operator_tables
+
+    base = merge_operator_tables([load_profile(p) for p in args.base]) if args.base else None
     source = "fitted from " + ", ".join(str(p) for p in args.measurements)
     if base is not None:
         source = f"{base.source}; {source}" if base.source else source

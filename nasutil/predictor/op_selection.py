@@ -35,7 +35,7 @@ def select_ops(ops: list[Op], limit: int, seed: int = 0) -> list[Op]:
     rng = np.random.default_rng(seed)
     kinds: dict[tuple, list[Op]] = defaultdict(list)
     for op in ops:
-        kinds[(op.family, op.kernel, op.stride, op.variant)].append(op)
+        kinds[(op.family, op.kernel, op.stride, op.variant, op.dilation)].append(op)
     queues = [list(rng.permutation(len(members))) for members in kinds.values()]
     members = list(kinds.values())
     chosen: list[Op] = []

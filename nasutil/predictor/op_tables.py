@@ -127,12 +127,13 @@ class OpTableModel:
 
 
 def _group_key(op: Op) -> tuple:
-    return (op.family, op.kernel, op.stride, op.variant)
+    return (op.family, op.kernel, op.stride, op.variant, op.dilation)
 
 
 def op_kind(op: Op) -> str:
-    """A kind of op as the tables group them for interpolation: family, kernel, stride, variant."""
-    return f"{op.family} {op.kernel}x{op.kernel}/{op.stride}" + (f" {op.variant}" if op.variant else "")
+    """A kind of op as the tables group them for interpolation: family, kernel, stride, variant, dilation."""
+    return (f"{op.family} {op.kernel}x{op.kernel}/{op.stride}" + (f" {op.variant}" if op.variant else "")
+            + (f" dilation {op.dilation}" if op.dilation != 1 else ""))
 
 
 def _position(op: Op) -> np.ndarray:

@@ -27,7 +27,7 @@ _ACTIVATION_BY_NAME = {cls.__name__.lower(): cls for cls in ACTIVATIONS}
 
 def _padding(op: Op) -> int:
     """The symmetric padding that turns the op's input size into its output size."""
-    return max(0, ((op.h_out - 1) * op.stride + op.kernel - op.h_in + 1) // 2)
+    return max(0, ((op.h_out - 1) * op.stride + op.reach - op.h_in + 1) // 2)
 
 
 def op_callable(op: Op, batch: int, device: torch.device, dtype: torch.dtype,
@@ -42,7 +42,8 @@ def op_callable(op: Op, batch: int, device: torch.device, dtype: torch.dtype,
     x = tensor(op.c_in, op.h_in, op.w_in)
     module: nn.Module | None = None
     if op.family in ("conv", "dwconv", "gconv"):
-        module = nn.Conv2d(op.c_in, op.c_out, op.kernel, op.stride, _padding(op), groups=op.groups, bias=op.bias)
+        module = nn.Conv2d(op.c_in, op.c_out, op.kernel, op.stride, _padding(op), dilation=op.dilation,
+                           groups=op.groups, bias=op.bias)
     elif op.family == "linear":
         x = torch.randn(batch, op.c_in, device=device, dtype=dtype)
         module = nn.Linear(op.c_in, op.c_out, bias=op.bias)

@@ -10,6 +10,8 @@ executes anything from the file. Version 1 files (no operator tables) still load
 
 from __future__ import annotations
 
+import copy
+
 import datetime as dt
 import importlib.resources
 import json
@@ -31,7 +33,9 @@ PROFILE_FORMAT = "nasutil-device-profile"
 PROFILE_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 OP_FIELDS = ("family", "c_in", "h_in", "w_in", "c_out", "h_out", "w_out", "kernel", "stride", "groups", "bias",
-             "variant")
+             "variant", "dilation")
+#: the fields of profiles written before ops carried a dilation (read as dilation 1)
+OLD_OP_FIELDS = OP_FIELDS[:-1]
 
 
 @dataclass
@@ -120,6 +124,33 @@ class DeviceProfile:
             raise NasutilError(f"malformed device profile: {exc}") from None
 
 
+def merge_operator_tables(profiles: list[DeviceProfile]) -> DeviceProfile:
+    """One profile holding every table of `profiles` (all of one device), so that a new space's ops, timed
+    by their own `profile build`, join the tables already there. At a configuration more than one profile
+    timed, the ops are pooled; an op timed twice keeps the first profile's time, so that what the first
+    already predicts does not move with another day's timings. The overlap constants are the first
+    profile's: refit them (`fit_profile(base=...)`) on measured networks of every space."""
+    if not profiles:
+        raise NasutilError("no profiles to merge")
+    devices = {p.device_name for p in profiles}
+    if len(devices) != 1:
+        raise NasutilError(f"profiles of different devices cannot be merged: {', '.join(sorted(devices))}")
+    merged = copy.deepcopy(profiles[0])
+    tables = {t.key: t for t in merged.operators}
+    for other in profiles[1:]:
+        for table in other.operators:
+            if table.key in tables:
+                kept = tables[table.key].times_us
+                kept.update({op: us for op, us in table.times_us.items() if op not in kept})
+            else:
+                tables[table.key] = copy.deepcopy(table)
+                merged.operators.append(tables[table.key])
+    merged.source = "; ".join(p.source for p in profiles if p.source)
+    merged.__dict__.pop("op_model", None)
+    merged.__dict__.pop("_op_kinds", None)
+    return merged
+
+
 def _table_to_dict(table: OperatorTable) -> dict:
     return {"dtype": table.dtype, "batch_size": table.batch_size, "mode": table.mode, **asdict(table.shared),
             "by_space": {name: asdict(o) for name, o in table.by_space.items()},
@@ -150,18 +181,19 @@ def _table_from_dict(data: Any, where: str = "operators") -> OperatorTable:
     check.only_keys(data, {"dtype", "batch_size", "mode", "scale", "per_op_us", "offset_us", "calibrated_on",
                            "by_space", "fields", "ops"}, where)
     fields_ = data.get("fields")
-    if not isinstance(fields_, list) or list(fields_) != [*OP_FIELDS, "us"]:
+    if not isinstance(fields_, list) or list(fields_) not in ([*OP_FIELDS, "us"], [*OLD_OP_FIELDS, "us"]):
         raise check.BadProfile(f"{where}.fields", f"must be {[*OP_FIELDS, 'us']}")
+    names = fields_[:-1]
     ops = data.get("ops")
     if not isinstance(ops, list) or len(ops) > check.MAX_ROWS:
         raise check.BadProfile(f"{where}.ops", f"must be a list of at most {check.MAX_ROWS:,} operators")
     times = {}
     for i, row in enumerate(ops):
-        if not isinstance(row, list) or len(row) != len(OP_FIELDS) + 1:
-            raise check.BadProfile(f"{where}.ops[{i}]", f"must be a list of {len(OP_FIELDS) + 1} values")
+        if not isinstance(row, list) or len(row) != len(names) + 1:
+            raise check.BadProfile(f"{where}.ops[{i}]", f"must be a list of {len(names) + 1} values")
         us = check.number(row[-1], f"{where}.ops[{i}] time", 1e-6, 1e9)
         try:
-            times[Op.from_dict(dict(zip(OP_FIELDS, row[:-1])))] = us
+            times[Op.from_dict(dict(zip(names, row[:-1])))] = us
         except (TypeError, ValueError) as exc:
             raise check.BadProfile(f"{where}.ops[{i}]", f"is not an operator: {exc}") from None
     by_space = check.mapping(data.get("by_space", {}), f"{where}.by_space")

@@ -179,7 +179,7 @@ class ProfileKind(Predictor, ABC):
         return entry.validation.get(self.answering(space_spec, target)) if entry is not None else None
 
     def unvalidated_reasons(self, candidates: Candidates, target: PredictTarget) -> list[str | None]:
-        """Besides a space the profile was never validated on: kinds of op (family, kernel, stride,
+        """Besides a space the profile was never validated on: kinds of op (family, kernel, stride, dilation,
         variant) that its operator table never timed at the target, which the model interpolates."""
         space_note = None
         if self.expected_error(candidates.space_spec, target) is None:
