@@ -132,3 +132,27 @@ def test_what_a_code_costs_against_replication():
     assert parity.overhead == pytest.approx(1 / 4) and parity.encoder_flops == parity.decoder_flops == 0
     learned = code_cost(Code(CodeSpec(k=2), "mlp", (1, 28, 28), 10), base, (1, 28, 28), 10)
     assert learned.encoder_flops == 2 * (1568 * 1568 + 1568 * 784) and learned.overhead > 1
+
+
+def test_serving_rebuilds_one_output_per_group_and_serves_what_the_base_would():
+    """A bias-free linear base with its own weights as parity model: subtraction rebuilds exactly, so the
+    coded server answers every query as the base does, one output per group rebuilt; the unprotected and
+    replicated servers answer as the base does too (on the CPU the group runs sequentially)."""
+    from nasutil.codes.serving import serve
+
+    torch.manual_seed(0)
+    code = Code(CodeSpec(k=2, encoder="sum", decoder="subtract", parity="copy"), "mlp", (1, 8, 8), 10)
+    base = nn.Sequential(nn.Flatten(), nn.Linear(64, 10, bias=False))
+    code.parity_model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10, bias=False))
+    code.parity_model.load_state_dict(base.state_dict())
+    images = torch.rand(120, 1, 8, 8)
+    labels = base(images).argmax(-1)
+    for way in ("unprotected", "replicated", "coded"):
+        r = serve(way, base, code, images, labels, groups=3, dtype=torch.float32)
+        assert r.requests == 20 and r.accuracy == 1.0 and r.queries_per_s > 0 and r.p50_ms <= r.p99_ms <= r.max_ms
+        assert r.strategy == "sequential"
+    assert r.rebuilt_accuracy == 1.0 and r.reconstruction_accuracy == 1.0
+    with pytest.raises(NasutilError, match="fewer than two requests"):
+        serve("coded", base, code, images[:6], labels[:6], groups=3)
+    with pytest.raises(NasutilError, match="unknown way"):
+        serve("mirrored", base, code, images, labels, groups=3)

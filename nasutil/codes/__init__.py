@@ -7,6 +7,9 @@ encoder and decoder; parity models train the parity network behind fixed ones.
     from nasutil.codes import CodeSpec, RunSettings, train_run
     scores = train_run(RunSettings(base="mlp", dataset="fashion_mnist", code=CodeSpec(k=2)), Path("run"))
     print(scores.reconstruction_accuracy, scores.degraded_accuracy)
+
+`serve` runs a trained code beside its base on one device (the parity work co-located on its own
+stream) and reports latency, throughput and the accuracy of what it served.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ if TYPE_CHECKING:
     from nasutil.codes.code import Code, CodeSpec
     from nasutil.codes.metrics import CodeScores, score_code
     from nasutil.codes.run import RunSettings, evaluate_run, train_run
+    from nasutil.codes.serving import ServingResult, serve
 
-__all__ = ["Code", "CodeScores", "CodeSpec", "RunSettings", "evaluate_run", "score_code", "train_run"]
+__all__ = ["Code", "CodeScores", "CodeSpec", "RunSettings", "ServingResult", "evaluate_run", "score_code", "serve",
+           "train_run"]
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
     "Code": "nasutil.codes.code", "CodeSpec": "nasutil.codes.code", "CodeScores": "nasutil.codes.metrics",
     "score_code": "nasutil.codes.metrics", "RunSettings": "nasutil.codes.run", "evaluate_run": "nasutil.codes.run",
-    "train_run": "nasutil.codes.run",
+    "train_run": "nasutil.codes.run", "serve": "nasutil.codes.serving", "ServingResult": "nasutil.codes.serving",
 })
