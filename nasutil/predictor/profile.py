@@ -11,7 +11,6 @@ executes anything from the file. Version 1 files (no operator tables) still load
 from __future__ import annotations
 
 import copy
-
 import datetime as dt
 import importlib.resources
 import json
