@@ -131,3 +131,29 @@ def test_run_folders_are_consolidated_into_one_file(analyze, tmp_path):
                                                                   ("nsga2-none", 0, 26.21)]
     assert [t["number"] for t in read[1]["trials"]] == ["0", "1"]
     assert analyze.trained_points(read[1]["trials"]) == [(90.0, 1000.0), (91.0, 999.0)]
+
+
+def test_the_300_trial_evaluation_is_what_its_committed_trials_say(tmp_path):
+    """The budget-300 summaries follow from the committed trials, the README quotes them, and on the fresh
+    seeds every sampler keeps >= 50% of the trainings saved and >= 0.90 of the hypervolume on every seed."""
+    import subprocess
+    import sys
+
+    folder = Path(__file__).resolve().parents[1] / "experiments" / "nb201_pruning"
+    budget = folder / "results" / "budget300"
+    r = subprocess.run([sys.executable, str(folder / "tuning" / "summarize.py"), str(budget / "trials_seeds300.csv.gz"),
+                        "--out", "seeds300", "--out-dir", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    for name in ("seeds300.csv", "seeds300_per_seed.csv"):
+        assert (tmp_path / name).read_text() == (budget / name).read_text()
+    rows = {row["arm"].split("-")[0]: row for row in csv.DictReader((budget / "seeds300.csv").open())}
+    assert set(rows) == {"nsga2", "tpe", "random"}
+    readme = (folder / "README.md").read_text()
+    label = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
+    for sampler, row in rows.items():
+        assert int(row["n"]) == 20 and float(row["saved_min"]) >= 0.5 and float(row["hv_ratio_min"]) >= 0.9
+        assert float(row["hv_ratio_mean"]) >= 0.99
+        figures = (f"| {label[sampler]} | {float(row['trainings_mean']):.1f} | {100 * float(row['saved_mean']):.1f}%, "
+                   f"{100 * float(row['saved_min']):.1f}% | {float(row['hv_ratio_mean']):.3f}, "
+                   f"{float(row['hv_ratio_min']):.3f} |")
+        assert figures in readme, figures
