@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
+from nasutil.errors import NasutilError
 from nasutil.predictor import PredictTarget, load_profile
 from nasutil.predictor.training_data import median_latencies, read_measurements
 from nasutil.registry import get_space
@@ -69,7 +70,7 @@ def main() -> int:
                 if kind == "auto":
                     row["auto_predictor"] = sorted({p.predictor for p in predictions})
                     row["auto_validated"] = all(p.validated for p in predictions)
-            except Exception as exc:  # a kind the profile cannot serve here: say why
+            except NasutilError as exc:  # a kind the profile cannot serve here: say why
                 row[kind] = {"error": str(exc).splitlines()[0]}
         results.append(row)
         print(json.dumps({k: v for k, v in row.items()}), flush=True)

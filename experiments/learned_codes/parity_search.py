@@ -127,10 +127,8 @@ def measured_cost_ms(spec: str, cfg: DictConfig, shape: tuple[int, int, int]) ->
 def serving_rows(cfg: DictConfig, runs: dict[str, Path]) -> list[dict]:
     import torch
 
-    from nasutil.codes import checkpoints
-    from nasutil.codes.bases import build_base
-    from nasutil.codes.code import Code
     from nasutil.codes.data import load_code_data
+    from nasutil.codes.run import load_run, read_settings
     from nasutil.codes.serving import serve
 
     data = load_code_data(cfg.dataset, cfg.data_dir)
@@ -138,16 +136,8 @@ def serving_rows(cfg: DictConfig, runs: dict[str, Path]) -> list[dict]:
     labels = data.test[1]
     rows = []
     for name, folder in runs.items():
-        settings = RunSettings.from_dict(json.loads((folder / "run.json").read_text()))
-        base = build_base(settings.base, *data.shape[:2], data.num_classes)
-        tensors, _ = checkpoints.load(folder / "base.safetensors")
-        checkpoints.load_into(base, tensors, "base", folder / "base.safetensors")
-        code = Code(settings.code, settings.base, data.shape, data.num_classes)
-        tensors, _ = checkpoints.load(folder / "code.safetensors")
-        for prefix, module in (("encoder", code.encoder), ("decoder", code.decoder),
-                               ("parity_model", code.parity_model)):
-            checkpoints.load_into(module, tensors, prefix, folder / "code.safetensors")
-        base, code = base.to(cfg.device).eval(), code.to(cfg.device).eval()
+        base, code = load_run(folder, read_settings(folder), data, torch.device(cfg.device))
+        code.eval()
         ways = ["coded"] if name != next(iter(runs)) else ["unprotected", "replicated", "coded"]
         for groups in cfg.serve_groups:
             for way in ways:

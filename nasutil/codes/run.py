@@ -175,27 +175,40 @@ def _resume(code: Code, optimizer: torch.optim.Optimizer | None, path: Path, sta
     return epochs
 
 
-def evaluate_run(folder: Path, data_dir: str | Path = "data", device: str = "auto",
-                 code_checkpoint: Path | None = None) -> CodeScores:
-    """Score a run's code (or another run's `code_checkpoint`) on the test set of the run's dataset."""
+def read_settings(folder: Path) -> RunSettings:
+    """The settings of the run in `folder`."""
     path = folder / "run.json"
     if not path.is_file():
         raise NasutilError(f"{str(folder)!r} is not a codes run (no run.json)")
     try:
-        settings = RunSettings.from_dict(json.loads(path.read_text()))
+        return RunSettings.from_dict(json.loads(path.read_text()))
     except json.JSONDecodeError as exc:
         raise NasutilError(f"{str(path)!r} is damaged: {exc}") from None
-    dev = resolve_device(device)
-    data = _data(settings, data_dir)
+
+
+def load_run(folder: Path, settings: RunSettings, data: CodeData, device: torch.device,
+             code_checkpoint: Path | None = None) -> tuple[torch.nn.Module, Code]:
+    """The run's frozen base and its code (or another run's `code_checkpoint`, which must belong to this
+    base), on `device`."""
     base = build_base(settings.base, *data.shape[:2], data.num_classes)
     base_path = folder / "base.safetensors"
     tensors, _ = checkpoints.load(base_path)
     checkpoints.load_into(base, tensors, "base", base_path)
-    freeze(base.to(dev))
+    freeze(base.to(device))
     code_path = code_checkpoint or folder / "code.safetensors"
     _, meta = checkpoints.load(code_path)
     stored = meta.get("settings")
     spec = RunSettings.from_dict(stored).code if isinstance(stored, dict) else settings.code
-    code = Code(spec, settings.base, data.shape, data.num_classes).to(dev)
+    code = Code(spec, settings.base, data.shape, data.num_classes).to(device)
     _resume(code, None, code_path, checkpoints.fingerprint(base))
+    return base, code
+
+
+def evaluate_run(folder: Path, data_dir: str | Path = "data", device: str = "auto",
+                 code_checkpoint: Path | None = None) -> CodeScores:
+    """Score a run's code (or another run's `code_checkpoint`) on the test set of the run's dataset."""
+    settings = read_settings(folder)
+    dev = resolve_device(device)
+    data = _data(settings, data_dir)
+    base, code = load_run(folder, settings, data, dev, code_checkpoint)
     return score_code(code, base, data.test, dev)
