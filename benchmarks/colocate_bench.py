@@ -6,7 +6,9 @@ another, each from its own CUDA graph.
 For each group size and batch size, `nasutil.colocate.measure_group` runs the group by a strategy and by
 `sequential` in the same process, alternating. Checked in the same run against a plain reference written
 here: the same networks' CUDA graphs captured by this script, replayed back to back and in one graph of
-one stream per network, timed with CUDA events. `--connections N` repeats the group sizes in a child
+one stream per network, timed with CUDA events. A strategy other than `streams` (`fused`) is timed a
+second way too: its prepared group replayed under CUDA events (`events_ms`), and its outputs are compared
+with each network's own (`max_rel_error`, relative to the largest logit). `--connections N` repeats the group sizes in a child
 process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware queues that streams map onto; 8 by
 default). Writes colocate_bench.json and colocate_bench.csv.
 """
@@ -91,7 +93,29 @@ def reference(archs: list[str], batch: int) -> dict:
             "speedup": (sequential_ms + sequential_after) / 2 / streams_ms}
 
 
-def run(groups: list[int], batches: list[int], strategies: list[str], seed: int) -> list[dict]:
+def second_look(archs: list[str], batch: int, strategy: str) -> dict:
+    """The strategy's group prepared by `colocate`, timed with CUDA events, and its outputs against each
+    network run alone (fp16)."""
+    from nasutil.colocate import colocate
+
+    space = get_space("nb201")
+    torch.manual_seed(0)
+    models = [space.build(space.parse(a), num_classes=10, input_size=32).eval().cuda().half()
+              .to(memory_format=torch.channels_last) for a in archs]
+    inputs = [torch.randn(batch, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+              for _ in archs]
+    with torch.inference_mode():
+        group = colocate(models, inputs, strategy, fallback=False)
+        outputs = [o.float().clone() for o in group.run()]
+        alone = [m(x).float() for m, x in zip(models, inputs)]
+        error = max(float((o - a).abs().max() / a.abs().max().clamp_min(1e-6)) for o, a in zip(outputs, alone))
+        for _ in range(3):
+            group.run()
+        ms = _events_ms(group.run)
+    return {"events_ms": ms, "max_rel_error": error}
+
+
+def run(groups: list[int], batches: list[int], strategies: list[str], seed: int, log: Path | None = None) -> list[dict]:
     rows = []
     for size in groups:
         archs = [a.to_string() for a in get_space("nb201").sample_many(size, seed=seed)]
@@ -106,9 +130,15 @@ def run(groups: list[int], batches: list[int], strategies: list[str], seed: int)
                        "images_per_s": m.throughput_per_s, "utilization": m.utilization,
                        "sm_clock_mhz": m.sm_clock_mhz, "reference_sequential_ms": ref["sequential_ms"],
                        "reference_streams_ms": ref["streams_ms"], "reference_speedup": ref["speedup"],
-                       "connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default")}
+                       "connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default"),
+                       "events_ms": None, "max_rel_error": None}
+                if strategy != "streams" and m.strategy == strategy:
+                    row.update(second_look(archs, batch, strategy))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
+                if log is not None:
+                    with log.open("a") as fh:
+                        fh.write(json.dumps(row) + "\n")
             torch.cuda.empty_cache()
     return rows
 
@@ -119,11 +149,14 @@ def main() -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32, 256])
     parser.add_argument("--strategies", nargs="+", default=["streams"])
     parser.add_argument("--connections", type=int, nargs="*", default=[32])
+    parser.add_argument("--name", default="colocate_bench", help="the result files' name")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    rows = run(args.groups, args.batches, args.strategies, args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = run(args.groups, args.batches, args.strategies, args.seed,
+               log=None if args.child else args.out / f"{args.name}.jsonl")
     if args.child:
         print("ROWS " + json.dumps(rows))
         return 0
@@ -139,8 +172,8 @@ def main() -> int:
         rows += child
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
-    (args.out / "colocate_bench.json").write_text(json.dumps(summary, indent=1))
-    with (args.out / "colocate_bench.csv").open("w", newline="") as fh:
+    (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
+    with (args.out / f"{args.name}.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)

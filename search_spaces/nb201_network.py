@@ -6,6 +6,8 @@ op listing) loads without torch; `NasBench201Space.build` imports this module.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn as nn
 
@@ -33,6 +35,7 @@ class Cell(nn.Module):
 
     def __init__(self, arch: NB201Arch, channels: int) -> None:
         super().__init__()
+        self.channels = channels
         self.edges = nn.ModuleDict({f"{i}<-{j}": _make_op(op, channels) for (i, j), op in zip(EDGES, arch.ops)})
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -59,6 +62,7 @@ class NB201Network(nn.Module):
     def __init__(self, arch: NB201Arch, num_classes: int = 10, channels: int = 16, cells_per_stage: int = 5,
                  in_channels: int = 3) -> None:
         super().__init__()
+        self.skeleton = (num_classes, channels, cells_per_stage, in_channels)  # what every cell shares
         self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
         blocks: list[nn.Module] = []
         c = channels
@@ -73,3 +77,26 @@ class NB201Network(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.head(self.cells(self.stem(x))))
+
+    # Horizontal fusion: the `fused` co-location strategy runs a group of these networks as one
+    # (`nasutil_search_spaces.nb201_fused`).
+
+    @classmethod
+    def fusion_obstacle(cls, networks: Sequence[nn.Module]) -> str | None:
+        """Why `networks` cannot run as one fused network, or None where they can."""
+        if not all(type(n) is cls for n in networks):
+            return "NAS-Bench-201 fusion needs every network to be an nb201 network"
+        if len({n.skeleton for n in networks}) > 1:
+            return "NAS-Bench-201 fusion needs one skeleton (classes, channels, cells per stage, input channels)"
+        if any(n.training for n in networks):
+            return "NAS-Bench-201 fusion folds BatchNorm and runs in eval mode only"
+        return None
+
+    @classmethod
+    def fuse(cls, networks: Sequence[nn.Module], shared_input: bool) -> nn.Module:
+        """One module computing every network: `module(inputs)` takes one input per network (or the one
+        shared by all, with shared_input=True) and returns one output per network."""
+        from nasutil_search_spaces.nb201_fused import FusedNB201Group
+
+        with torch.no_grad():
+            return FusedNB201Group(networks, shared_input)

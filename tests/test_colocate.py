@@ -58,19 +58,48 @@ def test_fused_takes_one_input_per_network():
             torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
 
 
+def test_fused_runs_different_nb201_cells_as_one_network():
+    space = get_space("nb201")
+    archs = [a.to_string() for a in space.sample_many(10, seed=3)]
+    archs += ["|none~0|+|none~0|none~1|+|none~0|none~1|none~2|",  # no edge reaches the output
+              "|none~0|+|none~0|none~1|+|skip_connect~0|nor_conv_3x3~1|avg_pool_3x3~2|"]  # a zero node feeds a conv
+    models = _nb201(archs)
+    shared = torch.randn(3, 3, 32, 32)
+    separate = [torch.randn(3, 3, 32, 32) for _ in models]
+    for inputs in (shared, separate):
+        group = colocate(models, inputs, "fused", fallback=False)
+        assert group.strategy == "fused"
+        with torch.inference_mode():
+            outputs = group.run()
+            expected = [m(x) for m, x in zip(models, [inputs] * len(models) if inputs is shared else inputs)]
+        for out, ref in zip(outputs, expected):
+            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_strategies_that_do_not_apply_say_why_and_fall_back():
     space = get_space("nb201")
     archs = [a.to_string() for a in space.sample_many(3, seed=1)]
     models = _nb201(archs)
     x = torch.randn(2, 3, 32, 32)
-    for strategy, reason in (("fused", "shape-identical"), ("streams", "CUDA")):
-        group = colocate(models, x, strategy)
+    unfusable = [torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, width)).eval() for width in (4, 5)]
+    for group_models, strategy, reason in ((unfusable, "fused", "shape-identical"), (models, "streams", "CUDA")):
+        group = colocate(group_models, x, strategy)
         assert group.strategy == "sequential" and reason in group.fallback_reason
         with torch.inference_mode():
-            for out, ref in zip(group.run(), _alone(models, x)):
+            for out, ref in zip(group.run(), _alone(group_models, x)):
                 torch.testing.assert_close(out, ref)
         with pytest.raises(NasutilError, match=reason):
-            colocate(models, x, strategy, fallback=False)
+            colocate(group_models, x, strategy, fallback=False)
+
+
+def test_nb201_fusion_says_why_it_cannot_fuse_a_group():
+    space = get_space("nb201")
+    ten, hundred = (space.build(space.parse(CELL), num_classes=n).eval() for n in (10, 100))
+    x = torch.randn(2, 3, 32, 32)
+    with pytest.raises(NasutilError, match="one skeleton"):
+        colocate([ten, hundred, space.build(space.parse(OTHER), num_classes=10).eval()], x, "fused", fallback=False)
+    with pytest.raises(NasutilError, match="eval mode"):
+        colocate([ten.train(), space.build(space.parse(OTHER), num_classes=10)], x, "fused", fallback=False)
 
 
 def test_bad_groups_are_user_errors():
@@ -116,7 +145,7 @@ def test_cli_colocate_table_in_process(cli):
     (("nb201",), "ARCH..., --sample N or --archs FILE"),
     (("nb201", "not-a-cell"), "error"),
     (("nb201", "--sample", "2", "--slo-ms", "5", "--batch-size", "4"), "--slo-ms"),
-    (("nb201", "--sample", "2", "--strategy", "fused", "--no-fallback", "--device", "cpu"), "shape-identical"),
+    (("darts", "--sample", "2", "--strategy", "fused", "--no-fallback", "--device", "cpu"), "shape-identical"),
     (("nb201", "--sample", "0"), "error"),
     (("nb201", "--sample", "4", "--pack", "2", "--memory-budget-gb", "0.00001", "--device", "cpu"),
      "too small for one candidate"),

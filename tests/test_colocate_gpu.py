@@ -79,3 +79,21 @@ def test_graphs_on_cuda_by_default():
     trainer = shipped("trainer", "torch", dataset="digits", device="cuda")
     assert trainer.graphs and "CUDA-graph" in trainer.describe()
     assert torch.cuda.is_available()
+
+
+def test_fused_cells_compute_what_each_computes_alone_on_the_gpu():
+    """Different nb201 cells as one fp16 network (BatchNorm folded, one grouped kernel per layer)."""
+    from nasutil.colocate import colocate
+
+    space = get_space("nb201")
+    torch.manual_seed(0)
+    models = [space.build(space.parse(a), num_classes=10).eval().cuda().half().to(memory_format=torch.channels_last)
+              for a in ARCHS]
+    inputs = [torch.randn(8, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+              for _ in ARCHS]
+    with torch.inference_mode():
+        group = colocate(models, inputs, "fused", fallback=False)
+        outputs = [o.float().clone() for o in group.run()]
+        alone = [m(x).float() for m, x in zip(models, inputs)]
+    for out, ref in zip(outputs, alone):
+        assert float((out - ref).abs().max()) <= 0.02 * float(ref.abs().max()), (out, ref)

@@ -42,6 +42,9 @@ def test_measurements_are_complete_and_sane(analyze):
     assert (df["speedup"] - df["sequential_ms"] / df["streams_ms"]).abs().max() < 1e-9
     images = df["networks"] * df["batch"] / (df["streams_ms"] * 1e-3)
     assert ((images / df["streams_images_per_s"] - 1).abs() < 1e-9).all()
+    assert analyze.reference_gap(df) < 0.03  # both ways agree with the script's own capture and clock
+    assert df.loc[df["group"] == "nb201", "fused_ms"].notna().all()
+    assert df.loc[df["group"] == "torchvision", "fused_ms"].isna().all()  # fused does not apply to them
 
 
 def test_packing_by_prediction_beats_random_groups(analyze):

@@ -17,7 +17,17 @@ BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]  # as run.py sweeps them
 
 
 def opportunity(results: Path = RESULTS) -> pd.DataFrame:
-    return pd.read_csv(results / "opportunity.csv")
+    df = pd.read_csv(results / "opportunity.csv")
+    df["reference_speedup"] = df["reference_sequential_ms"] / df["reference_streams_ms"]
+    df["fused_speedup"] = df["fused_sequential_ms"] / df["fused_ms"]
+    return df
+
+
+def reference_gap(df: pd.DataFrame) -> float:
+    """The largest relative difference between a row's two timings of either way (nasutil.colocate's,
+    and the reference captured by run.py)."""
+    return float(max((df["streams_ms"] / df["reference_streams_ms"] - 1).abs().max(),
+                     (df["sequential_ms"] / df["reference_sequential_ms"] - 1).abs().max()))
 
 
 def best_within(df: pd.DataFrame, latency: str, throughput: str, slo: float) -> tuple[int | None, float | None]:
@@ -68,6 +78,9 @@ def headline(results: Path = RESULTS) -> dict[str, str]:
     for (group, batch), row in df.set_index(["group", "batch"]).iterrows():
         if batch in SHOWN_BATCHES:
             out[f"{group}_b{batch}_speedup"] = _x(row["speedup"])
+            if pd.notna(row["fused_speedup"]):
+                out[f"{group}_b{batch}_fused_speedup"] = _x(row["fused_speedup"])
+    out["reference_gap"] = f"{100 * reference_gap(df):.1f}%"
     for _, row in gaps.iterrows():
         key = f"{row['group']}_slo{row['slo_ms']:g}"
         out[key] = _x(row["gap"]) if pd.notna(row["gap"]) else "time-only meets no batch"
@@ -82,12 +95,15 @@ def headline(results: Path = RESULTS) -> dict[str, str]:
 
 def markdown_tables(results: Path = RESULTS) -> str:
     df, gaps, pack = opportunity(results), slo_gaps(opportunity(results)), packing(results)
-    lines = ["| group | batch per network | sequential ms | streams ms | speedup | images/s, streams | utilization |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| group | batch per network | sequential ms | streams ms | speedup (reference) | images/s, streams | "
+             "utilization | fused ms | fused speedup |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for _, r in df.iterrows():
+        fused = (f"{r['fused_ms']:.2f} | {_x(r['fused_speedup'])}" if pd.notna(r["fused_ms"])
+                 else "does not apply |")
         lines.append(f"| {r['group']} ({r['networks']}) | {r['batch']} | {r['sequential_ms']:.2f} | "
-                     f"{r['streams_ms']:.2f} | {_x(r['speedup'])} | {_n(r['streams_images_per_s'])} | "
-                     f"{100 * r['utilization']:.2f}% |")
+                     f"{r['streams_ms']:.2f} | {_x(r['speedup'])} ({_x(r['reference_speedup'])}) | "
+                     f"{_n(r['streams_images_per_s'])} | {100 * r['utilization']:.2f}% | {fused} |")
     lines += ["", "| group | SLO (ms) | time-only: batch, images/s | space-time: batch, images/s | gap |",
               "| --- | ---: | --- | --- | ---: |"]
     for _, r in gaps.iterrows():
@@ -117,13 +133,16 @@ def plot(results: Path = RESULTS) -> Path:
     for ax, (group, part) in zip(axes, df.groupby("group", sort=False)):
         ax.plot(part["sequential_ms"], part["sequential_images_per_s"], "o-", label="time-only (sequential graphs)")
         ax.plot(part["streams_ms"], part["streams_images_per_s"], "s-", label="space-time (streams, one graph)")
+        if part["fused_ms"].notna().any():
+            ax.plot(part["fused_ms"], part["networks"] * part["batch"] / (part["fused_ms"] * 1e-3), "^--",
+                    label="horizontal fusion (fused, one network)")
         for _, r in part.iterrows():
             ax.annotate(str(r["batch"]), (r["streams_ms"], r["streams_images_per_s"]), fontsize=7,
                         textcoords="offset points", xytext=(3, -9))
         for slo in SLOS[group]:
             ax.axvline(slo, color="grey", lw=0.6, ls=":")
         ax.set_xscale("log")
-        ax.set_xticks([1, 2, 5, 10, 20, 50])
+        ax.set_xticks([1, 2, 5, 10, 20, 50, 100])
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("group latency (ms, log); dotted: SLOs")

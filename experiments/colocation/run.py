@@ -7,6 +7,9 @@
    network on its own stream in one CUDA graph: space-time) and by `sequential` (each network's own graph,
    one after another: time-only), alternating, fp16. Under a latency SLO each way serves the largest batch
    whose group latency stays within it; the gap is the ratio of the images per second they serve.
+   Each row is checked against a reference written here: the same networks built and captured by this
+   script (one graph each, replayed back to back; and one graph with a stream per network), timed with
+   CUDA events. The nb201 group is also run by `fused` (the cells as one network, one kernel per layer).
 2. Packing. 64 sampled cells, groups of 8, batch 1 and 32: groups of similar predicted latency
    (`nasutil.colocate.packing`) against random groups of the same size (three draws), each group run by
    `streams`; the time to run every candidate once is the sum of the groups' latencies.
@@ -18,7 +21,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import statistics
 from pathlib import Path
+
+import torch
 
 from nasutil import get_space
 from nasutil.colocate import measure_group
@@ -30,20 +36,97 @@ TORCHVISION = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "sh
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
-def opportunity(rows: list[dict], label: str, candidates: list[Candidate], batches: list[int]) -> None:
+def _network(candidate: Candidate) -> tuple[torch.nn.Module, int]:
+    """The network and its input size, built directly (torchvision's own constructor for its models)."""
+    if candidate.space == "torchvision":
+        import torchvision
+
+        return getattr(torchvision.models, candidate.arch)(), 224
+    space = get_space(candidate.space)
+    return space.build(space.parse(candidate.arch), num_classes=10), 32
+
+
+def _events_ms(fn, replays: int = 10, windows: int = 5) -> float:
+    times = []
+    for _ in range(windows):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / replays)
+    return statistics.median(times)
+
+
+def reference(candidates: list[Candidate], batch: int) -> dict:
+    """Both ways captured and timed here, independently of nasutil.colocate: each network's own graph
+    replayed back to back, and one graph holding every network on its own stream."""
+    models, inputs = [], []
+    for c in candidates:
+        model, size = _network(c)
+        models.append(model.eval().cuda().half().to(memory_format=torch.channels_last))
+        inputs.append(torch.randn(batch, 3, size, size, device="cuda", dtype=torch.half)
+                      .contiguous(memory_format=torch.channels_last))
+    with torch.inference_mode():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for m, x in zip(models, inputs):
+                m(x), m(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graphs = []
+        for m, x in zip(models, inputs):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                m(x)
+            graphs.append(g)
+        streams = [torch.cuda.Stream() for _ in models]
+        together = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(together):
+            main = torch.cuda.current_stream()
+            for s in streams:
+                s.wait_stream(main)
+            for s, m, x in zip(streams, models, inputs):
+                with torch.cuda.stream(s):
+                    m(x)
+            for s in streams:
+                main.wait_stream(s)
+        torch.cuda.synchronize()
+
+        def one_by_one() -> None:
+            for g in graphs:
+                g.replay()
+
+        for _ in range(3):
+            one_by_one()
+            together.replay()
+        sequential = [_events_ms(one_by_one), _events_ms(together.replay), _events_ms(one_by_one)]
+    return {"reference_sequential_ms": (sequential[0] + sequential[2]) / 2, "reference_streams_ms": sequential[1]}
+
+
+def opportunity(rows: list[dict], label: str, candidates: list[Candidate], batches: list[int], out: Path,
+                fused: bool = False) -> None:
     for batch in batches:
-        m = measure_group(candidates, MeasureConfig(device="cuda", dtype="fp16", batch_size=batch, counters=False),
-                          "streams", fallback=False)
+        config = MeasureConfig(device="cuda", dtype="fp16", batch_size=batch, counters=False)
+        m = measure_group(candidates, config, "streams", fallback=False)
         row = {"group": label, "networks": len(candidates), "batch": batch, "streams_ms": m.latency_ms,
                "sequential_ms": m.sequential_latency_ms, "speedup": m.speedup,
                "streams_images_per_s": m.throughput_per_s,
                "sequential_images_per_s": len(candidates) * batch / (m.sequential_latency_ms * 1e-3),
-               "utilization": m.utilization, "sm_clock_mhz": m.sm_clock_mhz}
+               "utilization": m.utilization, "sm_clock_mhz": m.sm_clock_mhz, "fused_ms": None,
+               "fused_sequential_ms": None}
+        if fused:
+            f = measure_group(candidates, config, "fused", fallback=False)
+            row.update(fused_ms=f.latency_ms, fused_sequential_ms=f.sequential_latency_ms)
+        row.update(reference(candidates, batch))
+        torch.cuda.empty_cache()
         rows.append(row)
         print(row, flush=True)
+        write(out, rows)
 
 
-def packing(rows: list[dict], count: int, size: int, batches: list[int], draws: int, seed: int) -> None:
+def packing(rows: list[dict], count: int, size: int, batches: list[int], draws: int, seed: int, out: Path) -> None:
     archs = [a.to_string() for a in get_space("nb201").sample_many(count, seed=seed)]
     predictor = make_predictor("auto", profile=DEFAULT_PROFILE)
     for batch in batches:
@@ -60,6 +143,7 @@ def packing(rows: list[dict], count: int, size: int, batches: list[int], draws: 
                        "streams_ms": m.latency_ms, "sequential_ms": m.sequential_latency_ms,
                        "sm_clock_mhz": m.sm_clock_mhz}
                 rows.append(row)
+            write(out, rows)
             total = sum(r["streams_ms"] for r in rows if r["way"] == way and r["batch"] == batch)
             print(f"packing batch {batch} {way}: every candidate once in {total:.3f} ms", flush=True)
 
@@ -79,12 +163,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     cells = [Candidate("nb201", a.to_string()) for a in get_space("nb201").sample_many(16, seed=args.seed)]
-    opportunity(rows, "nb201", cells, BATCHES)
-    opportunity(rows, "torchvision", [Candidate("torchvision", name) for name in TORCHVISION], BATCHES)
-    write(args.out / "opportunity.csv", rows)
+    opportunity(rows, "nb201", cells, BATCHES, args.out / "opportunity.csv", fused=True)
+    opportunity(rows, "torchvision", [Candidate("torchvision", name) for name in TORCHVISION], BATCHES,
+                args.out / "opportunity.csv")
     packed: list[dict] = []
-    packing(packed, 64, 8, [1, 32], draws=3, seed=args.seed)
-    write(args.out / "packing.csv", packed)
+    packing(packed, 64, 8, [1, 32], draws=3, seed=args.seed, out=args.out / "packing.csv")
     return 0
 
 

@@ -4,8 +4,9 @@
   multiplexing, the baseline every other strategy is measured against;
 - streams: every network on its own CUDA stream, all captured in one CUDA graph, so that their kernels
   can run side by side (space-time multiplexing);
-- fused: shape-identical networks run as one, their weights stacked and the forward pass vectorised
-  with `torch.func.vmap` (horizontal fusion: one kernel per op for the whole group).
+- fused: horizontal fusion, one kernel per op for the whole group. Shape-identical networks run as
+  one with their weights stacked and the forward pass vectorised by `torch.func.vmap`; networks that
+  differ run as one where their class offers it (see `Fusable`: NAS-Bench-201 cells do).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import copy
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn as nn
@@ -119,24 +121,84 @@ def structure(model: nn.Module) -> tuple:
             tuple((n, tuple(t.shape), t.dtype) for n, t in model.named_buffers()))
 
 
+class Fusable(Protocol):
+    """A network class whose instances can run as one though their weights differ in shape (a space's
+    candidates of one skeleton). `fuse` returns a module that takes one input per network (or the one
+    shared by all) and returns one output per network."""
+
+    @classmethod
+    def fusion_obstacle(cls, networks: Sequence[nn.Module]) -> str | None: ...
+
+    @classmethod
+    def fuse(cls, networks: Sequence[nn.Module], shared_input: bool) -> nn.Module: ...
+
+
+def _fusable_class(models: Sequence[nn.Module]) -> type | None:
+    kind = type(models[0])
+    return kind if callable(getattr(kind, "fuse", None)) and callable(getattr(kind, "fusion_obstacle", None)) else None
+
+
 class Fused(Strategy):
     name = "fused"
 
     def why_not(self, models, inputs):
-        if len({structure(m) for m in models}) > 1:
-            return "fused needs shape-identical candidates (same modules, weight shapes and dtypes)"
         if len({(tuple(x.shape), x.dtype) for x in inputs}) > 1:
             return "fused needs inputs of one shape and dtype"
         if any(m.training for m in models):
             return "fused runs networks in eval mode only"
-        return None
+        if len({structure(m) for m in models}) == 1:
+            return None
+        kind = _fusable_class(models)
+        if kind is None:
+            return ("fused needs shape-identical candidates (same modules, weight shapes and dtypes), "
+                    f"or networks whose class can fuse them ({type(models[0]).__name__} cannot)")
+        return kind.fusion_obstacle(models)
 
     def prepare(self, models, inputs):
+        shared = all(x is inputs[0] for x in inputs)
+        if len({structure(m) for m in models}) == 1:
+            eager = self._vectorised(models, inputs, shared)
+        else:
+            eager = self._fused_by_class(models, inputs, shared)
+        if not _on_cuda(inputs):
+            return Prepared(eager[0], eager[1])
+        run, keep = eager
+        device = inputs[0].device
+        side = torch.cuda.Stream(device=device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                run()
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = run()
+        torch.cuda.synchronize(device)
+
+        def replay() -> list[torch.Tensor]:
+            graph.replay()
+            return outputs
+
+        return Prepared(replay, (graph, keep))
+
+    @staticmethod
+    def _fused_by_class(models, inputs, shared: bool) -> tuple[Runner, object]:
+        first = models[0]
+        reference = next(first.parameters(), None)
+        fused = _fusable_class(models).fuse(models, shared)
+        if reference is not None:
+            fused = fused.to(device=reference.device, dtype=reference.dtype)
+        if inputs[0].dim() == 4 and inputs[0].is_contiguous(memory_format=torch.channels_last):
+            fused = fused.to(memory_format=torch.channels_last)
+        batch = inputs[0] if shared else list(inputs)
+        return (lambda: fused(batch)), fused
+
+    @staticmethod
+    def _vectorised(models, inputs, shared: bool) -> tuple[Runner, object]:
         from torch.func import functional_call, stack_module_state
 
         params, buffers = stack_module_state(list(models))
         template = copy.deepcopy(models[0]).to("meta")
-        shared = all(x is inputs[0] for x in inputs)
         batch = inputs[0] if shared else torch.stack(list(inputs))
 
         def one(p, b, x):
@@ -147,24 +209,7 @@ class Fused(Strategy):
         def eager() -> list[torch.Tensor]:
             return list(vectorised(params, buffers, batch).unbind(0))
 
-        if not _on_cuda(inputs):
-            return Prepared(eager, (params, buffers, template))
-        side = torch.cuda.Stream(device=batch.device)
-        side.wait_stream(torch.cuda.current_stream(batch.device))
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                eager()
-        torch.cuda.current_stream(batch.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            outputs = eager()
-        torch.cuda.synchronize(batch.device)
-
-        def run() -> list[torch.Tensor]:
-            graph.replay()
-            return outputs
-
-        return Prepared(run, (graph, params, buffers, template))
+        return eager, (params, buffers, template)
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Sequential(), Streams(), Fused())}
