@@ -36,10 +36,11 @@ def search(run_dir: Path, population: int, seed: int, args: argparse.Namespace) 
     study = optuna.load_study(study_name=name, storage=f"sqlite:///{run_dir / 'study.db'}")
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     points = [(t.values[0], t.values[1]) for t in done]
+    numbers = [t.number for t in done]
     return {"population": population, "seed": seed, "exit_code": code, "wall_s": wall, "completed": len(done),
             "trials": len(study.trials), "candidates_per_gpu_hour": len(done) / wall * 3600,
             "best_accuracy": max((p[0] for p in points), default=None), "points": points,
-            "archs": [t.user_attrs.get("arch") for t in done]}
+            "archs": [t.user_attrs.get("arch") for t in done], "numbers": numbers}
 
 
 def main() -> int:
@@ -53,11 +54,20 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = [search(Path(f"/tmp/population-search/{s}-{p}"), p, s, args) for s in args.seeds for p in args.populations]
+    runs = []
+    for seed in args.seeds:
+        for population in args.populations:
+            runs.append(search(Path(f"/tmp/population-search/{seed}-{population}"), population, seed, args))
+            with (args.out / "population_search_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
+                fh.write(json.dumps(runs[-1]) + "\n")
     top = max(p[1] for r in runs for p in r["points"])
     for r in runs:
         r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
-        print(json.dumps({k: v for k, v in r.items() if k not in ("points", "archs")}), flush=True)
+        # the front of the first n trials asked, for a few n: does a population catch up as trials grow?
+        r["hypervolume_by_trials"] = {n: hypervolume_2d([(a, t / top) for (a, t), k in zip(r["points"], r["numbers"])
+                                                         if k < n], (0.0, 0.0))
+                                      for n in sorted({min(args.trials, m) for m in (24, 48, args.trials)})}
+        print(json.dumps({k: v for k, v in r.items() if k not in ("points", "archs", "numbers")}), flush=True)
     base = {r["seed"]: r for r in runs if r["population"] == args.populations[0]}
     summary = {"settings": {k: v for k, v in vars(args).items() if k != "out"}, "runs": runs,
                "speedup": {f"{r['population']}/s{r['seed']}": r["candidates_per_gpu_hour"]
