@@ -51,26 +51,39 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from nasutil.codes import CodeSpec, RunSettings, train_run
+    from nasutil.codes import CodeSpec, RunSettings
 
     spec = CodeSpec(k=args.k, r=args.r, encoder=args.encoder, decoder=args.decoder, parity=args.parity,
-                    loss=args.loss).check()
+                    loss=args.loss)
     settings = RunSettings(base=args.base, dataset=args.dataset, code=spec, base_epochs=args.base_epochs,
                            epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                           train_images=args.train_images, test_images=args.test_images).check()
+                           train_images=args.train_images, test_images=args.test_images)
+    scores = train_with_progress(settings, args.out, args.data_dir, args.device, show=True, transient=args.json)
+    print_scores(scores, args.json, args.out)
+    return 0
+
+
+def train_with_progress(settings, folder: Path, data_dir: str, device: str, show: bool = True,
+                        transient: bool = False):
+    """`nasutil.codes.train_run` with a progress bar on stderr per stage (base, code), shown from the
+    first epoch on, so that a bad setting fails before in one line."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from nasutil.codes import train_run
+
+    settings.check()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
                TimeElapsedColumn())
-    from rich.console import Console
-
-    bar: Progress | None = None  # shown from the first epoch on: a bad setting fails before, in one line
+    bar: Progress | None = None
     tasks: dict[str, int] = {}
 
     def progress(stage: str, done: int, total: int, figures: dict[str, float]) -> None:
         nonlocal bar
+        if not show:
+            return
         if bar is None:
-            bar = Progress(*columns, console=Console(stderr=True), transient=args.json)
+            bar = Progress(*columns, console=Console(stderr=True), transient=transient)
             bar.start()
         if stage not in tasks:
             tasks[stage] = bar.add_task(f"training the {stage}", total=total, note="")
@@ -80,22 +93,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         bar.update(tasks[stage], completed=done, note=note)
 
     try:
-        scores = train_run(settings, args.out, args.data_dir, args.device, progress)
+        return train_run(settings, folder, data_dir, device, progress)
     finally:
         if bar is not None:
             bar.stop()
-    _print(scores, args.json, args.out)
-    return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from nasutil.codes import evaluate_run
 
-    _print(evaluate_run(args.run, args.data_dir, args.device, args.code), args.json, args.run)
+    print_scores(evaluate_run(args.run, args.data_dir, args.device, args.code), args.json, args.run)
     return 0
 
 
-def _print(scores, as_json: bool, folder: Path) -> None:
+def print_scores(scores, as_json: bool, folder: Path) -> None:
     if as_json:
         print_json({**scores.to_dict(), "run": str(folder)})
         return

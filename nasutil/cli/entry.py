@@ -33,3 +33,8 @@ def nasutil() -> int:
 def nasutil_search() -> int:
     return _run("nasutil.cli.search_command",
                 "nasutil-search: interrupted (finished trials are kept in the study; re-run to resume)")
+
+
+def nasutil_codes() -> int:
+    return _run("nasutil.cli.codes_app",
+                "nasutil-codes: interrupted (finished epochs are kept in the run folder; re-run to continue)")

@@ -11,10 +11,8 @@ search itself is built by `nasutil.search.build_search` and reported by `nasutil
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,12 +21,11 @@ import hydra
 from omegaconf import DictConfig
 
 from nasutil.cli import interrupts
-from nasutil.errors import NasutilError
+from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
 from nasutil.search.config import config_digest  # noqa: F401  (registers the study name's resolver)
 
 PROG = "nasutil-search"
 CONFIG_PATH = "pkg://nasutil_conf"
-EXIT_USAGE = 2
 
 #: old override prefixes -> new ones; the old names work, with a warning, until the next release
 RENAMED = {"pruner": "early_stopping", "predictor.model": "predictor.kind"}
@@ -120,93 +117,15 @@ _job_errors: list[str] = []
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
 def _hydra_main(cfg: DictConfig) -> dict[str, Any] | None:
-    # A user error is kept here and reported by `main` in one line; raised, Hydra would print its own
-    # "Error executing job" line first (and, in a sweep, skip the jobs after it).
-    try:
-        return run_search(cfg)
-    except Exception as exc:
-        message = _user_error(exc)
-        if message is None:
-            raise
-        _job_errors.append(message)
-        return None
-
-
-def _one_line(exc: BaseException) -> str:
-    """A Hydra/OmegaConf message on one line: 'Could not find 'sampler/foo' (available: nsga2, random)'."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
-    head, rest = lines[0], lines[1:]
-    if rest and rest[0].startswith("Available options"):
-        return f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(rest[1:])})"
-    return " ".join(lines)
-
-
-def _user_error(exc: BaseException) -> str | None:
-    """The one-line message for an error the user can fix, or None for a bug."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    seen: set[int] = set()
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    for e in chain:
-        if isinstance(e, NasutilError):
-            return str(e)
-    for e in chain:
-        if isinstance(e, (OmegaConfBaseException, HydraException)) and "Error executing job" not in str(e):
-            return _one_line(e)
-    # Hydra reports some malformed configs (a bad defaults list, say) as plain ValueErrors of its own.
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if isinstance(exc, (ValueError, TypeError)) and tb is not None and \
-            any(f"{os.sep}{pkg}{os.sep}" in tb.tb_frame.f_code.co_filename for pkg in ("hydra", "omegaconf")):
-        return f"bad config: {_one_line(exc)}"
-    return None
+    return keep_user_error(run_search, cfg, _job_errors)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, notes = renamed_overrides(list(sys.argv[1:] if argv is None else argv))
     for note in notes:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
-    if any(a.startswith("--experimental-rerun") for a in args):
-        print(f"{PROG}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
-        return EXIT_USAGE
-    saved_argv, saved_env = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
-    sys.argv = [PROG, *args]
-    os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to be reported in one line
-    try:
-        with warnings.catch_warnings(), interrupts.handled():
-            if not os.environ.get("NASUTIL_WARNINGS"):
-                warnings.simplefilter("ignore")
-            _job_errors.clear()
-            _hydra_main()
-        if _job_errors:
-            more = f" (and {len(_job_errors) - 1} more failed jobs)" if len(_job_errors) > 1 else ""
-            print(f"{PROG}: error: {_job_errors[0]}{more}", file=sys.stderr)
-            return EXIT_USAGE
-        return 0
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted (finished trials are kept in the study; re-run to resume)", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        message = _user_error(exc)
-        if message is None:
-            raise
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        sys.argv = saved_argv
-        if saved_env is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = saved_env
+    return run_hydra_app(PROG, _hydra_main, _job_errors, args,
+                         "interrupted (finished trials are kept in the study; re-run to resume)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -49,7 +49,11 @@ class RunSettings:
     test_images: int | None = None  # all
 
     def check(self) -> RunSettings:
+        from nasutil.search.trainers.datasets import DATASETS
+
         self.code.check()
+        if self.dataset not in DATASETS:
+            raise NasutilError(f"unknown dataset {self.dataset!r} (choose from {', '.join(DATASETS)})")
         for name in ("base_epochs", "epochs", "batch_size"):
             value = getattr(self, name)
             least = 0 if name == "base_epochs" else 1

@@ -1,0 +1,109 @@
+"""What the Hydra front doors (`nasutil-search`, `nasutil-codes`) share: every error a user can fix ends
+in one line on stderr and exit code 2, in a single run or a sweep, and Ctrl-C in one line and 130.
+
+Hydra prints its own report of an exception raised in a job and, in a sweep, skips the jobs after it;
+so a job keeps its user error (`keep_user_error`) and `run_hydra_app` reports it once Hydra returns.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from nasutil.cli import interrupts
+from nasutil.errors import NasutilError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+T = TypeVar("T")
+
+
+def keep_user_error(task: Callable[[Any], T], cfg: Any, errors: list[str]) -> T | None:
+    """`task(cfg)`; a user error is appended to `errors` (and None returned), a bug raised."""
+    try:
+        return task(cfg)
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        errors.append(message)
+        return None
+
+
+def one_line(exc: BaseException) -> str:
+    """A Hydra/OmegaConf message on one line: 'Could not find 'sampler/foo' (available: nsga2, random)'."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    head, rest = lines[0], lines[1:]
+    if rest and rest[0].startswith("Available options"):
+        return f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(rest[1:])})"
+    return " ".join(lines)
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one-line message for an error the user can fix, or None for a bug."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    seen: set[int] = set()
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for e in chain:
+        if isinstance(e, NasutilError):
+            return str(e)
+    for e in chain:
+        if isinstance(e, (OmegaConfBaseException, HydraException)) and "Error executing job" not in str(e):
+            return one_line(e)
+    # Hydra reports some malformed configs (a bad defaults list, say) as plain ValueErrors of its own.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if isinstance(exc, (ValueError, TypeError)) and tb is not None and \
+            any(f"{os.sep}{pkg}{os.sep}" in tb.tb_frame.f_code.co_filename for pkg in ("hydra", "omegaconf")):
+        return f"bad config: {one_line(exc)}"
+    return None
+
+
+def run_hydra_app(prog: str, hydra_main: Callable[[], Any], errors: list[str], args: list[str],
+                  interrupted: str = "interrupted") -> int:
+    """Run the `@hydra.main` function `hydra_main` on the command-line `args`; the exit code."""
+    if any(a.startswith("--experimental-rerun") for a in args):
+        print(f"{prog}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
+        return EXIT_USAGE
+    saved_argv, saved_env = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
+    sys.argv = [prog, *args]
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to be reported in one line
+    try:
+        with warnings.catch_warnings(), interrupts.handled():
+            if not os.environ.get("NASUTIL_WARNINGS"):
+                warnings.simplefilter("ignore")
+            errors.clear()
+            hydra_main()
+        if errors:
+            more = f" (and {len(errors) - 1} more failed jobs)" if len(errors) > 1 else ""
+            print(f"{prog}: error: {errors[0]}{more}", file=sys.stderr)
+            return EXIT_USAGE
+        return 0
+    except KeyboardInterrupt:
+        print(f"{prog}: {interrupted}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        message = user_error(exc)
+        if message is None:
+            raise
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        sys.argv = saved_argv
+        if saved_env is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = saved_env

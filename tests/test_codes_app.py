@@ -1,0 +1,64 @@
+"""`nasutil-codes`, the Hydra front of code training: a run folder named by its settings that the same
+command continues, sweeps with one folder per job, and one-line errors that leave no folder behind."""
+
+import json
+
+import pytest
+
+from nasutil.cli.codes_app import main, slug
+
+SMALL = ["dataset=digits", "base_epochs=1", "progress=false", "train_images=300", "test_images=120"]
+
+
+def _history(folder):
+    return [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
+
+
+def test_a_run_is_named_by_its_settings_and_continues_where_it_stopped(tmp_path, capsys):
+    assert main([f"runs={tmp_path}", "epochs=1", *SMALL]) == 0
+    folder = tmp_path / "digits" / "mlp" / "k2-r1-mlp-mlp-base-mse-s0"
+    assert (folder / "code.safetensors").is_file() and (folder / "scores.json").is_file()
+    assert str(folder) in capsys.readouterr().out
+    assert len(_history(folder)) == 1
+    assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 0  # the same folder, one more epoch
+    assert len(_history(folder)) == 2
+    scores = json.loads((folder / "scores.json").read_text())
+    assert 0.0 <= scores["reconstruction_accuracy"] <= 1.0
+
+
+def test_a_sweep_trains_one_folder_per_job(tmp_path):
+    assert main(["-m", f"runs={tmp_path}", "k=2,3", "encoder=sum", "decoder=subtract", "parity=copy", "epochs=1",
+                 *SMALL]) == 0
+    made = sorted(p.name for p in (tmp_path / "digits" / "mlp").iterdir())
+    assert made == ["k2-r1-sum-subtract-copy-mse-s0", "k3-r1-sum-subtract-copy-mse-s0"]
+
+
+def test_an_architecture_as_base_gets_a_safe_folder_name():
+    arch = "nb201:|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+    name = slug(arch)
+    assert "/" not in name and "|" not in name and ":" not in name and name.startswith("nb201-nor_conv_3x3")
+    assert slug(arch.replace("skip_connect~2", "none~2")) != name  # two architectures, two folders
+    assert slug("mlp") == "mlp"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dataset=nope"], "unknown dataset 'nope'"),
+    (["dataset=digits", "k=1"], "k must be"),
+    (["dataset=mnist", "data_dir=/nonexistent"], "dataset mnist not found"),
+    (["+foo=1"], "unknown setting(s) foo"),
+    (["epochs=-1", "dataset=digits"], "epochs must be"),
+    (["encoder=magic", "dataset=digits"], "encoder"),
+])
+def test_bad_settings_are_one_line_and_leave_no_run_folder(tmp_path, capsys, args, message):
+    assert main([f"runs={tmp_path}", "progress=false", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_a_refused_setting_keeps_a_run_that_holds_results(tmp_path):
+    assert main([f"runs={tmp_path}", "epochs=1", *SMALL]) == 0
+    folder = tmp_path / "digits" / "mlp" / "k2-r1-mlp-mlp-base-mse-s0"
+    before = sorted(p.name for p in folder.iterdir())
+    assert main([f"runs={tmp_path}", "epochs=1", *SMALL, "batch_size=0"]) == 2
+    assert sorted(p.name for p in folder.iterdir()) == before
