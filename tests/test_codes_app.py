@@ -62,3 +62,26 @@ def test_a_refused_setting_keeps_a_run_that_holds_results(tmp_path):
     before = sorted(p.name for p in folder.iterdir())
     assert main([f"runs={tmp_path}", "epochs=1", *SMALL, "batch_size=0"]) == 2
     assert sorted(p.name for p in folder.iterdir()) == before
+
+
+def test_report_compares_a_sweeps_runs_in_a_table_a_csv_and_two_plots(tmp_path, cli):
+    assert main(["-m", f"runs={tmp_path / 'runs'}", "k=2,3", "epochs=1", *SMALL]) == 0
+    r = cli("codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert sorted(row["k"] for row in out["runs"]) == [2, 3]
+    for row in out["runs"]:
+        assert row["design"] == "learned code (mlp encoder, mlp decoder)" and row["overhead"] > 0
+        assert 0 <= row["reconstruction_accuracy"] <= 1
+    for name in ("runs.csv", "reconstruction_by_k.png", "accuracy_vs_overhead.png"):
+        assert (tmp_path / "report" / name).stat().st_size > 0
+    bad = cli("codes", "report", str(tmp_path / "nowhere"))
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_shapes_a_report_costs_codes_at_are_the_datasets_own():
+    from nasutil.codes.data import load_code_data
+    from nasutil.search.trainers.datasets import SHAPES
+
+    data = load_code_data("digits")
+    assert SHAPES["digits"] == (data.shape, data.num_classes)

@@ -17,6 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from nasutil.codes import CodeSpec, RunSettings, train_run
+from nasutil.codes.report import plot
 from nasutil.errors import NasutilError, fail
 
 HERE = Path(__file__).resolve().parent
@@ -36,46 +37,6 @@ def cost_of(settings: RunSettings, folder: Path, data_dir: str) -> dict:
     checkpoints.load_into(base, tensors, "base", folder / "base.safetensors")
     code = Code(settings.code, settings.base, data.shape, data.num_classes)
     return code_cost(code, base.eval(), data.shape, data.num_classes).to_dict()
-
-
-def plot(rows: list[dict], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    designs = sorted({r["design"] for r in rows})
-    ks = sorted({int(r["k"]) for r in rows})
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    width = 0.8 / max(1, len(designs))
-    for i, design in enumerate(designs):
-        values = [next((100 * float(r["reconstruction_accuracy"]) for r in rows
-                        if r["design"] == design and int(r["k"]) == k), 0.0) for k in ks]
-        ax.bar([j + i * width for j in range(len(ks))], values, width, label=design)
-    ax.set_xticks([j + width * (len(designs) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
-    ax.set_ylabel("reconstruction accuracy (%)")
-    ax.set_ylim(0, 100)
-    ax.legend(fontsize=8)
-    ax.set_title(f"{rows[0]['dataset']}, base {rows[0]['base']}")
-    fig.tight_layout()
-    fig.savefig(out / "reconstruction_by_k.png", dpi=130)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for design in designs:
-        mine = [r for r in rows if r["design"] == design]
-        ax.scatter([float(r["overhead"]) for r in mine], [100 * float(r["degraded_accuracy"]) for r in mine],
-                   label=design)
-        for r in mine:
-            ax.annotate(f"k={r['k']}", (float(r["overhead"]), 100 * float(r["degraded_accuracy"])), fontsize=7)
-    ax.axvline(1.0, color="grey", linestyle=":", label="replication (overhead 1)")
-    ax.set_xscale("log")
-    ax.set_xlabel("extra FLOPs per protected query / base FLOPs")
-    ax.set_ylabel("degraded-mode accuracy (%)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "accuracy_vs_overhead.png", dpi=130)
-    plt.close(fig)
 
 
 @hydra.main(version_base="1.3", config_path=".", config_name="learned_codes")

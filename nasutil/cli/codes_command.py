@@ -1,4 +1,4 @@
-"""`nasutil codes train` and `nasutil codes eval`: learned coded computation for a deployed classifier."""
+"""`nasutil codes train`, `eval` and `report`: learned coded computation for a deployed classifier."""
 
 from __future__ import annotations
 
@@ -48,6 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--device", default="auto")
     e.add_argument("--json", action="store_true")
     e.set_defaults(handler=cmd_eval)
+    rep = csub.add_parser("report", help="compare finished runs: a table, and plots of accuracy per k and against cost",
+                          description="Read every finished run folder in or under the paths given (a sweep's "
+                                      "`outputs/codes`, say), add each code's extra FLOPs per protected query "
+                                      "against the base's, print the table and write runs.csv, "
+                                      "reconstruction_by_k.png and accuracy_vs_overhead.png to --out.")
+    rep.add_argument("paths", type=Path, nargs="+", metavar="PATH")
+    rep.add_argument("--out", type=Path, default=Path("codes-report"), help="folder for the CSV and plots "
+                                                                          "(default codes-report)")
+    rep.add_argument("--json", action="store_true", help="print the rows as JSON")
+    rep.set_defaults(handler=cmd_report)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -103,6 +113,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from nasutil.codes import evaluate_run
 
     print_scores(evaluate_run(args.run, args.data_dir, args.device, args.code), args.json, args.run)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import csv
+
+    from rich.table import Table
+
+    from nasutil.codes.report import collect, plot
+
+    rows = sorted(collect(args.paths), key=lambda r: (r["dataset"], r["base"], r["k"], r["design"], r["run"]))
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / "runs.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plots = plot(rows, args.out)
+    if args.json:
+        print_json({"runs": rows, "files": [str(args.out / "runs.csv"), *map(str, plots)]})
+        return 0
+    table = Table("dataset", "base", "k", "design", "epochs", "reconstruction", "degraded-mode", "normal-mode",
+                  "extra FLOPs / base")
+    for r in rows:
+        table.add_row(r["dataset"], r["base"], str(r["k"]), r["design"], str(r["epochs"]),
+                      f"{100 * r['reconstruction_accuracy']:.2f}%", f"{100 * r['degraded_accuracy']:.2f}%",
+                      f"{100 * r['normal_accuracy']:.2f}%", f"{r['overhead']:.2f}")
+    console().print(table)
+    console().print(f"wrote {args.out / 'runs.csv'}, {plots[0]}, {plots[1]}", highlight=False)
     return 0
 
 

@@ -20,6 +20,10 @@ import torch
 from nasutil.errors import NasutilError
 
 DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10")
+#: each dataset's image shape (channels, height, width) and class count, known without loading it
+SHAPES: dict[str, tuple[tuple[int, int, int], int]] = {
+    "digits": ((1, 8, 8), 10), "mnist": ((1, 28, 28), 10), "fashion_mnist": ((1, 28, 28), 10),
+    "cifar10": ((3, 32, 32), 10)}
 
 
 @dataclass

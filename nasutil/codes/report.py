@@ -1,0 +1,122 @@
+"""Many codes runs side by side: a table, and the two plots people compare codes by.
+
+After a sweep (`nasutil-codes -m k=2,4 encoder=mlp,sum ...`) each run folder holds its settings and
+test scores; `collect` reads every one under the given folders and adds what the code costs (FLOPs per
+protected query over the base's, counted on the CPU from the settings alone), `plot` draws
+reconstruction accuracy per k (one bar per design) and degraded-mode accuracy against that overhead
+(replication at 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from nasutil.errors import NasutilError
+
+
+def run_folders(paths: Iterable[Path]) -> list[Path]:
+    """The codes run folders (with settings and test scores) that are, or are under, `paths`."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise NasutilError(f"{str(path)!r} does not exist")
+        candidates = [path] if (path / "run.json").is_file() else sorted(p.parent for p in path.rglob("run.json"))
+        found += [p for p in candidates if (p / "scores.json").is_file()]
+    if not found:
+        raise NasutilError("no finished codes run (a folder with run.json and scores.json) under "
+                           + ", ".join(repr(str(p)) for p in paths))
+    return list(dict.fromkeys(found))
+
+
+def design(code: dict[str, Any]) -> str:
+    """A code's design as people name it: a learned code, or a parity model behind fixed parts."""
+    if code["parity"] == "base":
+        return f"learned code ({code['encoder']} encoder, {code['decoder']} decoder)"
+    parity = "base's architecture" if code["parity"] == "copy" else code["parity"]
+    return f"parity model ({code['encoder']} encoder, {code['decoder']} decoder, {parity})"
+
+
+def overhead(settings) -> dict[str, float]:
+    """The code's extra FLOPs per protected query against the base's (replication is 1)."""
+    import torch
+
+    from nasutil.codes.bases import build_base
+    from nasutil.codes.code import Code
+    from nasutil.codes.cost import code_cost
+    from nasutil.search.trainers.datasets import SHAPES
+
+    shape, classes = SHAPES[settings.dataset]
+    with torch.no_grad():
+        base = build_base(settings.base, shape[0], shape[1], classes).eval()
+        code = Code(settings.code, settings.base, shape, classes)
+        return code_cost(code, base, shape, classes).to_dict()
+
+
+def collect(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """One row per finished run under `paths`: settings, test scores and cost."""
+    from nasutil.codes.run import read_settings
+
+    rows = []
+    for folder in run_folders(paths):
+        settings = read_settings(folder)
+        try:
+            scores = json.loads((folder / "scores.json").read_text())
+        except json.JSONDecodeError as exc:
+            raise NasutilError(f"{str(folder / 'scores.json')!r} is damaged: {exc}") from None
+        code = settings.code.to_dict()
+        rows.append({"run": str(folder), "dataset": settings.dataset, "base": settings.base, "k": code["k"],
+                     "r": code["r"], "design": design(code), "epochs": settings.epochs,
+                     **{key: scores[key] for key in ("reconstruction_accuracy", "degraded_accuracy",
+                                                     "normal_accuracy", "rebuilt")},
+                     "overhead": overhead(settings)["overhead"]})
+    return rows
+
+
+def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """reconstruction_by_k.png and accuracy_vs_overhead.png in `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    designs = sorted({r["design"] for r in rows})
+    ks = sorted({int(r["k"]) for r in rows})
+    title = ", ".join(sorted({f"{r['dataset']}, base {r['base']}" for r in rows}))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    width = 0.8 / max(1, len(designs))
+    for i, name in enumerate(designs):
+        values = [next((100 * float(r["reconstruction_accuracy"]) for r in rows
+                        if r["design"] == name and int(r["k"]) == k), 0.0) for k in ks]
+        ax.bar([j + i * width for j in range(len(ks))], values, width, label=name)
+    ax.set_xticks([j + width * (len(designs) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
+    ax.set_ylabel("reconstruction accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    by_k = out / "reconstruction_by_k.png"
+    fig.savefig(by_k, dpi=130)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for name in designs:
+        mine = [r for r in rows if r["design"] == name]
+        ax.scatter([float(r["overhead"]) for r in mine], [100 * float(r["degraded_accuracy"]) for r in mine],
+                   label=name)
+        for r in mine:
+            ax.annotate(f"k={r['k']}", (float(r["overhead"]), 100 * float(r["degraded_accuracy"])), fontsize=7)
+    ax.axvline(1.0, color="grey", linestyle=":", label="replication (overhead 1)")
+    ax.set_xscale("log")
+    ax.set_xlabel("extra FLOPs per protected query / base FLOPs")
+    ax.set_ylabel("degraded-mode accuracy (%)")
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    versus = out / "accuracy_vs_overhead.png"
+    fig.savefig(versus, dpi=130)
+    plt.close(fig)
+    return [by_k, versus]
