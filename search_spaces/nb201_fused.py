@@ -14,8 +14,9 @@ candidates:
 - the classifier is a batched matrix product, one matrix per candidate.
 
 So a group of P cells launches about as many kernels as one network, against P times as many run one
-after another. The price is arithmetic on zeros where candidates differ; whether fusion pays on a
-device is for `nasutil colocate --strategy fused` to measure.
+after another. The price is arithmetic on zeros where candidates differ, and grouped convolutions of
+few channels per group, which cuDNN runs slowly: on an H200 fusion pays at small batches only, behind
+`streams` (BENCHMARKS.md). `nasutil colocate --strategy fused` measures it on any device.
 """
 
 from __future__ import annotations
