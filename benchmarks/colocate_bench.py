@@ -7,10 +7,11 @@ For each group size and batch size, `nasutil.colocate.measure_group` runs the gr
 `sequential` in the same process, alternating. Checked in the same run against a plain reference written
 here: the same networks' CUDA graphs captured by this script, replayed back to back and in one graph of
 one stream per network, timed with CUDA events. A strategy other than `streams` (`fused`) is timed a
-second way too: its prepared group replayed under CUDA events (`events_ms`), and its outputs are compared
-with each network's own (`max_rel_error`, relative to the largest logit). `--connections N` repeats the group sizes in a child
-process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware queues that streams map onto; 8 by
-default). Writes colocate_bench.json and colocate_bench.csv.
+second way too: its prepared group replayed under CUDA events (`events_ms`), and its outputs are
+compared with each network's own (`max_rel_error`, relative to the largest logit). `--connections N`
+repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
+queues that streams map onto; 8 by default). Writes NAME.json and NAME.csv, and NAME.jsonl row by row as
+it goes (`--name`, default colocate_bench).
 """
 
 from __future__ import annotations
