@@ -62,7 +62,8 @@ class NB201Network(nn.Module):
     def __init__(self, arch: NB201Arch, num_classes: int = 10, channels: int = 16, cells_per_stage: int = 5,
                  in_channels: int = 3) -> None:
         super().__init__()
-        self.skeleton = (num_classes, channels, cells_per_stage, in_channels)  # what every cell shares
+        # what the networks of one fused group must share (see `fuse`): all but the cell
+        self.skeleton = (num_classes, channels, cells_per_stage, in_channels)
         self.stem = nn.Sequential(nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels))
         blocks: list[nn.Module] = []
         c = channels
@@ -90,6 +91,8 @@ class NB201Network(nn.Module):
             return "NAS-Bench-201 fusion needs one skeleton (classes, channels, cells per stage, input channels)"
         if any(n.training for n in networks):
             return "NAS-Bench-201 fusion folds BatchNorm and runs in eval mode only"
+        if len({(p.device, p.dtype) for n in networks for p in n.parameters()}) > 1:
+            return "NAS-Bench-201 fusion needs every network on one device in one dtype"
         return None
 
     @classmethod

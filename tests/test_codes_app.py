@@ -2,10 +2,11 @@
 command continues, sweeps with one folder per job, and one-line errors that leave no folder behind."""
 
 import json
+import os
 
 import pytest
 
-from nasutil.cli.codes_app import main, slug
+from nasutil.cli.codes_app import LOCK, main, slug
 
 SMALL = ["dataset=digits", "base_epochs=1", "progress=false", "train_images=300", "test_images=120"]
 
@@ -14,14 +15,20 @@ def _history(folder):
     return [json.loads(line) for line in (folder / "history.jsonl").read_text().splitlines()]
 
 
+def _runs(root):
+    return sorted(p.parent for p in root.rglob("run.json"))
+
+
 def test_a_run_is_named_by_its_settings_and_continues_where_it_stopped(tmp_path, capsys):
     assert main([f"runs={tmp_path}", "epochs=1", *SMALL]) == 0
-    folder = tmp_path / "digits" / "mlp" / "k2-r1-mlp-mlp-base-mse-s0"
+    [folder] = _runs(tmp_path)
+    assert folder.parent == tmp_path / "digits" / "mlp" and folder.name.startswith("k2-r1-mlp-mlp-base-mse-s0-")
     assert (folder / "code.safetensors").is_file() and (folder / "scores.json").is_file()
+    assert not (folder / LOCK).exists()  # released
     assert str(folder) in capsys.readouterr().out
     assert len(_history(folder)) == 1
     assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 0  # the same folder, one more epoch
-    assert len(_history(folder)) == 2
+    assert _runs(tmp_path) == [folder] and len(_history(folder)) == 2
     scores = json.loads((folder / "scores.json").read_text())
     assert 0.0 <= scores["reconstruction_accuracy"] <= 1.0
 
@@ -29,8 +36,15 @@ def test_a_run_is_named_by_its_settings_and_continues_where_it_stopped(tmp_path,
 def test_a_sweep_trains_one_folder_per_job(tmp_path):
     assert main(["-m", f"runs={tmp_path}", "k=2,3", "encoder=sum", "decoder=subtract", "parity=copy", "epochs=1",
                  *SMALL]) == 0
-    made = sorted(p.name for p in (tmp_path / "digits" / "mlp").iterdir())
-    assert made == ["k2-r1-sum-subtract-copy-mse-s0", "k3-r1-sum-subtract-copy-mse-s0"]
+    made = [p.name for p in _runs(tmp_path)]
+    assert len(made) == 2 and made[0].startswith("k2-r1-sum-subtract-copy-mse-s0-") \
+        and made[1].startswith("k3-r1-sum-subtract-copy-mse-s0-")
+
+
+def test_settings_outside_the_readable_name_still_get_their_own_folder(tmp_path):
+    assert main(["-m", f"runs={tmp_path}", "epochs=1", "batch_size=32,64", *SMALL]) == 0
+    folders = _runs(tmp_path)
+    assert len(folders) == 2 and len({f.name for f in folders}) == 2
 
 
 def test_an_architecture_as_base_gets_a_safe_folder_name():
@@ -39,6 +53,7 @@ def test_an_architecture_as_base_gets_a_safe_folder_name():
     assert "/" not in name and "|" not in name and ":" not in name and name.startswith("nb201-nor_conv_3x3")
     assert slug(arch.replace("skip_connect~2", "none~2")) != name  # two architectures, two folders
     assert slug("mlp") == "mlp"
+    assert slug("..") not in ("..", ".") and "/" not in slug("a/b")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -48,6 +63,11 @@ def test_an_architecture_as_base_gets_a_safe_folder_name():
     (["+foo=1"], "unknown setting(s) foo"),
     (["epochs=-1", "dataset=digits"], "epochs must be"),
     (["encoder=magic", "dataset=digits"], "encoder"),
+    (["dataset=digits", "seed=abc"], "seed must be"),
+    (["dataset=digits", "train_images=0"], "train_images must be"),
+    (["dataset=digits", "progress=maybe"], "progress must be"),
+    (["dataset=digits", "parity=nope"], "unknown base 'nope'"),
+    (["dataset=digits", "data_dir=${oc.env:NASUTIL_NO_SUCH_VARIABLE}"], "NASUTIL_NO_SUCH_VARIABLE"),
 ])
 def test_bad_settings_are_one_line_and_leave_no_run_folder(tmp_path, capsys, args, message):
     assert main([f"runs={tmp_path}", "progress=false", *args]) == 2
@@ -58,10 +78,44 @@ def test_bad_settings_are_one_line_and_leave_no_run_folder(tmp_path, capsys, arg
 
 def test_a_refused_setting_keeps_a_run_that_holds_results(tmp_path):
     assert main([f"runs={tmp_path}", "epochs=1", *SMALL]) == 0
-    folder = tmp_path / "digits" / "mlp" / "k2-r1-mlp-mlp-base-mse-s0"
+    [folder] = _runs(tmp_path)
     before = sorted(p.name for p in folder.iterdir())
-    assert main([f"runs={tmp_path}", "epochs=1", *SMALL, "batch_size=0"]) == 2
+    settings = (folder / "run.json").read_text()
+    assert main([f"runs={tmp_path}", "epochs=2", *SMALL, "device=cuda:99"]) == 2  # refused, here or on a GPU
     assert sorted(p.name for p in folder.iterdir()) == before
+    assert (folder / "run.json").read_text() == settings  # not rewritten by the refused job
+
+
+def test_a_refused_job_removes_only_what_it_made_and_only_inside_runs(tmp_path):
+    mine = tmp_path / "elsewhere"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main([f"runs={tmp_path / 'runs'}", f"hydra.run.dir={mine}", "dataset=nope"]) == 2
+    assert (mine / "notes.txt").read_text() == "keep me"  # outside runs: nothing touched
+    assert main([f"runs={tmp_path}", f"hydra.run.dir={mine}", "dataset=nope"]) == 2
+    assert (mine / "notes.txt").read_text() == "keep me"  # inside runs: only the job's own files go
+
+
+def test_two_jobs_never_train_one_folder_at_once(tmp_path, capsys):
+    assert main([f"runs={tmp_path}", "epochs=1", *SMALL]) == 0
+    [folder] = _runs(tmp_path)
+    import socket
+
+    (folder / LOCK).write_text(f"{socket.gethostname()} {os.getpid()}")  # a live job holds it
+    assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 2
+    assert "being trained by another job" in capsys.readouterr().err
+    assert len(_history(folder)) == 1 and (folder / LOCK).exists()
+    (folder / LOCK).write_text(f"{socket.gethostname()} 999999999")  # a job that died: taken over
+    assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 0
+    assert len(_history(folder)) == 2 and not (folder / LOCK).exists()
+
+
+def test_a_sweep_in_worker_processes_still_reports_a_refused_job(tmp_path, capsys):
+    code = main(["-m", f"runs={tmp_path}", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "loss=mse,nope",
+                 "epochs=1", *SMALL])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "loss" in err and len(err.splitlines()) == 1, err
+    assert len(_runs(tmp_path)) == 1  # the good job ran
 
 
 def test_report_compares_a_sweeps_runs_in_a_table_a_csv_and_two_plots(tmp_path, cli):
@@ -85,3 +139,14 @@ def test_the_shapes_a_report_costs_codes_at_are_the_datasets_own():
 
     data = load_code_data("digits")
     assert SHAPES["digits"] == (data.shape, data.num_classes)
+
+
+def test_report_refuses_damaged_scores_and_an_out_that_is_a_file(tmp_path, cli):
+    assert main([f"runs={tmp_path / 'runs'}", "epochs=1", *SMALL]) == 0
+    [folder] = _runs(tmp_path / "runs")
+    (tmp_path / "afile").write_text("")
+    r = cli("codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "afile"))
+    assert r.returncode == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
+    (folder / "scores.json").write_text('{"reconstruction_accuracy": 0.5}')
+    r = cli("codes", "report", str(tmp_path / "runs"))
+    assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -5,16 +5,24 @@
     nasutil-codes -m k=2,4 encoder=mlp,sum         # a sweep; any Hydra launcher runs its jobs
 
 Each job trains (or continues) one run folder, named by its settings under `runs`, and prints its
-scores; the folder is what `nasutil codes eval RUN_DIR` reads. The settings and their checks are those
-of `nasutil codes train`; every user error is one line on stderr and exit code 2.
+scores; the folder is what `nasutil codes eval RUN_DIR` reads. The name holds every setting but
+`epochs` (the readable ones as they are, the rest as a digest), so a larger `epochs` continues a run;
+a job holds a lock on its folder while it trains, so two jobs never train one folder at once. The
+settings and their checks are those of `nasutil codes train`; every user error is one line on stderr
+and exit code 2, and a job refused before it wrote anything leaves no folder behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import re
+import socket
 import sys
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +37,36 @@ SETTINGS = ("base", "dataset", "data_dir", "k", "r", "encoder", "decoder", "pari
             "base_epochs", "batch_size", "seed", "train_images", "test_images", "device", "progress", "runs")
 
 
+#: the settings a run folder's name is made of (all but `epochs`, which a continued run may raise)
+NAMED = ("dataset", "base", "k", "r", "encoder", "decoder", "parity", "loss", "seed", "base_epochs", "batch_size",
+         "train_images", "test_images")
+#: what a run writes; a folder holding any of them holds a run, and is never removed
+RESULTS = ("run.json", "base.safetensors", "code.safetensors", "history.jsonl", "scores.json")
+LOCK = ".training.lock"
+
+
 def slug(text: Any) -> str:
     """A folder name for a setting: `nb201:|nor_conv_3x3~0|+...` becomes `nb201-nor_conv_3x3-0-...` plus,
     where characters were replaced, a short digest that keeps two settings apart."""
     text = str(text)
-    clean = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "x"
+    clean = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
     if clean == text:
         return text
     return f"{clean[:60]}-{zlib.crc32(text.encode()):08x}"
 
 
-if not OmegaConf.has_resolver("slug"):
-    OmegaConf.register_new_resolver("slug", slug)
+def run_name(*, _root_: DictConfig) -> str:
+    """`DATASET/BASE/k2-r1-ENCODER-DECODER-PARITY-LOSS-sSEED-DIGEST`: the digest covers every named setting."""
+    values = {key: _root_.get(key) for key in NAMED}
+    digest = hashlib.sha1(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    leaf = "-".join(slug(v) for v in (f"k{values['k']}", f"r{values['r']}", values["encoder"], values["decoder"],
+                                      values["parity"], values["loss"], f"s{values['seed']}", digest))
+    return f"{slug(values['dataset'])}/{slug(values['base'])}/{leaf}"
+
+
+for _name, _resolver in (("slug", slug), ("codes_run", run_name)):
+    if not OmegaConf.has_resolver(_name):
+        OmegaConf.register_new_resolver(_name, _resolver)
 
 
 def run_codes(cfg: DictConfig) -> dict[str, Any]:
@@ -48,38 +74,100 @@ def run_codes(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     from nasutil.cli.codes_command import print_scores, train_with_progress
+    from nasutil.cli.hydra_app import user_error
     from nasutil.codes import CodeSpec, RunSettings
     from nasutil.errors import NasutilError
 
-    folder = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        unknown = sorted(set(cfg) - set(SETTINGS))
-        if unknown:
-            raise NasutilError(f"unknown setting(s) {', '.join(unknown)} (settings: {', '.join(SETTINGS)})")
-        spec = CodeSpec(k=cfg.k, r=cfg.r, encoder=str(cfg.encoder), decoder=str(cfg.decoder),
-                        parity=str(cfg.parity), loss=str(cfg.loss))
-        settings = RunSettings(base=str(cfg.base), dataset=str(cfg.dataset), code=spec, base_epochs=cfg.base_epochs,
-                               epochs=cfg.epochs, batch_size=cfg.batch_size, seed=cfg.seed,
-                               train_images=cfg.train_images, test_images=cfg.test_images)
-        scores = train_with_progress(settings, folder, str(cfg.data_dir), str(cfg.device), show=bool(cfg.progress))
-    except NasutilError:
-        _remove_if_unused(folder, Path(str(cfg.runs)))
-        raise
+    hydra_config = HydraConfig.get()
+    folder = Path(hydra_config.runtime.output_dir)
+    with _locked(folder) as fresh:
+        try:
+            values = OmegaConf.to_container(cfg, resolve=True)
+            unknown = sorted(set(values) - set(SETTINGS))
+            if unknown:
+                raise NasutilError(f"unknown setting(s) {', '.join(unknown)} (settings: {', '.join(SETTINGS)})")
+            if not isinstance(values["progress"], bool):
+                raise NasutilError(f"progress must be true or false, got {values['progress']!r}")
+            spec = CodeSpec(k=values["k"], r=values["r"], encoder=str(values["encoder"]),
+                            decoder=str(values["decoder"]), parity=str(values["parity"]), loss=str(values["loss"]))
+            settings = RunSettings(base=str(values["base"]), dataset=str(values["dataset"]), code=spec,
+                                   base_epochs=values["base_epochs"], epochs=values["epochs"],
+                                   batch_size=values["batch_size"], seed=values["seed"],
+                                   train_images=values["train_images"], test_images=values["test_images"])
+            scores = train_with_progress(settings, folder, str(values["data_dir"]), str(values["device"]),
+                                         show=values["progress"])
+        except Exception as exc:
+            if fresh and user_error(exc) is not None:
+                _remove_fresh(folder, Path(str(cfg.runs)), hydra_config.output_subdir)
+            raise
     print_scores(scores, False, folder)
     return scores.to_dict()
 
 
-def _remove_if_unused(folder: Path, runs: Path) -> None:
-    """Hydra makes a job's folder before the job runs; one that a refused setting left holding nothing but
-    Hydra's own files and the settings (no checkpoint, no history) goes again, with the parents it leaves empty (never `runs` itself)."""
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[bool]:
+    """Hold the folder's training lock (another live job holding it is a user error); yields whether the
+    folder held no run when the job started."""
+    from nasutil.errors import NasutilError
+
+    lock = folder / LOCK
+    mine = f"{socket.gethostname()} {os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileNotFoundError:  # a refused job removed the folder just now
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        holder = lock.read_text().strip() if lock.is_file() else ""
+        host, _, pid = holder.partition(" ")
+        if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+            lock.unlink(missing_ok=True)  # left by a job that died: taken over
+            handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        else:
+            raise NasutilError(f"{str(folder)!r} is being trained by another job ({holder or 'unknown'}); "
+                               f"wait for it, or remove {LOCK} there if that job is gone") from None
+    os.write(handle, mine.encode())
+    os.close(handle)
+    fresh = not any((folder / name).exists() for name in RESULTS)
+    try:
+        yield fresh
+    finally:
+        if lock.is_file() and lock.read_text().strip() == mine:
+            lock.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_fresh(folder: Path, runs: Path, records: str | None) -> None:
+    """Remove what a refused job made in a folder that held no run: its own Hydra records (`records`,
+    relative to the folder), an empty job log, the settings it may have written and its lock. Anything
+    else found there stays, and so does the folder then; only folders strictly inside `runs` are touched."""
     import shutil
 
-    hydra_files = {".hydra", f"{Path(__file__).stem}.log", "run.json"}  # run.json: settings, no results
-    if not folder.is_dir() or any(p.name not in hydra_files for p in folder.iterdir()):
+    runs, target = runs.resolve(), folder.resolve()
+    if runs not in target.parents:
         return
-    shutil.rmtree(folder)
-    runs = runs.resolve()
-    parent = folder.resolve().parent
+    if records:
+        mine = (target / records).resolve()
+        if target in mine.parents and mine.is_dir():
+            shutil.rmtree(mine)
+            with contextlib.suppress(OSError):
+                mine.parent.rmdir()  # .hydra, where no other job's records are left
+    log = target / f"{Path(__file__).stem}.log"
+    if log.is_file() and log.stat().st_size == 0:
+        log.unlink()
+    (target / "run.json").unlink(missing_ok=True)
+    (target / LOCK).unlink(missing_ok=True)
+    parent = target
     while parent != runs and runs in parent.parents and parent.is_dir() and not any(parent.iterdir()):
         parent.rmdir()
         parent = parent.parent

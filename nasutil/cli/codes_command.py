@@ -123,7 +123,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from nasutil.codes.report import collect, plot
 
+    from nasutil.errors import NasutilError
+
     rows = sorted(collect(args.paths), key=lambda r: (r["dataset"], r["base"], r["k"], r["design"], r["run"]))
+    if args.out.exists() and not args.out.is_dir():
+        raise NasutilError(f"--out {str(args.out)!r} is a file, not a folder")
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "runs.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

@@ -3,14 +3,18 @@ in one line on stderr and exit code 2, in a single run or a sweep, and Ctrl-C in
 
 Hydra prints its own report of an exception raised in a job and, in a sweep, skips the jobs after it;
 so a job keeps its user error (`keep_user_error`) and `run_hydra_app` reports it once Hydra returns.
+A launcher may run jobs in other processes (joblib), so the errors also go to a file that
+`run_hydra_app` names in the environment, which those processes inherit.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from nasutil.cli import interrupts
@@ -19,6 +23,8 @@ from nasutil.errors import NasutilError
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 T = TypeVar("T")
+#: the environment variable naming the file every job appends its user error to
+ERRORS_FILE = "NASUTIL_JOB_ERRORS"
 
 
 def keep_user_error(task: Callable[[Any], T], cfg: Any, errors: list[str]) -> T | None:
@@ -30,6 +36,10 @@ def keep_user_error(task: Callable[[Any], T], cfg: Any, errors: list[str]) -> T 
         if message is None:
             raise
         errors.append(message)
+        shared = os.environ.get(ERRORS_FILE)
+        if shared:
+            with open(shared, "a", encoding="utf-8") as fh:
+                fh.write(" ".join(message.split()) + "\n")
         return None
 
 
@@ -78,15 +88,20 @@ def run_hydra_app(prog: str, hydra_main: Callable[[], Any], errors: list[str], a
     if any(a.startswith("--experimental-rerun") for a in args):
         print(f"{prog}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
         return EXIT_USAGE
-    saved_argv, saved_env = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
+    saved_argv, saved_env, saved_file = sys.argv, os.environ.get("HYDRA_FULL_ERROR"), os.environ.get(ERRORS_FILE)
     sys.argv = [prog, *args]
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us, to be reported in one line
+    handle, shared = tempfile.mkstemp(prefix="nasutil-job-errors-", suffix=".txt")
+    os.close(handle)
+    os.environ[ERRORS_FILE] = shared
     try:
         with warnings.catch_warnings(), interrupts.handled():
             if not os.environ.get("NASUTIL_WARNINGS"):
                 warnings.simplefilter("ignore")
             errors.clear()
             hydra_main()
+        written = [line for line in Path(shared).read_text(encoding="utf-8").splitlines() if line]
+        errors = written if len(written) > len(errors) else errors  # jobs run in other processes too
         if errors:
             more = f" (and {len(errors) - 1} more failed jobs)" if len(errors) > 1 else ""
             print(f"{prog}: error: {errors[0]}{more}", file=sys.stderr)
@@ -103,7 +118,9 @@ def run_hydra_app(prog: str, hydra_main: Callable[[], Any], errors: list[str], a
         return EXIT_USAGE
     finally:
         sys.argv = saved_argv
-        if saved_env is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = saved_env
+        Path(shared).unlink(missing_ok=True)
+        for name, value in (("HYDRA_FULL_ERROR", saved_env), (ERRORS_FILE, saved_file)):
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -57,42 +57,58 @@ def overhead(settings) -> dict[str, float]:
 
 def collect(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per finished run under `paths`: settings, test scores and cost."""
-    from nasutil.codes.run import read_settings
+    from nasutil.codes.run import RunSettings, read_settings
 
     rows = []
     for folder in run_folders(paths):
-        settings = read_settings(folder)
+        path = folder / "scores.json"
         try:
-            scores = json.loads((folder / "scores.json").read_text())
-        except json.JSONDecodeError as exc:
-            raise NasutilError(f"{str(folder / 'scores.json')!r} is damaged: {exc}") from None
+            scores = json.loads(path.read_text())
+            figures = {key: scores[key] for key in ("reconstruction_accuracy", "degraded_accuracy", "normal_accuracy",
+                                                    "rebuilt")}
+            # the settings the scores were taken with (run.json moves on when a run is continued)
+            settings = RunSettings.from_dict(scores["settings"]) if "settings" in scores else read_settings(folder)
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise NasutilError(f"{str(path)!r} is damaged ({type(exc).__name__}: {exc})") from None
         code = settings.code.to_dict()
         rows.append({"run": str(folder), "dataset": settings.dataset, "base": settings.base, "k": code["k"],
-                     "r": code["r"], "design": design(code), "epochs": settings.epochs,
-                     **{key: scores[key] for key in ("reconstruction_accuracy", "degraded_accuracy",
-                                                     "normal_accuracy", "rebuilt")},
-                     "overhead": overhead(settings)["overhead"]})
+                     "r": code["r"], "design": design(code), "epochs": scores.get("epochs", settings.epochs),
+                     **figures, "overhead": overhead(settings)["overhead"]})
     return rows
 
 
 def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
-    """reconstruction_by_k.png and accuracy_vs_overhead.png in `out`."""
+    """reconstruction_by_k.png (a bar per design and k; the mean where several runs share both) and
+    accuracy_vs_overhead.png (a point per run) in `out`. Runs of several datasets, bases or r are told
+    apart in the legend."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    designs = sorted({r["design"] for r in rows})
+    groups = sorted({(r["dataset"], r["base"], int(r["r"])) for r in rows})
+    series = {(r["design"], r["dataset"], r["base"], int(r["r"])) for r in rows}
+
+    def label(key: tuple) -> str:
+        name, dataset, base, r = key
+        return name if len(groups) == 1 else f"{name}; {dataset}, base {base}, r={r}"
+
+    ordered = sorted(series)
     ks = sorted({int(r["k"]) for r in rows})
-    title = ", ".join(sorted({f"{r['dataset']}, base {r['base']}" for r in rows}))
+    title = ", ".join(f"{d}, base {b}" for d, b in sorted({(g[0], g[1]) for g in groups}))
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    width = 0.8 / max(1, len(designs))
-    for i, name in enumerate(designs):
-        values = [next((100 * float(r["reconstruction_accuracy"]) for r in rows
-                        if r["design"] == name and int(r["k"]) == k), 0.0) for k in ks]
-        ax.bar([j + i * width for j in range(len(ks))], values, width, label=name)
-    ax.set_xticks([j + width * (len(designs) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
+    width = 0.8 / max(1, len(ordered))
+    for i, key in enumerate(ordered):
+        xs, values = [], []
+        for j, k in enumerate(ks):
+            mine = [100 * float(r["reconstruction_accuracy"]) for r in rows
+                    if (r["design"], r["dataset"], r["base"], int(r["r"])) == key and int(r["k"]) == k]
+            if mine:  # several runs of one kind (seeds, epochs): their mean
+                xs.append(j + i * width)
+                values.append(sum(mine) / len(mine))
+        ax.bar(xs, values, width, label=label(key))
+    ax.set_xticks([j + width * (len(ordered) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
     ax.set_ylabel("reconstruction accuracy (%)")
     ax.set_ylim(0, 100)
     ax.legend(fontsize=7)
@@ -103,10 +119,10 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    for name in designs:
-        mine = [r for r in rows if r["design"] == name]
+    for key in ordered:
+        mine = [r for r in rows if (r["design"], r["dataset"], r["base"], int(r["r"])) == key]
         ax.scatter([float(r["overhead"]) for r in mine], [100 * float(r["degraded_accuracy"]) for r in mine],
-                   label=name)
+                   label=label(key))
         for r in mine:
             ax.annotate(f"k={r['k']}", (float(r["overhead"]), 100 * float(r["degraded_accuracy"])), fontsize=7)
     ax.axvline(1.0, color="grey", linestyle=":", label="replication (overhead 1)")

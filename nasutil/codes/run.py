@@ -49,16 +49,23 @@ class RunSettings:
     test_images: int | None = None  # all
 
     def check(self) -> RunSettings:
-        from nasutil.search.trainers.datasets import DATASETS
+        """Every setting checked before anything is written or trained (the base and parity specs are
+        built once on the CPU, so that a bad architecture fails now and not after the base's training)."""
+        from nasutil.search.trainers.datasets import DATASETS, SHAPES
 
         self.code.check()
         if self.dataset not in DATASETS:
             raise NasutilError(f"unknown dataset {self.dataset!r} (choose from {', '.join(DATASETS)})")
-        for name in ("base_epochs", "epochs", "batch_size"):
+        for name in ("base_epochs", "epochs", "batch_size", "seed", "train_images", "test_images"):
             value = getattr(self, name)
-            least = 0 if name == "base_epochs" else 1
-            if not isinstance(value, int) or value < least:
+            least = 0 if name in ("base_epochs", "seed") else 1
+            if value is None and name.endswith("_images"):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise NasutilError(f"{name} must be a whole number >= {least}, got {value!r}")
+        (channels, size, _), classes = SHAPES[self.dataset]
+        for spec in {self.base, *([] if self.code.parity in ("base", "copy") else [self.code.parity])}:
+            build_base(spec, channels, size, classes)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,8 +86,8 @@ def resolve_device(spec: str, setting: str = "--device") -> torch.device:
     return torch.device(chosen_device(spec, setting))
 
 
-def _settings_file(folder: Path, settings: RunSettings) -> RunSettings:
-    """Write the settings, or check them against the folder's: only GROWABLE ones may differ."""
+def _check_against_folder(folder: Path, settings: RunSettings) -> None:
+    """Refuse settings that differ from those the folder's run holds (only GROWABLE ones may)."""
     path = folder / "run.json"
     if path.is_file():
         try:
@@ -91,9 +98,11 @@ def _settings_file(folder: Path, settings: RunSettings) -> RunSettings:
             changed = [k for k, v in settings.to_dict().items() if stored.to_dict()[k] != v and k not in GROWABLE]
             raise NasutilError(f"{str(folder)!r} holds a run with other settings ({', '.join(changed)}); "
                                f"use another folder")
+
+
+def _write_settings(folder: Path, settings: RunSettings) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings.to_dict(), indent=1))
-    return settings
+    (folder / "run.json").write_text(json.dumps(settings.to_dict(), indent=1))
 
 
 def _data(settings: RunSettings, data_dir: str | Path) -> CodeData:
@@ -120,9 +129,11 @@ def trained_base(spec: str, data: CodeData, path: Path, epochs: int, batch_size:
 def train_run(settings: RunSettings, folder: Path, data_dir: str | Path = "data", device: str = "auto",
               progress: Progress | None = None) -> CodeScores:
     """Train (or continue) the run in `folder` and score it on the test set."""
-    settings = _settings_file(folder, settings.check())
+    settings.check()
+    _check_against_folder(folder, settings)
     dev = resolve_device(device)
-    data = _data(settings, data_dir)
+    data = _data(settings, data_dir)  # a missing data folder fails here, before the folder is written
+    _write_settings(folder, settings)
     base = trained_base(settings.base, data, folder / "base.safetensors", settings.base_epochs, settings.batch_size,
                         dev, settings.seed, on_epoch=lambda e, loss: progress and progress(
                             "base", e, settings.base_epochs, {"loss": loss}))
