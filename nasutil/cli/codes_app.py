@@ -6,7 +6,7 @@
 
 Each job trains (or continues) one run folder, named by its settings under `runs`, and prints its
 scores; the folder is what `nasutil codes eval RUN_DIR` reads. The name holds every setting but
-`epochs` (the readable ones as they are, the rest as a digest), so a larger `epochs` continues a run;
+`epochs` (the readable ones spelled out, and a digest of them all), so a larger `epochs` continues a run;
 a job holds a lock on its folder while it trains, so two jobs never train one folder at once. The
 settings and their checks are those of `nasutil codes train`; every user error is one line on stderr
 and exit code 2, and a job refused before it wrote anything leaves no folder behind.
