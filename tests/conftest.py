@@ -1,4 +1,4 @@
-"""Shared fixtures: CLI runner, the CUDA skip marker, and loading experiment scripts."""
+"""Shared fixtures: CLI runner, a private measurement cache, the CUDA skip marker, and loading experiment scripts."""
 
 from __future__ import annotations
 
@@ -30,6 +30,21 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_measurement_cache(tmp_path_factory):
+    """Tests (and the commands they start) neither read nor fill the user's measurement cache: a result
+    cached by an earlier version would otherwise stand in for a measurement."""
+    saved = {name: os.environ.get(name) for name in ("NASUTIL_CACHE_DIR", "NASUTIL_CACHE_URL")}
+    os.environ["NASUTIL_CACHE_DIR"] = str(tmp_path_factory.mktemp("measurement-cache"))
+    os.environ.pop("NASUTIL_CACHE_URL", None)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def pytest_collection_modifyitems(config, items):

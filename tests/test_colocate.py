@@ -129,7 +129,7 @@ def test_cli_colocate_json(cli):
             "--json")
     assert r.returncode == 0, r.stderr
     row = json.loads(r.stdout.splitlines()[0])
-    assert row["status"] == "ok" and row["strategy"] == "sequential" and "shape-identical" in row["fallback_reason"]
+    assert row["status"] == "ok" and row["strategy"] == "fused" and row["fallback_reason"] is None
     assert len(row["archs"]) == 3 and row["speedup"] > 0
 
 
@@ -219,6 +219,22 @@ def test_group_results_are_cached_and_read_back(tmp_path):
     assert not other_order.cached and not other_strategy.cached
     assert not measure_group(group, CPU, "sequential", cache=cache, remeasure=True).cached
     assert not measure_group(group, CPU.with_(batch_size=CPU.batch_size + 1), "sequential", cache=cache).cached
+    cache.close()
+
+
+def test_group_results_of_an_older_strategy_version_are_measured_again(tmp_path, monkeypatch):
+    from nasutil.colocate.strategies import STRATEGIES
+    from nasutil.evaluator.cache import MeasurementCache
+
+    cache = MeasurementCache(tmp_path / "cache.db")
+    group = [Candidate("nb201", CELL), Candidate("nb201", OTHER)]
+    monkeypatch.setattr(type(STRATEGIES["fused"]), "version", 1)  # as results were cached before fusing cells
+    assert not measure_group(group, CPU, "fused", cache=cache).cached
+    assert measure_group(group, CPU, "fused", cache=cache).cached
+    monkeypatch.undo()
+    assert STRATEGIES["fused"].cache_name == "fused@v2"
+    again = measure_group(group, CPU, "fused", cache=cache)
+    assert not again.cached and again.strategy == "fused"
     cache.close()
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from nasutil.colocate.engine import colocate
+from nasutil.colocate.engine import check_strategy, colocate
+from nasutil.colocate.strategies import STRATEGIES
 from nasutil.evaluator import Candidate, MeasureConfig
 from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import build
@@ -94,14 +95,15 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
 
     With a `cache`, a group measured before (the same members in the same order, strategy and settings,
     on the same device and torch) is read from it unless `remeasure`, and a new result is stored."""
+    check_strategy(strategy)
     device = resolve_device(config.device)
     dtype = torch_dtype(config.dtype)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     built = [build(c, config.input_size, config.num_classes) for c in candidates]
     key = None
     if cache is not None and all(b.arch_hash for b in built):
-        key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], strategy, fallback,
-                              device_name(device), torch.__version__, config, built[0].input_size)
+        key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], STRATEGIES[strategy].cache_name,
+                              fallback, device_name(device), torch.__version__, config, built[0].input_size)
         stored = None if remeasure else cache.get_group(key)
         if stored is not None:
             try:

@@ -33,6 +33,14 @@ class Prepared:
 
 class Strategy(ABC):
     name: str
+    #: raised when what the strategy runs for some group changes, so that group results cached under an
+    #: older version are measured again rather than read back
+    version: int = 1
+
+    @property
+    def cache_name(self) -> str:
+        """The strategy as group results are cached under it."""
+        return self.name if self.version == 1 else f"{self.name}@v{self.version}"
 
     def why_not(self, models: Sequence[nn.Module], inputs: Sequence[torch.Tensor]) -> str | None:
         """Why this strategy cannot run this group, or None where it can."""
@@ -140,6 +148,7 @@ def _fusable_class(models: Sequence[nn.Module]) -> type | None:
 
 class Fused(Strategy):
     name = "fused"
+    version = 2  # 2: NAS-Bench-201 cells that differ are fused, not run one after another
 
     def why_not(self, models, inputs):
         if len({(tuple(x.shape), x.dtype) for x in inputs}) > 1:
