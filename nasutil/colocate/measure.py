@@ -93,8 +93,9 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     network per run). `config.mode` is not used: on a GPU every strategy runs from CUDA graphs, on a CPU
     eagerly. Raises NasutilError for a strategy that does not apply when fallback=False.
 
-    With a `cache`, a group measured before (the same members in the same order, strategy and settings,
-    on the same device and torch) is read from it unless `remeasure`, and a new result is stored."""
+    With a `cache`, a group measured before (the same members in the same order, the same strategy and
+    version of it, settings, device and torch) is read from it unless `remeasure`, and a new result is
+    stored."""
     check_strategy(strategy)
     device = resolve_device(config.device)
     dtype = torch_dtype(config.dtype)
