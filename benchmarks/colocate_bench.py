@@ -4,9 +4,10 @@ another, each from its own CUDA graph.
     python benchmarks/colocate_bench.py --out benchmarks/results/h200/colocate
 
 For each group size and batch size, `nasutil.colocate.measure_group` runs the group by a strategy and by
-`sequential` in the same process, alternating. Checked in the same run against a plain reference written
-here: the same networks' CUDA graphs captured by this script, replayed back to back and in one graph of
-one stream per network, timed with CUDA events. A strategy other than `streams` (`fused`) is timed a
+`sequential` in the same process, alternating. Checked in the same run against a plain reference, the one
+`experiments/colocation/run.py` uses: the same networks built and their CUDA graphs captured there,
+independently of nasutil.colocate, replayed back to back and in one graph of one stream per network,
+timed with CUDA events. A strategy other than `streams` (`fused`) is timed a
 second way too: its prepared group replayed under CUDA events (`events_ms`), and its outputs are
 compared with each network's own (`max_rel_error`, relative to the largest logit). `--connections N`
 repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
@@ -18,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -32,66 +33,25 @@ from nasutil.colocate import measure_group
 from nasutil.evaluator import Candidate, MeasureConfig
 
 
-def _events_ms(fn, replays: int = 20, windows: int = 5) -> float:
-    times = []
-    for _ in range(windows):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / replays)
-    return statistics.median(times)
+def _colocation_experiment():
+    """experiments/colocation/run.py, whose plain reference (its own capture and CUDA-event clock) this
+    benchmark shares."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / "colocation" / "run.py"
+    spec = importlib.util.spec_from_file_location("colocation_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+EXPERIMENT = _colocation_experiment()
+events_ms = EXPERIMENT.events_ms
 
 
 def reference(archs: list[str], batch: int) -> dict:
-    """The same group, built and captured here: sequential graphs and one graph of one stream each."""
-    space = get_space("nb201")
-    models, inputs = [], []
-    for arch in archs:
-        m = space.build(space.parse(arch), num_classes=10, input_size=32).eval()
-        models.append(m.cuda().half().to(memory_format=torch.channels_last))
-        inputs.append(torch.randn(batch, 3, 32, 32, device="cuda", dtype=torch.half)
-                      .contiguous(memory_format=torch.channels_last))
-    with torch.inference_mode():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for m, x in zip(models, inputs):
-                m(x), m(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graphs = []
-        for m, x in zip(models, inputs):
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                m(x)
-            graphs.append(g)
-        streams = [torch.cuda.Stream() for _ in models]
-        together = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(together):
-            main = torch.cuda.current_stream()
-            for s in streams:
-                s.wait_stream(main)
-            for s, m, x in zip(streams, models, inputs):
-                with torch.cuda.stream(s):
-                    m(x)
-            for s in streams:
-                main.wait_stream(s)
-        torch.cuda.synchronize()
-
-        def one_by_one() -> None:
-            for g in graphs:
-                g.replay()
-
-        for _ in range(3):
-            one_by_one()
-            together.replay()
-        sequential_ms = _events_ms(one_by_one)
-        streams_ms = _events_ms(together.replay)
-        sequential_after = _events_ms(one_by_one)
-    return {"sequential_ms": (sequential_ms + sequential_after) / 2, "streams_ms": streams_ms,
-            "speedup": (sequential_ms + sequential_after) / 2 / streams_ms}
+    """The same group, built and captured by the reference: sequential graphs and one graph of one stream each."""
+    ref = EXPERIMENT.reference([Candidate("nb201", a) for a in archs], batch, replays=20)
+    sequential, streams = ref["reference_sequential_ms"], ref["reference_streams_ms"]
+    return {"sequential_ms": sequential, "streams_ms": streams, "speedup": sequential / streams}
 
 
 def second_look(archs: list[str], batch: int, strategy: str) -> dict:
@@ -112,7 +72,7 @@ def second_look(archs: list[str], batch: int, strategy: str) -> dict:
         error = max(float((o - a).abs().max() / a.abs().max().clamp_min(1e-6)) for o, a in zip(outputs, alone))
         for _ in range(3):
             group.run()
-        ms = _events_ms(group.run)
+        ms = events_ms(group.run, 20)
     return {"events_ms": ms, "max_rel_error": error}
 
 

@@ -12,26 +12,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 from pathlib import Path
 
 import torch
 
+from colocate_bench import events_ms  # this folder: the scripts share the reference clock
 from nasutil import get_space
 from nasutil.colocate import colocate
-
-
-def events_ms(fn, replays: int = 10, windows: int = 5) -> float:
-    times = []
-    for _ in range(windows):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / replays)
-    return statistics.median(times)
 
 
 def main() -> int:

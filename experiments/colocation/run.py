@@ -46,7 +46,8 @@ def _network(candidate: Candidate) -> tuple[torch.nn.Module, int]:
     return space.build(space.parse(candidate.arch), num_classes=10), 32
 
 
-def _events_ms(fn, replays: int = 10, windows: int = 5) -> float:
+def events_ms(fn, replays: int = 10, windows: int = 5) -> float:
+    """The median over `windows` of `fn`'s time per call, `replays` calls a window, by CUDA events."""
     times = []
     for _ in range(windows):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -59,9 +60,10 @@ def _events_ms(fn, replays: int = 10, windows: int = 5) -> float:
     return statistics.median(times)
 
 
-def reference(candidates: list[Candidate], batch: int) -> dict:
+def reference(candidates: list[Candidate], batch: int, replays: int = 10) -> dict:
     """Both ways captured and timed here, independently of nasutil.colocate: each network's own graph
-    replayed back to back, and one graph holding every network on its own stream."""
+    replayed back to back, and one graph holding every network on its own stream (also the reference of
+    `benchmarks/colocate_bench.py`)."""
     models, inputs = [], []
     for c in candidates:
         model, size = _network(c)
@@ -101,7 +103,8 @@ def reference(candidates: list[Candidate], batch: int) -> dict:
         for _ in range(3):
             one_by_one()
             together.replay()
-        sequential = [_events_ms(one_by_one), _events_ms(together.replay), _events_ms(one_by_one)]
+        sequential = [events_ms(one_by_one, replays), events_ms(together.replay, replays),
+                      events_ms(one_by_one, replays)]
     return {"reference_sequential_ms": (sequential[0] + sequential[2]) / 2, "reference_streams_ms": sequential[1]}
 
 

@@ -173,17 +173,14 @@ def _remove_fresh(folder: Path, runs: Path, records: str | None) -> None:
         parent = parent.parent
 
 
-_job_errors: list[str] = []
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="codes")
 def _hydra_main(cfg: DictConfig) -> dict[str, Any] | None:
-    return keep_user_error(run_codes, cfg, _job_errors)
+    return keep_user_error(run_codes, cfg)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    return run_hydra_app(PROG, _hydra_main, _job_errors, args,
+    return run_hydra_app(PROG, _hydra_main, args,
                          "interrupted (finished epochs are kept in the run folder; re-run to continue)")
 
 

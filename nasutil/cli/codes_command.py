@@ -76,13 +76,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 def train_with_progress(settings, folder: Path, data_dir: str, device: str, show: bool = True,
                         transient: bool = False):
     """`nasutil.codes.train_run` with a progress bar on stderr per stage (base, code), shown from the
-    first epoch on, so that a bad setting fails before in one line."""
+    first epoch on: `train_run` checks every setting before that, so a bad one fails in one line."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from nasutil.codes import train_run
 
-    settings.check()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
                TimeElapsedColumn())
     bar: Progress | None = None

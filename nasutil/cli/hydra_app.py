@@ -3,8 +3,8 @@ in one line on stderr and exit code 2, in a single run or a sweep, and Ctrl-C in
 
 Hydra prints its own report of an exception raised in a job and, in a sweep, skips the jobs after it;
 so a job keeps its user error (`keep_user_error`) and `run_hydra_app` reports it once Hydra returns.
-A launcher may run jobs in other processes (joblib), so the errors also go to a file that
-`run_hydra_app` names in the environment, which those processes inherit.
+A launcher may run jobs in other processes (joblib), so the errors go to a file that `run_hydra_app`
+names in the environment, which those processes inherit.
 """
 
 from __future__ import annotations
@@ -27,19 +27,17 @@ T = TypeVar("T")
 ERRORS_FILE = "NASUTIL_JOB_ERRORS"
 
 
-def keep_user_error(task: Callable[[Any], T], cfg: Any, errors: list[str]) -> T | None:
-    """`task(cfg)`; a user error is appended to `errors` (and None returned), a bug raised."""
+def keep_user_error(task: Callable[[Any], T], cfg: Any) -> T | None:
+    """`task(cfg)`; a user error goes to the errors file of `run_hydra_app` (and None is returned), a bug
+    or an error with no file to go to is raised."""
     try:
         return task(cfg)
     except Exception as exc:
-        message = user_error(exc)
-        if message is None:
+        message, shared = user_error(exc), os.environ.get(ERRORS_FILE)
+        if message is None or not shared:
             raise
-        errors.append(message)
-        shared = os.environ.get(ERRORS_FILE)
-        if shared:
-            with open(shared, "a", encoding="utf-8") as fh:
-                fh.write(" ".join(message.split()) + "\n")
+        with open(shared, "a", encoding="utf-8") as fh:
+            fh.write(" ".join(message.split()) + "\n")
         return None
 
 
@@ -82,8 +80,7 @@ def user_error(exc: BaseException) -> str | None:
     return None
 
 
-def run_hydra_app(prog: str, hydra_main: Callable[[], Any], errors: list[str], args: list[str],
-                  interrupted: str = "interrupted") -> int:
+def run_hydra_app(prog: str, hydra_main: Callable[[], Any], args: list[str], interrupted: str = "interrupted") -> int:
     """Run the `@hydra.main` function `hydra_main` on the command-line `args`; the exit code."""
     if any(a.startswith("--experimental-rerun") for a in args):
         print(f"{prog}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
@@ -98,10 +95,8 @@ def run_hydra_app(prog: str, hydra_main: Callable[[], Any], errors: list[str], a
         with warnings.catch_warnings(), interrupts.handled():
             if not os.environ.get("NASUTIL_WARNINGS"):
                 warnings.simplefilter("ignore")
-            errors.clear()
             hydra_main()
-        written = [line for line in Path(shared).read_text(encoding="utf-8").splitlines() if line]
-        errors = written if len(written) > len(errors) else errors  # jobs run in other processes too
+        errors = [line for line in Path(shared).read_text(encoding="utf-8").splitlines() if line]
         if errors:
             more = f" (and {len(errors) - 1} more failed jobs)" if len(errors) > 1 else ""
             print(f"{prog}: error: {errors[0]}{more}", file=sys.stderr)

@@ -112,19 +112,16 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
         return search.run(n_trials, timeout, on_trial=update, max_trainings=max_trainings)
 
 
-_job_errors: list[str] = []
-
-
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")
 def _hydra_main(cfg: DictConfig) -> dict[str, Any] | None:
-    return keep_user_error(run_search, cfg, _job_errors)
+    return keep_user_error(run_search, cfg)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, notes = renamed_overrides(list(sys.argv[1:] if argv is None else argv))
     for note in notes:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
-    return run_hydra_app(PROG, _hydra_main, _job_errors, args,
+    return run_hydra_app(PROG, _hydra_main, args,
                          "interrupted (finished trials are kept in the study; re-run to resume)")
 
 

@@ -88,7 +88,10 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
 
     out.mkdir(parents=True, exist_ok=True)
     groups = sorted({(r["dataset"], r["base"], int(r["r"])) for r in rows})
-    series = {(r["design"], r["dataset"], r["base"], int(r["r"])) for r in rows}
+    def kind(row: dict[str, Any]) -> tuple:
+        return row["design"], row["dataset"], row["base"], int(row["r"])
+
+    series = {kind(r) for r in rows}
 
     def label(key: tuple) -> str:
         name, dataset, base, r = key
@@ -103,7 +106,7 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         xs, values = [], []
         for j, k in enumerate(ks):
             mine = [100 * float(r["reconstruction_accuracy"]) for r in rows
-                    if (r["design"], r["dataset"], r["base"], int(r["r"])) == key and int(r["k"]) == k]
+                    if kind(r) == key and int(r["k"]) == k]
             if mine:  # several runs of one kind (seeds, epochs): their mean
                 xs.append(j + i * width)
                 values.append(sum(mine) / len(mine))
@@ -111,16 +114,11 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_xticks([j + width * (len(ordered) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
     ax.set_ylabel("reconstruction accuracy (%)")
     ax.set_ylim(0, 100)
-    ax.legend(fontsize=7)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    by_k = out / "reconstruction_by_k.png"
-    fig.savefig(by_k, dpi=130)
-    plt.close(fig)
+    by_k = _save(fig, ax, title, out / "reconstruction_by_k.png")
 
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for key in ordered:
-        mine = [r for r in rows if (r["design"], r["dataset"], r["base"], int(r["r"])) == key]
+        mine = [r for r in rows if kind(r) == key]
         ax.scatter([float(r["overhead"]) for r in mine], [100 * float(r["degraded_accuracy"]) for r in mine],
                    label=label(key))
         for r in mine:
@@ -129,10 +127,16 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_xscale("log")
     ax.set_xlabel("extra FLOPs per protected query / base FLOPs")
     ax.set_ylabel("degraded-mode accuracy (%)")
+    versus = _save(fig, ax, title, out / "accuracy_vs_overhead.png")
+    return [by_k, versus]
+
+
+def _save(fig, ax, title: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    versus = out / "accuracy_vs_overhead.png"
-    fig.savefig(versus, dpi=130)
+    fig.savefig(path, dpi=130)
     plt.close(fig)
-    return [by_k, versus]
+    return path
