@@ -7,11 +7,13 @@ For each group size and batch size, `nasutil.colocate.measure_group` runs the gr
 `sequential` in the same process, alternating. Checked in the same run against a plain reference, the one
 `experiments/colocation/run.py` uses: the same networks built and their CUDA graphs captured there,
 independently of nasutil.colocate, replayed back to back and in one graph of one stream per network,
-timed with CUDA events. A strategy other than `streams` (`fused`) is timed a
+timed with CUDA events. A strategy other than `streams` (`fused`), and any compiled group, is timed a
 second way too: its prepared group replayed under CUDA events (`events_ms`), and its outputs are
 compared with each network's own (`max_rel_error`, relative to the largest logit). `--connections N`
 repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
-queues that streams map onto; 8 by default). Writes NAME.json and NAME.csv, and NAME.jsonl row by row as
+queues that streams map onto; 8 by default). `--compile` compiles every network by Inductor first
+(`measure_group`'s mode "compile"): the row then holds the compiled sequential time, and the uncompiled one
+beside it (`plain_sequential_ms`, `speedup_over_plain`). Writes NAME.json and NAME.csv, and NAME.jsonl row by row as
 it goes (`--name`, default colocate_bench).
 """
 
@@ -54,7 +56,7 @@ def reference(archs: list[str], batch: int) -> dict:
     return {"sequential_ms": sequential, "streams_ms": streams, "speedup": sequential / streams}
 
 
-def second_look(archs: list[str], batch: int, strategy: str) -> dict:
+def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = False) -> dict:
     """The strategy's group prepared by `colocate`, timed with CUDA events, and its outputs against each
     network run alone (fp16)."""
     from nasutil.colocate import colocate
@@ -66,7 +68,7 @@ def second_look(archs: list[str], batch: int, strategy: str) -> dict:
     inputs = [torch.randn(batch, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
               for _ in archs]
     with torch.inference_mode():
-        group = colocate(models, inputs, strategy, fallback=False)
+        group = colocate(models, inputs, strategy, fallback=False, compiled=compiled)
         outputs = [o.float().clone() for o in group.run()]
         alone = [m(x).float() for m, x in zip(models, inputs)]
         error = max(float((o - a).abs().max() / a.abs().max().clamp_min(1e-6)) for o, a in zip(outputs, alone))
@@ -76,12 +78,14 @@ def second_look(archs: list[str], batch: int, strategy: str) -> dict:
     return {"events_ms": ms, "max_rel_error": error}
 
 
-def run(groups: list[int], batches: list[int], strategies: list[str], seed: int, log: Path | None = None) -> list[dict]:
+def run(groups: list[int], batches: list[int], strategies: list[str], seed: int, log: Path | None = None,
+        compiled: bool = False) -> list[dict]:
     rows = []
     for size in groups:
         archs = [a.to_string() for a in get_space("nb201").sample_many(size, seed=seed)]
         for batch in batches:
-            config = MeasureConfig(device="cuda", dtype="fp16", batch_size=batch, counters=False)
+            config = MeasureConfig(device="cuda", dtype="fp16", batch_size=batch, counters=False,
+                                   mode="compile" if compiled else "cudagraph")
             ref = reference(archs, batch)
             for strategy in strategies:
                 m = measure_group([Candidate("nb201", a) for a in archs], config, strategy)
@@ -92,9 +96,10 @@ def run(groups: list[int], batches: list[int], strategies: list[str], seed: int,
                        "sm_clock_mhz": m.sm_clock_mhz, "reference_sequential_ms": ref["sequential_ms"],
                        "reference_streams_ms": ref["streams_ms"], "reference_speedup": ref["speedup"],
                        "connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default"),
-                       "events_ms": None, "max_rel_error": None}
-                if strategy != "streams" and m.strategy == strategy:
-                    row.update(second_look(archs, batch, strategy))
+                       "events_ms": None, "max_rel_error": None, "compiled": m.compiled, "compile_s": m.compile_s,
+                       "plain_sequential_ms": m.plain_sequential_latency_ms, "speedup_over_plain": m.speedup_over_plain}
+                if (strategy != "streams" or compiled) and m.strategy == strategy:
+                    row.update(second_look(archs, batch, strategy, compiled))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if log is not None:
@@ -110,6 +115,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32, 256])
     parser.add_argument("--strategies", nargs="+", default=["streams"])
     parser.add_argument("--connections", type=int, nargs="*", default=[32])
+    parser.add_argument("--compile", action="store_true",
+                        help="networks compiled by Inductor first (measure_group's mode 'compile')")
     parser.add_argument("--name", default="colocate_bench", help="the result files' name")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -117,7 +124,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run(args.groups, args.batches, args.strategies, args.seed,
-               log=None if args.child else args.out / f"{args.name}.jsonl")
+               log=None if args.child else args.out / f"{args.name}.jsonl", compiled=args.compile)
     if args.child:
         print("ROWS " + json.dumps(rows))
         return 0
@@ -125,7 +132,7 @@ def main() -> int:
         env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(n)}
         cmd = [sys.executable, __file__, "--child", "--out", str(args.out), "--seed", str(args.seed),
                "--groups", *map(str, args.groups), "--batches", *map(str, args.batches),
-               "--strategies", *args.strategies]
+               "--strategies", *args.strategies, *(["--compile"] if args.compile else [])]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         child = json.loads(next(line[5:] for line in out.splitlines() if line.startswith("ROWS ")))
         for row in child:

@@ -97,3 +97,40 @@ def test_fused_cells_compute_what_each_computes_alone_on_the_gpu():
         alone = [m(x).float() for m, x in zip(models, inputs)]
     for out, ref in zip(outputs, alone):
         assert float((out - ref).abs().max()) <= 0.02 * float(ref.abs().max()), (out, ref)
+
+
+def test_compiled_cells_compute_what_each_computes_alone_on_the_gpu():
+    """Cells compiled by Inductor (BatchNorm folded, kernels fused) and replayed together on streams."""
+    from nasutil.colocate import colocate
+
+    space = get_space("nb201")
+    torch.manual_seed(0)
+    models = [space.build(space.parse(a), num_classes=10).eval().cuda().half().to(memory_format=torch.channels_last)
+              for a in ARCHS]
+    inputs = [torch.randn(8, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
+              for _ in ARCHS]
+    with torch.inference_mode():
+        group = colocate(models, inputs, "streams", fallback=False, compiled=True)
+        outputs = [o.float().clone() for o in group.run()]
+        alone = [m(x).float() for m, x in zip(models, inputs)]
+    assert group.compiled and group.strategy == "streams"
+    for out, ref in zip(outputs, alone):
+        assert float((out - ref).abs().max()) <= 0.02 * float(ref.abs().max()), (out, ref)
+
+
+def test_compiled_candidates_train_together_as_alone_and_as_uncompiled():
+    # one architecture, two trials (other weights, other data order): its training step compiles once
+    archs = [ARCHS[0], ARCHS[0]]
+    plain_trainer = shipped("trainer", "torch", **SETTINGS)
+    plain = {n: plain_trainer.train(get_space("nb201"), a, Recorder(), trial_number=n) for n, a in enumerate(archs)}
+    alone_trainer = shipped("trainer", "torch", **SETTINGS, compile=True)
+    alone = {n: alone_trainer.train(get_space("nb201"), a, Recorder(), trial_number=n) for n, a in enumerate(archs)}
+    together_trainer = shipped("trainer", "torch", **SETTINGS, compile=True, population=len(archs))
+    together = train_in_threads(together_trainer, [(a, Recorder(), n) for n, a in enumerate(archs)], timeout=900)
+    for n in range(len(archs)):
+        assert not isinstance(together[n], BaseException), together[n]
+        assert together[n].extra["train_loss"] == pytest.approx(alone[n].extra["train_loss"], rel=1e-3), n
+        assert abs(together[n].accuracy - alone[n].accuracy) <= 1.0, n
+        # other kernels, the same arithmetic up to rounding in bf16
+        assert alone[n].extra["train_loss"] == pytest.approx(plain[n].extra["train_loss"], rel=0.05), n
+        assert abs(alone[n].accuracy - plain[n].accuracy) <= 3.0, (n, alone[n].accuracy, plain[n].accuracy)

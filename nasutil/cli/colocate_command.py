@@ -48,8 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "each group (see --memory-budget-gb)")
     p.add_argument("--memory-budget-gb", type=positive_float, default=None,
                    help="device memory a group may use (estimated from each network's op listing)")
+    p.add_argument("--compile", action="store_true",
+                   help="compile each network by Inductor first (fewer, fused kernels; seconds per network), and "
+                        "report the speedup over the uncompiled networks one after another too")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
-    p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per group (default 600)")
+    p.add_argument("--timeout", type=positive_float, default=600.0,
+                   help="seconds per group (default 600; with --compile allow about 20 s per network)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
     p.add_argument("--cache", default=None, metavar="PATH|URL",
                    help="measurement cache for group results (default: the one `nasutil measure` uses)")
@@ -90,7 +94,8 @@ def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureC
     on_gpu = device.startswith("cuda")
     return MeasureConfig(device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
                          batch_size=batch_size or args.batch_size or (32 if on_gpu else 4),
-                         mode="cudagraph" if on_gpu else "eager", input_size=args.input_size,
+                         mode="compile" if args.compile else ("cudagraph" if on_gpu else "eager"),
+                         input_size=args.input_size,
                          counters=args.counters)
 
 
@@ -208,6 +213,10 @@ def _print(results: list[GroupMeasurement], slo_ms: float | None) -> None:
                       f"{r.sequential_latency_ms:.3f}", f"{r.speedup:.2f}x", human_count(r.throughput_per_s),
                       f"{r.achieved_tflops:.3g}", "-" if r.utilization is None else f"{100 * r.utilization:.2f}%")
     out.print(table)
+    for r in results:
+        if r.ok and r.compiled:
+            out.print(f"batch {r.batch_size}: compiled in {r.compile_s:.1f} s; {r.speedup_over_plain:.2f}x faster "
+                      f"than the uncompiled networks one after another ({r.plain_sequential_latency_ms:.3f} ms)")
     fell_back = next((r for r in results if r.ok and r.fallback_reason), None)
     if fell_back:
         out.print(f"{fell_back.requested} does not apply ({fell_back.fallback_reason}): ran sequential")

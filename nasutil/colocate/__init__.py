@@ -3,8 +3,9 @@
 A NAS candidate uses a few percent of a modern GPU; run one at a time, the rest sits idle. `colocate`
 prepares a group of networks to run together by a strategy (`sequential`, `streams`, `fused`: see
 `nasutil.colocate.strategies`); a strategy that cannot apply to a group says why and falls back to
-`sequential`. `measure_group` times a group against `sequential` in the same run. `Population` trains
-candidates together, each from its own thread (a search's trials).
+`sequential`; `compiled=True` compiles each network by Inductor first (`nasutil.colocate.compiled`).
+`measure_group` times a group against `sequential` in the same run. `Population` trains candidates
+together, each from its own thread (a search's trials).
 
     from nasutil.colocate import colocate
     group = colocate(models, batch, "streams")   # models and batch on the GPU, models in eval mode

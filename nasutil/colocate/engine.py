@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +21,7 @@ class CoLocated:
     requested: str
     fallback_reason: str | None  # why `requested` could not run it, where it fell back
     prepared: Prepared
+    compiled: bool = False  # each network compiled by Inductor before the strategy prepared it
 
     @property
     def run(self) -> Runner:
@@ -33,10 +34,14 @@ def check_strategy(name: str) -> None:
 
 
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
-             *, fallback: bool = True) -> CoLocated:
+             *, fallback: bool = True, compiled: bool = False,
+             progress: Callable[[int, int, float], None] | None = None) -> CoLocated:
     """Prepare `models` (on the device, in eval mode) to run together on `inputs` (one tensor shared by all,
     or one per model). A strategy that cannot apply falls back to `sequential`, saying why, or with
-    fallback=False raises that reason as a NasutilError."""
+    fallback=False raises that reason as a NasutilError.
+
+    compiled=True compiles each network by Inductor first (`nasutil.colocate.compiled`; seconds per network,
+    `progress(done, total, seconds)` after each), for the strategies that run the networks as they are."""
     check_strategy(strategy)
     if not models:
         raise NasutilError("co-location needs at least one network")
@@ -44,9 +49,15 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
     if len(inputs) != len(models):
         raise NasutilError(f"{len(models)} networks but {len(inputs)} inputs")
     reason = STRATEGIES[strategy].why_not(models, inputs)
+    if reason is None and compiled and not STRATEGIES[strategy].runs_compiled:
+        reason = f"{strategy} builds its own networks and does not run compiled ones"
     if reason is not None and not fallback:
         raise NasutilError(f"strategy {strategy!r} does not apply: {reason}")
     chosen = strategy if reason is None else "sequential"
     with torch.inference_mode():
+        if compiled:
+            from nasutil.colocate.compiled import compile_for_inference
+
+            models = compile_for_inference(models, inputs, progress)
         prepared = STRATEGIES[chosen].prepare(models, inputs)
-    return CoLocated(chosen, strategy, reason, prepared)
+    return CoLocated(chosen, strategy, reason, prepared, compiled)

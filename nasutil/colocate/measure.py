@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +42,10 @@ class GroupMeasurement:
     latency_cv: float | None = None
     sequential_latency_ms: float | None = None  # the same networks one after another, same process and run
     speedup: float | None = None  # sequential_latency_ms / latency_ms
+    compiled: bool = False  # every network compiled by Inductor (mode "compile"), sequential ones too
+    compile_s: float | None = None  # seconds spent compiling the group
+    plain_sequential_latency_ms: float | None = None  # compiled groups: the networks uncompiled, one after another
+    speedup_over_plain: float | None = None  # plain_sequential_latency_ms / latency_ms
     throughput_per_s: float | None = None  # images per second over the group (networks x batch / latency)
     flops_per_image: list[int] = field(default_factory=list)  # each network's
     achieved_tflops: float | None = None
@@ -90,8 +95,10 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     """Build the candidates, run them together by `strategy` and one after another by `sequential`,
     alternating the two timings twice so that a drift of the clock shows in both, and report the group.
     Every network gets its own input batch of `config.batch_size` (the group serves that many images per
-    network per run). `config.mode` is not used: on a GPU every strategy runs from CUDA graphs, on a CPU
-    eagerly. Raises NasutilError for a strategy that does not apply when fallback=False.
+    network per run). On a GPU every strategy runs from CUDA graphs, on a CPU eagerly. With `config.mode`
+    "compile" each network is compiled by Inductor first, for the strategy and for `sequential`, and the
+    group is timed against the uncompiled networks one after another as well (`speedup_over_plain`).
+    Raises NasutilError for a strategy that does not apply when fallback=False.
 
     With a `cache`, a group measured before (the same members in the same order, the same strategy and
     version of it, settings, device and torch) is read from it unless `remeasure`, and a new result is
@@ -103,7 +110,8 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     built = [build(c, config.input_size, config.num_classes) for c in candidates]
     key = None
     if cache is not None and all(b.arch_hash for b in built):
-        key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], STRATEGIES[strategy].cache_name,
+        cached_as = STRATEGIES[strategy].cache_name + ("+compiled" if config.mode == "compile" else "")
+        key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], cached_as,
                               fallback, device_name(device), torch.__version__, config, built[0].input_size)
         stored = None if remeasure else cache.get_group(key)
         if stored is not None:
@@ -125,14 +133,20 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
     models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
     inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)
               .contiguous(memory_format=memory_format) for b in built]
+    compiled = config.mode == "compile"
     with matmul_precision(config.dtype), torch.inference_mode():
-        together = colocate(models, inputs, strategy, fallback=fallback)
-        alone = colocate(models, inputs, "sequential")
+        start = time.perf_counter()
+        together = colocate(models, inputs, strategy, fallback=fallback, compiled=compiled)
+        alone = colocate(models, inputs, "sequential", compiled=compiled)  # compiled code is reused
+        compile_s = time.perf_counter() - start if compiled else None
+        prepared = {"together": together.run, "alone": alone.run}
+        if compiled:
+            prepared["plain"] = colocate(models, inputs, "sequential").run
         graph = device.type == "cuda"
-        runs: dict[str, list[float]] = {"together": [], "alone": []}
+        runs: dict[str, list[float]] = {name: [] for name in prepared}
         for _ in range(2):
-            runs["together"] += _timed(together.run, device, config, graph).window_ms
-            runs["alone"] += _timed(alone.run, device, config, graph).window_ms
+            for name, run in prepared.items():
+                runs[name] += _timed(run, device, config, graph).window_ms
         nvml = NvmlDevice.for_torch_device(device) if device.type == "cuda" else None
         counters, clock = empty_counters(), None
         if nvml is not None:
@@ -143,6 +157,7 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
                                             tolerance=config.counter_tolerance, max_ms=config.counter_max_ms).counters
     latency = statistics.median(runs["together"])
     sequential = statistics.median(runs["alone"])
+    plain = statistics.median(runs["plain"]) if compiled else None
     name = device_name(device)
     peak = _peak(device, name, config.dtype)
     achieved = sum(flops) * config.batch_size / (latency * 1e-3) / 1e12
@@ -151,7 +166,8 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
         dtype=config.dtype, batch_size=config.batch_size, strategy=together.strategy, requested=strategy,
         fallback_reason=together.fallback_reason, latency_ms=latency,
         latency_cv=statistics.pstdev(runs["together"]) / statistics.fmean(runs["together"]),
-        sequential_latency_ms=sequential, speedup=sequential / latency,
+        sequential_latency_ms=sequential, speedup=sequential / latency, compiled=compiled, compile_s=compile_s,
+        plain_sequential_latency_ms=plain, speedup_over_plain=None if plain is None else plain / latency,
         throughput_per_s=len(models) * config.batch_size / (latency * 1e-3), flops_per_image=flops,
         achieved_tflops=achieved, peak_tflops=peak, utilization=achieved / peak if peak else None,
         sm_clock_mhz=clock, counters=counters,

@@ -36,6 +36,8 @@ class Strategy(ABC):
     #: raised when what the strategy runs for some group changes, so that group results cached under an
     #: older version are measured again rather than read back
     version: int = 1
+    #: whether the strategy runs the networks it is given as they are, so that they may be compiled ones
+    runs_compiled: bool = True
 
     @property
     def cache_name(self) -> str:
@@ -149,6 +151,7 @@ def _fusable_class(models: Sequence[nn.Module]) -> type | None:
 class Fused(Strategy):
     name = "fused"
     version = 2  # 2: NAS-Bench-201 cells that differ are fused, not run one after another
+    runs_compiled = False
 
     def why_not(self, models, inputs):
         if len({(tuple(x.shape), x.dtype) for x in inputs}) > 1:

@@ -59,15 +59,23 @@ class TrainingStep:
 
     `run(step, rows)` takes the step number (for the learning rate) and the batch's row numbers (a device
     tensor of `batch_size`). With `graph=True` (CUDA only) the first call captures the step in a CUDA graph
-    on this candidate's own stream and every call replays it there; the host never waits."""
+    on this candidate's own stream and every call replays it there; the host never waits. With
+    `compiled=True` the step's forward and backward are compiled by Inductor at the first call
+    (`nasutil.colocate.compiled`): fewer, fused kernels, once the compilation is paid for."""
 
     def __init__(self, model: nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor], train_x: torch.Tensor,
                  train_y: torch.Tensor, batch_size: int, rates: torch.Tensor, momentum: float, weight_decay: float,
-                 autocast_dtype: torch.dtype | None, graph: bool) -> None:
+                 autocast_dtype: torch.dtype | None, graph: bool, compiled: bool = False) -> None:
         device = train_x.device
         if graph and device.type != "cuda":
             raise NasutilError("a training step can be captured in a CUDA graph only on a CUDA device")
         self.model, self.inputs, self.train_x, self.train_y = model, inputs, train_x, train_y
+        self.compiled = compiled
+        self.forward = model
+        if compiled:
+            from nasutil.colocate.compiled import compile_for_training
+
+            self.forward = compile_for_training(model)  # shares the model's parameters and buffers
         self.momentum, self.weight_decay, self.autocast_dtype = momentum, weight_decay, autocast_dtype
         self.device = device
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -94,7 +102,8 @@ class TrainingStep:
             self.rows.copy_(rows, non_blocking=True)
             self.rate.copy_(self.rates[step], non_blocking=True)
             if self.stream is None:
-                self._compute()
+                with self._compiling():
+                    self._compute()
                 return
             if self.graph is None:
                 self._capture()
@@ -115,7 +124,7 @@ class TrainingStep:
         y = self.train_y.index_select(0, self.rows)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
                             enabled=self.autocast_dtype is not None):
-            loss = F.cross_entropy(self.model(x), y)
+            loss = F.cross_entropy(self.forward(x), y)
         loss.backward()
         live = [(p, p.grad, b) for p, b in zip(self.params, self.buffers) if p.grad is not None]
         if live:
@@ -123,6 +132,17 @@ class TrainingStep:
             sgd_nesterov_(params, grads, buffers, self.rate, self.momentum, self.weight_decay)
         with torch.no_grad():
             self.loss_sum.add_(loss.detach().float())
+
+    def _compiling(self) -> contextlib.AbstractContextManager:
+        """Where a compiled step may compile: one thread at a time, with room for every candidate's code."""
+        if not self.compiled:
+            return contextlib.nullcontext()
+        from nasutil.colocate.compiled import COMPILE_LOCK, many_networks
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(COMPILE_LOCK)
+        stack.enter_context(many_networks())
+        return stack
 
     def _state(self) -> list[torch.Tensor]:
         return [*self.params, *self.model.buffers(), *self.buffers, self.loss_sum]
@@ -134,8 +154,9 @@ class TrainingStep:
             saved = [t.detach().clone() for t in self._state()]
         rows, rate = self.rows.clone(), self.rate.clone()
         self.rate.zero_()
-        for _ in range(WARM_UP_STEPS):
-            self._compute()
+        with self._compiling():
+            for _ in range(WARM_UP_STEPS):
+                self._compute()
         for p in self.params:
             p.grad = None
         free_before = torch.cuda.mem_get_info(self.device)[0]

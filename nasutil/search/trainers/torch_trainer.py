@@ -6,7 +6,9 @@ objective. Test accuracy is recorded beside it, never used to choose. Epochs use
 
 On CUDA each candidate's whole training step is captured in a CUDA graph and replayed
 (`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
-replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly.
+replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly. `compile=true`
+compiles each candidate's forward and backward by Inductor first (fewer, fused kernels): it pays where a
+candidate trains for many steps, since compiling one takes over a minute.
 
 With `population=P` the search runs up to P trials at once and their candidates train together
 (`nasutil.colocate.Population`): each takes one step per round, and each computes what it would
@@ -40,7 +42,8 @@ class TorchTrainer(Trainer):
                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4, valid_fraction: float = 0.1,
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
-                 population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | None = None) -> None:
+                 population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | None = None,
+                 compile: bool = False) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         if epochs < 1 or batch_size < 1 or lr <= 0:
@@ -71,6 +74,9 @@ class TorchTrainer(Trainer):
             self.graphs = graphs
         else:
             raise NasutilError(f"trainer.graphs must be auto, true or false, got {graphs!r}")
+        if not isinstance(compile, bool):
+            raise NasutilError(f"trainer.compile must be true or false, got {compile!r}")
+        self.compile = compile
         if memory_budget_gb is not None and (isinstance(memory_budget_gb, bool)
                                              or not isinstance(memory_budget_gb, (int, float)) or memory_budget_gb <= 0):
             raise NasutilError(f"trainer.memory_budget_gb must be a positive number or null, got {memory_budget_gb!r}")
@@ -175,6 +181,7 @@ class TorchTrainer(Trainer):
     def describe(self) -> str:
         amp = ", bf16 autocast" if self.amp else ""
         amp += ", CUDA-graph steps" if self.graphs else ""
+        amp += ", compiled by Inductor" if self.compile else ""
         together = f", {self.population} candidates at once" if self.population > 1 else ""
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
 
@@ -233,7 +240,8 @@ class _Run:
         self.total_steps = t.epochs * self.batches
         self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x, self.train_y,
                                       t.batch_size, cosine_rates(t.lr, self.total_steps), t.momentum,
-                                      t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs)
+                                      t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs,
+                                      compiled=t.compile)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         self.taken = 0
         self.order: torch.Tensor | None = None

@@ -1,0 +1,96 @@
+"""Networks compiled by Inductor before they are co-located or trained: the same outputs and the same
+training as the networks uncompiled (on the CPU, where Inductor generates C++)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nasutil.colocate import colocate, measure_group
+from nasutil.colocate.training_step import TrainingStep, cosine_rates
+from nasutil.errors import NasutilError
+from nasutil.evaluator import Candidate, MeasureConfig
+from nasutil.registry import get_space
+from nasutil_search_spaces.nb201_network import NB201Network
+
+A = "|nor_conv_3x3~0|+|nor_conv_1x1~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|none~2|"
+B = "|avg_pool_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|nor_conv_1x1~0|none~1|nor_conv_3x3~2|"
+
+
+def small(arch: str, seed: int) -> NB201Network:
+    """A small network of the space (4 channels, one cell a stage): the same ops, cheap to compile."""
+    torch.manual_seed(seed)
+    return NB201Network(get_space("nb201").parse(arch), channels=4, cells_per_stage=1)
+
+
+def test_compiled_networks_compute_what_each_computes_uncompiled():
+    # two networks of one architecture with different weights share compiled code, and must not share weights
+    models = [small(A, 0).eval(), small(A, 1).eval(), small(B, 2).eval()]
+    inputs = [torch.randn(2, 3, 16, 16) for _ in models]
+    seen = []
+    group = colocate(models, inputs, "streams", compiled=True, progress=lambda done, total, s: seen.append(done))
+    assert group.compiled and group.strategy == "sequential"  # streams needs CUDA: fell back, compiled still
+    assert seen == [1, 2, 3]
+    with torch.inference_mode():
+        outputs = [o.clone() for o in group.run()]
+        plain = [m(x) for m, x in zip(models, inputs)]
+    assert not torch.allclose(plain[0], plain[1])
+    for out, ref in zip(outputs, plain):
+        torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_does_not_take_compiled_networks():
+    models = [small(A, 0).eval(), small(B, 1).eval()]
+    x = torch.randn(2, 3, 16, 16)
+    with pytest.raises(NasutilError, match="does not run compiled ones"):
+        colocate(models, x, "fused", fallback=False, compiled=True)
+    assert colocate(models, x, "fused").strategy == "fused"  # uncompiled, it applies
+
+
+def test_a_compiled_group_is_measured_against_the_uncompiled_networks_too(tmp_path):
+    from nasutil.evaluator.cache import MeasurementCache
+
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="compile", counters=False, input_size=16,
+                           warmup=1, repeats=2, min_window_ms=1.0)
+    group = [Candidate("nb201", A), Candidate("nb201", A)]
+    cache = MeasurementCache(tmp_path / "cache.db")
+    m = measure_group(group, config, "sequential", cache=cache)
+    assert m.ok and m.compiled and m.compile_s > 0 and not m.cached
+    assert m.plain_sequential_latency_ms > 0 and m.sequential_latency_ms > 0
+    assert m.speedup_over_plain == pytest.approx(m.plain_sequential_latency_ms / m.latency_ms)
+    # compiled and plain results of one group are cached apart
+    plain = measure_group(group, config.with_(mode="eager"), "sequential", cache=cache)
+    assert plain.ok and not plain.cached and not plain.compiled and plain.plain_sequential_latency_ms is None
+    again = measure_group(group, config, "sequential", cache=cache)
+    assert again.cached and again.compiled and again.latency_ms == m.latency_ms
+    cache.close()
+
+
+def test_a_compiled_training_step_trains_as_the_uncompiled_one():
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 3, 16, 16), torch.randint(0, 10, (64,))
+    rows = [torch.randperm(64)[:16] for _ in range(4)]
+    trained = {}
+    for compiled in (False, True):
+        model = small(A, 3).train()
+        unit = TrainingStep(model, lambda t: t, x, y, 16, cosine_rates(0.05, 4), 0.9, 5e-4, None, graph=False,
+                            compiled=compiled)
+        for step, r in enumerate(rows):
+            unit.run(step, r)
+        with torch.no_grad():
+            logits = model.eval()(x)
+        trained[compiled] = (unit.take_loss(4), F.cross_entropy(logits, y).item(), model)
+    assert trained[True][0] == pytest.approx(trained[False][0], rel=1e-4)
+    assert trained[True][1] == pytest.approx(trained[False][1], rel=1e-4)
+    for p, q in zip(trained[True][2].parameters(), trained[False][2].parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-5)
+
+
+def test_trainer_compile_must_be_a_boolean():
+    from nasutil.search.config import shipped
+
+    with pytest.raises(NasutilError, match="trainer.compile"):
+        shipped("trainer", "torch", dataset="digits", device="cpu", compile="yes")
+    trainer = shipped("trainer", "torch", dataset="digits", device="cpu", compile=True)
+    assert "compiled by Inductor" in trainer.describe()
