@@ -12,9 +12,9 @@ second way too: its prepared group replayed under CUDA events (`events_ms`), and
 compared with each network's own (`max_rel_error`, relative to the largest logit). `--connections N`
 repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
 queues that streams map onto; 8 by default). `--compile` compiles every network by Inductor first
-(`measure_group`'s mode "compile"): the row then holds the compiled sequential time, and the uncompiled one
-beside it (`plain_sequential_ms`, `speedup_over_plain`). Writes NAME.json and NAME.csv, and NAME.jsonl row by row as
-it goes (`--name`, default colocate_bench).
+(`measure_group`'s mode "compile"): the row then holds the compiled sequential time, and the uncompiled
+one beside it (`plain_sequential_ms`, `speedup_over_plain`). Writes NAME.json and NAME.csv, and
+NAME.jsonl row by row as it goes (`--name`, default colocate_bench).
 """
 
 from __future__ import annotations

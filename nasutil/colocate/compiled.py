@@ -3,8 +3,8 @@
 A co-located group of small candidates is bound by the number of kernels the GPU works through, not by
 their arithmetic: in a plain NAS-Bench-201 network every ReLU, BatchNorm and sum is a kernel of its own
 (306 kernels a forward). Inductor folds BatchNorm into the convolutions (freezing) and fuses the
-element-wise rest into a few generated kernels (75 a forward on an H200). The compiled networks are then captured in CUDA graphs by any
-strategy, exactly as plain ones are.
+element-wise rest into a few generated kernels (75 a forward on an H200). The compiled networks are then
+captured in CUDA graphs by any strategy, exactly as plain ones are.
 
 Compiling costs time, paid once per architecture, input shape and process (networks of one
 architecture share their compiled code): 14-16 s for an NB201 network's inference on a 16-core host with
@@ -44,7 +44,7 @@ def many_networks() -> Iterator[None]:
 
 def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor],
                           progress: Callable[[int, int, float], None] | None = None) -> list[nn.Module]:
-    """Each model compiled for its input (static shapes, weights frozen into the code) and run once, so
+    """Each model compiled for its input (static shapes, Inductor's freezing on) and run once, so
     that compilation happens here and not inside a strategy's warm-up. Call under
     `torch.inference_mode()` with the models in eval mode; `progress(done, total, seconds)` after each."""
     compiled = []
