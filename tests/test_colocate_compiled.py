@@ -94,3 +94,10 @@ def test_trainer_compile_must_be_a_boolean():
         shipped("trainer", "torch", dataset="digits", device="cpu", compile="yes")
     trainer = shipped("trainer", "torch", dataset="digits", device="cpu", compile=True)
     assert "compiled by Inductor" in trainer.describe()
+
+
+def test_cli_colocate_compile(cli):
+    r = cli("colocate", "nb201", A, A, "--device", "cpu", "--batch-size", "1", "--strategy", "sequential",
+            "--compile", "--no-counters", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    assert "compiled in" in r.stdout and "faster than the uncompiled networks" in r.stdout, r.stdout

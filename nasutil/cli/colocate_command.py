@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # imported where used: they bring torch, which listing the co
     from nasutil.evaluator import Candidate, MeasureConfig
 
 MAX_SLO_BATCH = 1 << 16
+GROUP_TIMEOUT_S = 600.0
+COMPILE_S_PER_NETWORK = 30.0  # about twice what an NB201 network took to compile on an H200's host
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compile each network by Inductor first (fewer, fused kernels; seconds per network), and "
                         "report the speedup over the uncompiled networks one after another too")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
-    p.add_argument("--timeout", type=positive_float, default=600.0,
-                   help="seconds per group (default 600; with --compile allow about 20 s per network)")
+    p.add_argument("--timeout", type=positive_float, default=None,
+                   help=f"seconds per group (default {GROUP_TIMEOUT_S:g}, and {COMPILE_S_PER_NETWORK:g} more per "
+                        "network with --compile)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
     p.add_argument("--cache", default=None, metavar="PATH|URL",
                    help="measurement cache for group results (default: the one `nasutil measure` uses)")
@@ -124,7 +127,8 @@ def cmd_colocate(args: argparse.Namespace) -> int:
         if args.in_process:
             return measure_group(members, cfg, args.strategy, fallback=args.fallback, cache=cache,
                                  remeasure=args.remeasure)
-        return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=args.timeout,
+        timeout = args.timeout or GROUP_TIMEOUT_S + (COMPILE_S_PER_NETWORK * len(members) if args.compile else 0.0)
+        return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=timeout,
                                       cache_location=location, remeasure=args.remeasure)
 
     def measure(cfg: MeasureConfig) -> GroupMeasurement:
