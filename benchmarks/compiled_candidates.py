@@ -34,20 +34,9 @@ import torch.nn as nn
 
 from colocate_bench import events_ms
 from nasutil import get_space
+from nasutil.colocate.compiled import many_networks
 from nasutil.colocate.strategies import Sequential, Streams
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
-
-
-def allow_many_compiled_networks() -> None:
-    """Every NB201 network shares one forward code object; Dynamo would fall back to eager after a few
-    recompilations of it unless told to keep them all, and must fail loudly rather than do so."""
-    config = torch._dynamo.config
-    for name in ("recompile_limit", "cache_size_limit", "accumulated_recompile_limit", "accumulated_cache_size_limit"):
-        if hasattr(config, name):
-            setattr(config, name, 4096)
-    for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
-        if hasattr(config, name):
-            setattr(config, name, True)
 
 
 def networks(archs: list[str], seed: int) -> list[nn.Module]:
@@ -186,7 +175,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    allow_many_compiled_networks()
     torch.backends.cudnn.benchmark = False
     space = get_space("nb201")
     archs = [a.to_string() for a in space.sample_many(args.cells, seed=args.seed)]
@@ -204,10 +192,11 @@ def main() -> int:
         if time.perf_counter() - start > args.budget_s:
             print(f"budget spent: {part} batch {batch} {how} not run", flush=True)
             continue
-        if part == "inference":
-            row = inference(archs, batch, how, args.seed, args.replays)
-        else:
-            row = training(train_archs, batch, how, args.seed, args.steps, args.warm_up)
+        with many_networks():  # every cell is a recompilation of one forward: keep them all, or fail
+            if part == "inference":
+                row = inference(archs, batch, how, args.seed, args.replays)
+            else:
+                row = training(train_archs, batch, how, args.seed, args.steps, args.warm_up)
         row["elapsed_s"] = time.perf_counter() - start
         rows.append(row)
         with log.open("a") as fh:

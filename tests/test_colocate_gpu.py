@@ -81,16 +81,22 @@ def test_graphs_on_cuda_by_default():
     assert torch.cuda.is_available()
 
 
-def test_fused_cells_compute_what_each_computes_alone_on_the_gpu():
-    """Different nb201 cells as one fp16 network (BatchNorm folded, one grouped kernel per layer)."""
-    from nasutil.colocate import colocate
-
+def _fp16_cells() -> tuple[list[torch.nn.Module], list[torch.Tensor]]:
+    """The four cells in eval mode, fp16, channels_last, and one batch of 8 each."""
     space = get_space("nb201")
     torch.manual_seed(0)
     models = [space.build(space.parse(a), num_classes=10).eval().cuda().half().to(memory_format=torch.channels_last)
               for a in ARCHS]
     inputs = [torch.randn(8, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
               for _ in ARCHS]
+    return models, inputs
+
+
+def test_fused_cells_compute_what_each_computes_alone_on_the_gpu():
+    """Different nb201 cells as one fp16 network (BatchNorm folded, one grouped kernel per layer)."""
+    from nasutil.colocate import colocate
+
+    models, inputs = _fp16_cells()
     with torch.inference_mode():
         group = colocate(models, inputs, "fused", fallback=False)
         outputs = [o.float().clone() for o in group.run()]
@@ -103,12 +109,7 @@ def test_compiled_cells_compute_what_each_computes_alone_on_the_gpu():
     """Cells compiled by Inductor (BatchNorm folded, kernels fused) and replayed together on streams."""
     from nasutil.colocate import colocate
 
-    space = get_space("nb201")
-    torch.manual_seed(0)
-    models = [space.build(space.parse(a), num_classes=10).eval().cuda().half().to(memory_format=torch.channels_last)
-              for a in ARCHS]
-    inputs = [torch.randn(8, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
-              for _ in ARCHS]
+    models, inputs = _fp16_cells()
     with torch.inference_mode():
         group = colocate(models, inputs, "streams", fallback=False, compiled=True)
         outputs = [o.float().clone() for o in group.run()]

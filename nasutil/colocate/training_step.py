@@ -133,16 +133,16 @@ class TrainingStep:
         with torch.no_grad():
             self.loss_sum.add_(loss.detach().float())
 
-    def _compiling(self) -> contextlib.AbstractContextManager:
+    @contextlib.contextmanager
+    def _compiling(self) -> Iterator[None]:
         """Where a compiled step may compile: one thread at a time, with room for every candidate's code."""
         if not self.compiled:
-            return contextlib.nullcontext()
+            yield
+            return
         from nasutil.colocate.compiled import COMPILE_LOCK, many_networks
 
-        stack = contextlib.ExitStack()
-        stack.enter_context(COMPILE_LOCK)
-        stack.enter_context(many_networks())
-        return stack
+        with COMPILE_LOCK, many_networks():
+            yield
 
     def _state(self) -> list[torch.Tensor]:
         return [*self.params, *self.model.buffers(), *self.buffers, self.loss_sum]
