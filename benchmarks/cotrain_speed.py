@@ -15,7 +15,11 @@ Inputs are 3x32x32 (CIFAR-10's shape) drawn at random: only speed is measured he
 (`cotrain_equivalence.py` compares accuracy on a real dataset). Each rate is timed over `--steps` steps
 after `--warm-up` steps, wall clock with the device synchronised, and checked against CUDA events.
 Memory per candidate is what the device's free memory lost per candidate once every graph was captured.
-Writes cotrain_speed.json and cotrain_speed.csv.
+`--compile` compiles the graph populations' candidates by Inductor first (`trainer.compile=true`: child
+processes fill the compile cache side by side, then each candidate compiles and is captured); the same
+population uncompiled is then timed together too (`plain_graph_together`), and `prepare_s` is the wall
+time from the candidates' creation to every graph captured. Writes NAME.json and NAME.csv, and NAME.jsonl
+row by row (`--name`: cotrain_speed, or cotrain_speed_compiled with `--compile`).
 """
 
 from __future__ import annotations
@@ -72,9 +76,21 @@ def data(rows: int) -> dict:
     return {"train": (x, y), "valid": small, "test": small, "num_classes": 10, "input_size": 32, "channels": 3}
 
 
-def trainer_runs(archs, batch, graphs, dataset, seed) -> list[_Run]:
-    trainer = TorchTrainer(dataset="digits", batch_size=batch, epochs=1, device="cuda", graphs=graphs, seed=seed)
+def trainer_runs(archs, batch, graphs, dataset, seed, compile: bool = False) -> list[_Run]:
+    trainer = TorchTrainer(dataset="digits", batch_size=batch, epochs=1, device="cuda", graphs=graphs, seed=seed,
+                           compile=compile)
     return [_Run(trainer, m, 3, Quiet(), n, dataset) for n, m in enumerate(models(archs, seed))]
+
+
+def prepared_runs(archs, batch, dataset, seed, compile: bool) -> tuple[list[_Run], float]:
+    """The population's runs with every step captured (compiled first, where asked), and the seconds that took.
+    All runs exist before the first captures, so that their compile children work side by side."""
+    start = time.perf_counter()
+    runs = trainer_runs(archs, batch, True, dataset, seed, compile)
+    for run in runs:
+        run.step()
+    torch.cuda.synchronize()
+    return runs, time.perf_counter() - start
 
 
 def reference_eager(archs, batch, dataset, seed, warm_up, steps) -> list[tuple[float, float]]:
@@ -139,6 +155,27 @@ def rate(pairs: list[tuple[float, float]], steps: int) -> dict:
             "ms_per_step": 1e3 * wall / (len(pairs) * steps)}
 
 
+def write_csv(results: list[dict], path: Path) -> None:
+    """One line per population and batch; the compiled columns are empty for plain runs."""
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["population", "batch", "compiled", "reference_eager_steps_per_s", "eager_steps_per_s",
+                    "graph_alone_steps_per_s", "graph_together_steps_per_s", "graph_together_steps_per_s_events",
+                    "speedup_over_eager", "speedup_over_reference_eager", "memory_per_candidate_mb",
+                    "largest_population_projected", "prepare_s", "plain_graph_together_steps_per_s",
+                    "speedup_over_plain_together"])
+        for r in results:
+            plain = r.get("plain_graph_together")
+            w.writerow([r["population"], r["batch"], r.get("compiled", False), round(r["reference_eager"]["steps_per_s"], 1),
+                        round(r["eager"]["steps_per_s"], 1), round(r["graph_alone"]["steps_per_s"], 1),
+                        round(r["graph_together"]["steps_per_s"], 1), round(r["graph_together"]["steps_per_s_events"], 1),
+                        round(r["speedup_over_eager"], 2), round(r["speedup_over_reference_eager"], 2),
+                        round(r["memory_per_candidate_mb"], 1), r["largest_population_projected"],
+                        round(r["prepare_s"], 1) if "prepare_s" in r else "",
+                        round(plain["steps_per_s"], 1) if plain else "",
+                        round(r["speedup_over_plain_together"], 2) if plain else ""])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--populations", type=int, nargs="+", default=[8, 32])
@@ -147,13 +184,16 @@ def main() -> int:
     parser.add_argument("--warm-up", type=int, default=5)
     parser.add_argument("--eager-candidates", type=int, default=4, help="candidates timed in the eager ways")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compile", action="store_true", help="graph populations compiled by Inductor first")
+    parser.add_argument("--name", help="the result files' name")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    name = args.name or ("cotrain_speed_compiled" if args.compile else "cotrain_speed")
     args.out.mkdir(parents=True, exist_ok=True)
     torch.backends.cudnn.benchmark = False
     results = []
     for batch in args.batches:
-        dataset = data(batch * (2 * (args.warm_up + args.steps) + 4))  # no epoch ends while timed
+        dataset = data(batch * (2 * (args.warm_up + args.steps) + 5))  # no epoch ends while timed
         for population in args.populations:
             archs = [a.to_string() for a in get_space("nb201").sample_many(population, seed=args.seed + population)]
             few = archs[:args.eager_candidates]
@@ -165,7 +205,8 @@ def main() -> int:
             gc.collect()
             torch.cuda.empty_cache()
             free_before = torch.cuda.mem_get_info()[0]
-            runs = trainer_runs(archs, batch, True, dataset, args.seed)
+            runs, row["prepare_s"] = prepared_runs(archs, batch, dataset, args.seed, args.compile)
+            row["compiled"] = args.compile
             row["graph_alone"] = rate(one_at_a_time(runs, args.warm_up, args.steps), args.steps)
             used = free_before - torch.cuda.mem_get_info()[0]
             wall, events = together(runs, args.warm_up, args.steps)
@@ -181,24 +222,26 @@ def main() -> int:
             row["speedup_over_eager"] = row["graph_together"]["steps_per_s"] / base
             row["speedup_over_reference_eager"] = row["graph_together"]["steps_per_s"] / row["reference_eager"]["steps_per_s"]
             row["speedup_over_graph_alone"] = row["graph_together"]["steps_per_s"] / row["graph_alone"]["steps_per_s"]
-            results.append(row)
-            print(json.dumps(row), flush=True)
             del runs
             gc.collect()
             torch.cuda.empty_cache()
+            if args.compile:  # the same population uncompiled, timed together in the same process
+                plain, row["plain_prepare_s"] = prepared_runs(archs, batch, dataset, args.seed, False)
+                wall, events = together(plain, args.warm_up, args.steps)
+                row["plain_graph_together"] = {"steps_per_s": population * args.steps / wall,
+                                               "steps_per_s_events": population * args.steps / events}
+                row["speedup_over_plain_together"] = (row["graph_together"]["steps_per_s"]
+                                                      / row["plain_graph_together"]["steps_per_s"])
+                del plain
+                gc.collect()
+                torch.cuda.empty_cache()
+            results.append(row)
+            print(json.dumps(row), flush=True)
+            with (args.out / f"{name}.jsonl").open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
     summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": results}
-    (args.out / "cotrain_speed.json").write_text(json.dumps(summary, indent=1))
-    with (args.out / "cotrain_speed.csv").open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["population", "batch", "reference_eager_steps_per_s", "eager_steps_per_s", "graph_alone_steps_per_s",
-                    "graph_together_steps_per_s", "graph_together_steps_per_s_events", "speedup_over_eager",
-                    "speedup_over_reference_eager", "memory_per_candidate_mb", "largest_population_projected"])
-        for r in results:
-            w.writerow([r["population"], r["batch"], round(r["reference_eager"]["steps_per_s"], 1),
-                        round(r["eager"]["steps_per_s"], 1), round(r["graph_alone"]["steps_per_s"], 1),
-                        round(r["graph_together"]["steps_per_s"], 1), round(r["graph_together"]["steps_per_s_events"], 1),
-                        round(r["speedup_over_eager"], 2), round(r["speedup_over_reference_eager"], 2),
-                        round(r["memory_per_candidate_mb"], 1), r["largest_population_projected"]])
+    (args.out / f"{name}.json").write_text(json.dumps(summary, indent=1))
+    write_csv(results, args.out / f"{name}.csv")
     return 0
 
 

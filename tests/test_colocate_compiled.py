@@ -101,3 +101,92 @@ def test_cli_colocate_compile(cli):
             "--compile", "--no-counters", "--no-cache")
     assert r.returncode == 0, r.stderr
     assert "compiled in" in r.stdout and "faster than the uncompiled networks" in r.stdout, r.stdout
+
+
+def _unique_batch() -> int:
+    """A batch size no earlier run compiled for, so that a cache hit can only come from this test's children."""
+    import secrets
+
+    return 3 + secrets.randbelow(4000)
+
+
+def _cache_hits() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["inductor"]["fxgraph_cache_hit"]
+
+
+def test_child_processes_compile_what_this_process_then_finds_in_the_cache():
+    from nasutil.colocate.compile_cache import CompileCacheWarmer, wait_quietly
+    from nasutil.colocate.compiled import INFERENCE_OPTIONS, compile_for_inference
+
+    batch = _unique_batch()
+    models = [small(A, 0).eval(), small(A, 1).eval(), small(B, 2).eval()]
+    inputs = [torch.randn(batch, 3, 8, 8) for _ in models]
+    with CompileCacheWarmer(workers=2) as warmer, torch.inference_mode():
+        futures = [warmer.submit(m, x, options=INFERENCE_OPTIONS) for m, x in zip(models, inputs)]
+        assert futures[0] is futures[1]  # one architecture, one child
+        seconds = [wait_quietly(f) for f in futures]
+    assert all(s is not None and s > 0 for s in seconds)
+    before = _cache_hits()
+    with torch.inference_mode():
+        compiled = compile_for_inference(models, inputs, workers=0)  # no children of its own: the cache only
+        for fast, model, x in zip(compiled, models, inputs):
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
+    assert _cache_hits() - before >= 2  # both architectures' graphs came from the children
+
+
+def test_a_network_no_child_can_take_compiles_here():
+    from nasutil.colocate.compile_cache import CompileCacheWarmer
+    from nasutil.colocate.compiled import compile_for_inference
+
+    class Local(torch.nn.Module):  # defined in a function: it cannot be serialised for a child
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.linear(x).relu()
+
+    with CompileCacheWarmer(workers=2) as warmer:
+        assert warmer.submit(Local(), torch.randn(2, 4)) is None
+    models = [Local().eval(), Local().eval()]
+    x = torch.randn(_unique_batch(), 4)
+    with torch.inference_mode():
+        for fast, model in zip(compile_for_inference(models, [x, x], workers=2), models):
+            torch.testing.assert_close(fast(x), model(x))
+
+
+def test_a_compiled_training_step_compiles_from_a_child_s_cache(monkeypatch):
+    from nasutil.colocate import compile_cache
+
+    monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "2")
+    monkeypatch.setattr(compile_cache, "_shared", None)
+    batch = _unique_batch() % 64 + 3
+    torch.manual_seed(0)
+    x, y = torch.randn(batch * 2, 3, 8, 8), torch.randint(0, 10, (batch * 2,))
+    rates = cosine_rates(0.05, 4)
+    losses = []
+    try:
+        for compiled in (False, True):
+            model = small(B, 3).train()
+            step = TrainingStep(model, lambda t: t, x, y, batch, rates, 0.9, 5e-4, None, graph=False,
+                                compiled=compiled)
+            assert (step._warm_cache is not None) == compiled
+            before = _cache_hits()
+            step.run(0, torch.arange(batch))
+            hits = _cache_hits() - before
+            losses.append(step.take_loss(1))
+        assert hits >= 2  # the forward and the backward graph, both compiled by the child first
+        assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+    finally:
+        if compile_cache._shared is not None:
+            compile_cache._shared.close()
+
+
+def test_compile_workers_must_be_a_number(monkeypatch):
+    from nasutil.colocate import compile_cache
+
+    monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "many")
+    with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):
+        compile_cache.default_workers()

@@ -7,9 +7,11 @@ element-wise rest into a few generated kernels (75 a forward on an H200). The co
 captured in CUDA graphs by any strategy, exactly as plain ones are.
 
 Compiling costs time, paid once per architecture, input shape and process (networks of one
-architecture share their compiled code): 14-16 s for an NB201 network's inference on a 16-core host with
-an H200, and far longer for a training step's forward and backward (two candidates' steps were not ready
-after 190 s there). It pays for a network that runs or trains for long.
+architecture share their compiled code): 14-17 s for an NB201 network's inference on a 16-core host with
+an H200, one network after another. Where the host has the cores, child processes compile a group's
+networks side by side first and this process finds their code in Inductor's cache
+(`nasutil.colocate.compile_cache`): 9.4 s a network for 16, and 19-22 s a candidate's training step for
+8. It pays for a network that runs or trains for long.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ COMPILE_LOCK = threading.RLock()
 #: the candidates of a space share one forward code object; each is a recompilation of it
 _MANY = 1 << 16
 
+#: Inductor's options, for inference (BatchNorm folded into the frozen convolutions) and for training
+INFERENCE_OPTIONS: dict[str, object] = {"freezing": True}
+TRAINING_OPTIONS: dict[str, object] = {}
+
 
 @contextlib.contextmanager
 def many_networks() -> Iterator[None]:
@@ -43,23 +49,38 @@ def many_networks() -> Iterator[None]:
 
 
 def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor],
-                          progress: Callable[[int, int, float], None] | None = None) -> list[nn.Module]:
+                          progress: Callable[[int, int, float], None] | None = None,
+                          workers: int | None = None) -> list[nn.Module]:
     """Each model compiled for its input (static shapes, Inductor's freezing on) and run once, so
     that compilation happens here and not inside a strategy's warm-up. Call under
-    `torch.inference_mode()` with the models in eval mode; `progress(done, total, seconds)` after each."""
+    `torch.inference_mode()` with the models in eval mode; `progress(done, total, seconds)` after each.
+
+    `workers` child processes (default: half the cores, at most 16; fewer than 2: none) compile the
+    networks side by side first, so that each compilation here finds its code in Inductor's cache."""
+    from nasutil.colocate.compile_cache import MIN_WORKERS, CompileCacheWarmer, default_workers, wait_quietly
+
+    workers = default_workers() if workers is None else workers
+    warmer = CompileCacheWarmer(workers) if workers >= MIN_WORKERS and len(models) > 1 else None
     compiled = []
-    with COMPILE_LOCK, many_networks():
-        for n, (model, x) in enumerate(zip(models, inputs)):
-            start = time.perf_counter()
-            fast = torch.compile(model, dynamic=False, options={"freezing": True})
-            fast(x)
-            compiled.append(fast)
-            if progress is not None:
-                progress(n + 1, len(models), time.perf_counter() - start)
+    try:
+        ready = [warmer.submit(m, x, options=INFERENCE_OPTIONS) for m, x in zip(models, inputs)] if warmer else []
+        with COMPILE_LOCK, many_networks():
+            for n, (model, x) in enumerate(zip(models, inputs)):
+                start = time.perf_counter()
+                if ready:
+                    wait_quietly(ready[n])
+                fast = torch.compile(model, dynamic=False, options=dict(INFERENCE_OPTIONS))
+                fast(x)
+                compiled.append(fast)
+                if progress is not None:
+                    progress(n + 1, len(models), time.perf_counter() - start)
+    finally:
+        if warmer is not None:
+            warmer.close()
     return compiled
 
 
 def compile_for_training(model: nn.Module) -> nn.Module:
     """The model compiled for training steps (forward and backward; it shares the model's parameters and
     buffers). Compilation happens at its first call, which must hold `COMPILE_LOCK` and `many_networks()`."""
-    return torch.compile(model, dynamic=False)
+    return torch.compile(model, dynamic=False, options=dict(TRAINING_OPTIONS))

@@ -18,6 +18,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 
 import torch
 import torch.nn as nn
@@ -72,10 +73,16 @@ class TrainingStep:
         self.model, self.inputs, self.train_x, self.train_y = model, inputs, train_x, train_y
         self.compiled = compiled
         self.forward = model
+        self._warm_cache: Future[float] | None = None
         if compiled:
-            from nasutil.colocate.compiled import compile_for_training
+            from nasutil.colocate.compile_cache import shared_warmer
+            from nasutil.colocate.compiled import TRAINING_OPTIONS, compile_for_training
 
             self.forward = compile_for_training(model)  # shares the model's parameters and buffers
+            warmer = shared_warmer()  # a child process compiles a copy meanwhile, for the cache
+            if warmer is not None:
+                self._warm_cache = warmer.submit(model, inputs(train_x[:batch_size]), training=True,
+                                                 autocast_dtype=autocast_dtype, options=TRAINING_OPTIONS)
         self.momentum, self.weight_decay, self.autocast_dtype = momentum, weight_decay, autocast_dtype
         self.device = device
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -139,8 +146,12 @@ class TrainingStep:
         if not self.compiled:
             yield
             return
+        from nasutil.colocate.compile_cache import wait_quietly
         from nasutil.colocate.compiled import COMPILE_LOCK, many_networks
 
+        if self._warm_cache is not None:  # the child's code, in the cache, before this thread compiles
+            wait_quietly(self._warm_cache)
+            self._warm_cache = None
         with COMPILE_LOCK, many_networks():
             yield
 

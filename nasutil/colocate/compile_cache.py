@@ -1,0 +1,234 @@
+"""Compile many networks at once: child processes fill Inductor's on-disk cache side by side first.
+
+Dynamo must compile a network in the process that runs it, one network at a time (it is not safe to
+call from several threads), and an NB201 network takes 14-17 s to compile on a 16-core host, so a group
+of 64 waits a quarter of an hour. Most of that time is Inductor lowering the graph and compiling its
+kernels, and Inductor caches both on disk, keyed by the graph, the shapes and the options, not by the
+weights (frozen weights count by their shape). Child processes compile copies of the networks in
+parallel, each on its share of the host's cores; the compilation here then finds their code in the
+cache and only traces the network again.
+
+    with CompileCacheWarmer(workers=8) as warmer:
+        ready = [warmer.submit(model, x) for model, x in zip(models, inputs)]
+        for model, x, future in zip(models, inputs, ready):
+            wait_quietly(future)
+            torch.compile(model, **options)(x)      # a cache hit
+
+A warm-up that fails (a network that cannot be serialised, a child that dies) costs nothing but the
+time: the compilation here then does the work itself.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import io
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from nasutil.errors import NasutilError
+
+log = logging.getLogger(__name__)
+
+#: fewer workers than this gain nothing: the process that runs the networks would wait for one child
+MIN_WORKERS = 2
+
+
+#: the environment variable that sets how many children compile at once (0 or 1: none)
+WORKERS_VARIABLE = "NASUTIL_COMPILE_WORKERS"
+
+
+def default_workers() -> int:
+    """$NASUTIL_COMPILE_WORKERS, or half the host's cores, at most 16: each child then compiles its
+    kernels on two or more threads."""
+    given = os.environ.get(WORKERS_VARIABLE, "").strip()
+    if given:
+        try:
+            return max(0, int(given))
+        except ValueError:
+            raise NasutilError(f"{WORKERS_VARIABLE} must be a whole number, got {given!r}") from None
+    return min(16, (os.cpu_count() or 1) // 2)
+
+
+@dataclass(frozen=True)
+class CompileJob:
+    """What a child needs to compile a network exactly as this process will: the network, serialised
+    with its weights, an input of the same shape, strides and type, and the mode it runs in."""
+
+    network: bytes
+    device: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    training: bool
+    autocast_dtype: torch.dtype | None
+    options: tuple[tuple[str, object], ...]
+    settings: dict[str, object]  # the parent's global settings that Inductor's cache key reads (`_settings`)
+
+
+def _settings() -> dict[str, object]:
+    """The process-wide settings that are part of Inductor's cache key: a child must hold the parent's values
+    (a setting put back to its default by hand, as `"ieee"` for `"none"`, counts as another key)."""
+    matmul = torch.backends.cuda.matmul
+    return {"threads": torch.get_num_threads(),  # code generated for a CPU depends on them
+            "fp32_precision": getattr(matmul, "fp32_precision", None),
+            "fp16_reduced": matmul.allow_fp16_reduced_precision_reduction,
+            "bf16_reduced": matmul.allow_bf16_reduced_precision_reduction,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "default_dtype": torch.get_default_dtype(),
+            "deterministic": (torch.are_deterministic_algorithms_enabled(),
+                              torch.is_deterministic_algorithms_warn_only_enabled())}
+
+
+def _apply_settings(settings: dict[str, object]) -> None:
+    matmul = torch.backends.cuda.matmul
+    torch.set_num_threads(settings["threads"])
+    torch.set_float32_matmul_precision(settings["float32_matmul_precision"])
+    if settings["fp32_precision"] is not None:
+        matmul.fp32_precision = settings["fp32_precision"]
+    matmul.allow_fp16_reduced_precision_reduction = settings["fp16_reduced"]
+    matmul.allow_bf16_reduced_precision_reduction = settings["bf16_reduced"]
+    torch.set_default_dtype(settings["default_dtype"])
+    enabled, warn_only = settings["deterministic"]
+    torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+def _signature(model: nn.Module, job: CompileJob) -> tuple:
+    """Networks with one structure, input and mode compile to the same cached code: warm each once."""
+    return (repr(model), job.device, job.shape, job.stride, job.dtype, job.training, job.autocast_dtype, job.options)
+
+
+def compile_job(job: CompileJob, threads: int) -> float:
+    """Compile and run the network once, as the parent will (inference mode, or a forward under autocast
+    and a backward); return the seconds it took."""
+    import torch._inductor.config
+    import torch.nn.functional as F
+
+    from nasutil.colocate.compiled import many_networks
+
+    torch._inductor.config.compile_threads = threads
+    _apply_settings(job.settings)
+    start = time.perf_counter()
+    model = torch.load(io.BytesIO(job.network), map_location=job.device, weights_only=False)  # from the parent
+    model.train(job.training)
+    x = torch.empty_strided(job.shape, job.stride, dtype=job.dtype, device=job.device).normal_()
+    with many_networks():
+        fast = torch.compile(model, dynamic=False, options=dict(job.options))
+        if not job.training:
+            with torch.inference_mode():
+                fast(x)
+        else:
+            with torch.autocast(torch.device(job.device).type, dtype=job.autocast_dtype or torch.bfloat16,
+                                enabled=job.autocast_dtype is not None):
+                out = fast(x)
+            labels = torch.zeros(out.shape[0], dtype=torch.long, device=out.device)
+            F.cross_entropy(out, labels).backward()
+    if job.device.startswith("cuda"):
+        torch.cuda.synchronize(job.device)
+    return time.perf_counter() - start
+
+
+class CompileCacheWarmer:
+    """Compile networks in up to `workers` child processes at once, so that Inductor's cache holds their
+    code before this process compiles them. `submit` returns a future of the child's seconds (None where
+    the network cannot be sent to a child); wait for it before compiling that network here.
+
+    Each child is a fresh interpreter (`python -m nasutil.colocate.compile_cache JOB`), a main process
+    like this one: a multiprocessing child computes other cache keys for the same graph, and its work
+    would be lost. It imports the network's classes from this process's `sys.path`."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, default_workers() if workers is None else workers)
+        self.threads = max(1, (os.cpu_count() or 1) // self.workers)
+        self._pool = concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="compile-child")
+        self._folder = Path(tempfile.mkdtemp(prefix="nasutil-compile-"))
+        self._submitted: dict[tuple, Future[float]] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, model: nn.Module, example: torch.Tensor, *, training: bool = False,
+               autocast_dtype: torch.dtype | None = None,
+               options: dict[str, object] | None = None) -> Future[float] | None:
+        try:
+            buffer = io.BytesIO()
+            torch.save(model, buffer)
+        except Exception as error:  # a network that does not serialise compiles here, uncached
+            log.info("compiling without a warm cache: %s", error)
+            return None
+        job = CompileJob(buffer.getvalue(), str(example.device), tuple(example.shape), tuple(example.stride()),
+                         example.dtype, training, autocast_dtype, tuple(sorted((options or {}).items())),
+                         _settings())
+        key = _signature(model, job)
+        with self._lock:
+            if key not in self._submitted:
+                path = self._folder / f"job{len(self._submitted)}.pt"
+                torch.save(asdict(job), path)
+                self._submitted[key] = self._pool.submit(self._run_child, path)
+            return self._submitted[key]
+
+    def _run_child(self, path: Path) -> float:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        done = subprocess.run([sys.executable, "-m", "nasutil.colocate.compile_cache", str(path), str(self.threads)],
+                              capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"compile child exited with {done.returncode}: {last}")
+        return float(done.stdout.strip().splitlines()[-1])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def __enter__(self) -> CompileCacheWarmer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wait_quietly(future: Future[float] | None) -> float | None:
+    """The child's seconds, or None where it failed (the compilation here then does the work itself)."""
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception as error:
+        log.warning("a compile child failed (%s); compiling without its cache", error)
+        return None
+
+
+_shared: CompileCacheWarmer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_warmer() -> CompileCacheWarmer | None:
+    """One warmer for the process (a population's candidates arrive one by one, from many threads), or
+    None where the host has too few cores for it to pay."""
+    global _shared
+    if default_workers() < MIN_WORKERS:
+        return None
+    with _shared_lock:
+        if _shared is None:
+            _shared = CompileCacheWarmer()
+        return _shared
+
+
+def _main(argv: list[str]) -> int:
+    """A child: compile the job in the file (written by this module's parent, in its private folder)."""
+    fields = torch.load(argv[0], weights_only=False)
+    print(compile_job(CompileJob(**fields), int(argv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
