@@ -190,3 +190,18 @@ def test_compile_workers_must_be_a_number(monkeypatch):
     monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "many")
     with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):
         compile_cache.default_workers()
+
+
+def test_networks_compiled_with_their_weights_as_inputs_compute_the_same():
+    from nasutil.colocate.compiled import compile_for_inference
+
+    models = [small(A, 0).eval(), small(B, 1).eval()]
+    inputs = [torch.randn(3, 3, 8, 8) for _ in models]
+    with torch.inference_mode():
+        compiled = compile_for_inference(models, inputs, workers=0, freezing=False)
+        for fast, model, x in zip(compiled, models, inputs):
+            torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
+    with torch.no_grad():  # a weight changed after compiling: the compiled network follows it
+        models[0].stem[0].weight.mul_(-2.0)
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled[0](inputs[0]), models[0](inputs[0]), rtol=1e-4, atol=1e-5)

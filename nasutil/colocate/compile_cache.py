@@ -20,6 +20,7 @@ time: the compilation here then does the work itself.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import io
 import logging
@@ -220,6 +221,7 @@ def shared_warmer() -> CompileCacheWarmer | None:
     with _shared_lock:
         if _shared is None:
             _shared = CompileCacheWarmer()
+            atexit.register(_shared.close)  # its folder of jobs goes with the process
         return _shared
 
 

@@ -50,26 +50,29 @@ def many_networks() -> Iterator[None]:
 
 def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor],
                           progress: Callable[[int, int, float], None] | None = None,
-                          workers: int | None = None) -> list[nn.Module]:
+                          workers: int | None = None, freezing: bool = True) -> list[nn.Module]:
     """Each model compiled for its input (static shapes, Inductor's freezing on) and run once, so
     that compilation happens here and not inside a strategy's warm-up. Call under
     `torch.inference_mode()` with the models in eval mode; `progress(done, total, seconds)` after each.
 
     `workers` child processes (default: half the cores, at most 16; fewer than 2: none) compile the
-    networks side by side first, so that each compilation here finds its code in Inductor's cache."""
+    networks side by side first, so that each compilation here finds its code in Inductor's cache.
+    freezing=False keeps the weights as inputs (no BatchNorm folding), which lets AOTAutograd's cache
+    serve this process too."""
     from nasutil.colocate.compile_cache import MIN_WORKERS, CompileCacheWarmer, default_workers, wait_quietly
 
+    options = INFERENCE_OPTIONS if freezing else {**INFERENCE_OPTIONS, "freezing": False}
     workers = default_workers() if workers is None else workers
     warmer = CompileCacheWarmer(workers) if workers >= MIN_WORKERS and len(models) > 1 else None
     compiled = []
     try:
-        ready = [warmer.submit(m, x, options=INFERENCE_OPTIONS) for m, x in zip(models, inputs)] if warmer else []
+        ready = [warmer.submit(m, x, options=options) for m, x in zip(models, inputs)] if warmer else []
         with COMPILE_LOCK, many_networks():
             for n, (model, x) in enumerate(zip(models, inputs)):
                 start = time.perf_counter()
                 if ready:
                     wait_quietly(ready[n])
-                fast = torch.compile(model, dynamic=False, options=dict(INFERENCE_OPTIONS))
+                fast = torch.compile(model, dynamic=False, options=dict(options))
                 fast(x)
                 compiled.append(fast)
                 if progress is not None:
