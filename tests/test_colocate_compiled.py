@@ -205,3 +205,14 @@ def test_networks_compiled_with_their_weights_as_inputs_compute_the_same():
         models[0].stem[0].weight.mul_(-2.0)
     with torch.inference_mode():
         torch.testing.assert_close(compiled[0](inputs[0]), models[0](inputs[0]), rtol=1e-4, atol=1e-5)
+
+
+def test_no_compile_children_where_the_variable_says_none(monkeypatch):
+    from nasutil.colocate import compile_cache
+
+    monkeypatch.setattr(compile_cache, "_shared", None)
+    for none in ("0", "1"):
+        monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, none)
+        assert compile_cache.shared_warmer() is None
+    monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "3")
+    assert compile_cache.default_workers() == 3
