@@ -103,6 +103,13 @@ def test_cli_colocate_compile(cli):
     assert "compiled in" in r.stdout and "faster than the uncompiled networks" in r.stdout, r.stdout
 
 
+def test_cli_colocate_compile_with_a_bad_worker_count_is_one_line(cli):
+    r = cli("colocate", "nb201", A, A, "--device", "cpu", "--batch-size", "1", "--compile", "--no-cache",
+            env={"NASUTIL_COMPILE_WORKERS": "all"})
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["nasutil: error: NASUTIL_COMPILE_WORKERS must be a whole number, got 'all'"]
+
+
 def _unique_batch() -> int:
     """A batch size no earlier run compiled for, so that a cache hit can only come from this test's children."""
     import secrets

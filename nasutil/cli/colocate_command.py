@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--memory-budget-gb", type=positive_float, default=None,
                    help="device memory a group may use (estimated from each network's op listing)")
     p.add_argument("--compile", action="store_true",
-                   help="compile each network by Inductor first (fewer, fused kernels; seconds per network), and "
+                   help="compile each network by Inductor first (fewer, fused kernels; seconds per network, child "
+                        "processes compiling side by side: NASUTIL_COMPILE_WORKERS, default half the cores), and "
                         "report the speedup over the uncompiled networks one after another too")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--timeout", type=positive_float, default=None,
@@ -110,6 +111,10 @@ def cmd_colocate(args: argparse.Namespace) -> int:
         raise NasutilError("--slo-ms chooses the batch sizes itself; drop --batch-size")
     if args.slo_ms is not None and args.pack:
         raise NasutilError("--slo-ms and --pack do not combine: measure the packed groups at one batch size")
+    if args.compile:
+        from nasutil.colocate.compile_cache import default_workers
+
+        default_workers()  # a bad NASUTIL_COMPILE_WORKERS is one line here, not a failure in the worker
     candidates = _candidates(args)
     config = _config(args)
     groups = _groups(candidates, config, args)
