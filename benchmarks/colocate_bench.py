@@ -13,7 +13,8 @@ compared with each network's own (`max_rel_error`, relative to the largest logit
 repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
 queues that streams map onto; 8 by default). `--compile` compiles every network by Inductor first
 (`measure_group`'s mode "compile"): the row then holds the compiled sequential time, and the uncompiled
-one beside it (`plain_sequential_ms`, `speedup_over_plain`). Writes NAME.json and NAME.csv, and
+one beside it (`plain_sequential_ms`, `speedup_over_plain`); `--plain-weights` compiles them with their
+weights as inputs rather than frozen (faster to compile again in a process). Writes NAME.json and NAME.csv, and
 NAME.jsonl row by row as it goes (`--name`, default colocate_bench).
 """
 
@@ -56,7 +57,7 @@ def reference(archs: list[str], batch: int) -> dict:
     return {"sequential_ms": sequential, "streams_ms": streams, "speedup": sequential / streams}
 
 
-def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = False) -> dict:
+def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = False, freezing: bool = True) -> dict:
     """The strategy's group prepared by `colocate`, timed with CUDA events, and its outputs against each
     network run alone (fp16)."""
     from nasutil.colocate import colocate
@@ -68,7 +69,7 @@ def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = Fa
     inputs = [torch.randn(batch, 3, 32, 32, device="cuda", dtype=torch.half).contiguous(memory_format=torch.channels_last)
               for _ in archs]
     with torch.inference_mode():
-        group = colocate(models, inputs, strategy, fallback=False, compiled=compiled)
+        group = colocate(models, inputs, strategy, fallback=False, compiled=compiled, freezing=freezing)
         outputs = [o.float().clone() for o in group.run()]
         alone = [m(x).float() for m, x in zip(models, inputs)]
         error = max(float((o - a).abs().max() / a.abs().max().clamp_min(1e-6)) for o, a in zip(outputs, alone))
@@ -79,7 +80,7 @@ def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = Fa
 
 
 def run(groups: list[int], batches: list[int], strategies: list[str], seed: int, log: Path | None = None,
-        compiled: bool = False) -> list[dict]:
+        compiled: bool = False, freezing: bool = True) -> list[dict]:
     rows = []
     for size in groups:
         archs = [a.to_string() for a in get_space("nb201").sample_many(size, seed=seed)]
@@ -88,7 +89,7 @@ def run(groups: list[int], batches: list[int], strategies: list[str], seed: int,
                                    mode="compile" if compiled else "cudagraph")
             ref = reference(archs, batch)
             for strategy in strategies:
-                m = measure_group([Candidate("nb201", a) for a in archs], config, strategy)
+                m = measure_group([Candidate("nb201", a) for a in archs], config, strategy, freezing=freezing)
                 row = {"networks": size, "batch": batch, "requested": strategy, "strategy": m.strategy,
                        "fallback_reason": m.fallback_reason, "latency_ms": m.latency_ms,
                        "sequential_latency_ms": m.sequential_latency_ms, "speedup": m.speedup,
@@ -97,9 +98,10 @@ def run(groups: list[int], batches: list[int], strategies: list[str], seed: int,
                        "reference_streams_ms": ref["streams_ms"], "reference_speedup": ref["speedup"],
                        "connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "default"),
                        "events_ms": None, "max_rel_error": None, "compiled": m.compiled, "compile_s": m.compile_s,
-                       "plain_sequential_ms": m.plain_sequential_latency_ms, "speedup_over_plain": m.speedup_over_plain}
+                       "plain_sequential_ms": m.plain_sequential_latency_ms, "speedup_over_plain": m.speedup_over_plain,
+                       "compiled_frozen": m.compiled_frozen}
                 if (strategy != "streams" or compiled) and m.strategy == strategy:
-                    row.update(second_look(archs, batch, strategy, compiled))
+                    row.update(second_look(archs, batch, strategy, compiled, freezing))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
                 if log is not None:
@@ -117,6 +119,8 @@ def main() -> int:
     parser.add_argument("--connections", type=int, nargs="*", default=[32])
     parser.add_argument("--compile", action="store_true",
                         help="networks compiled by Inductor first (measure_group's mode 'compile')")
+    parser.add_argument("--plain-weights", action="store_true",
+                        help="with --compile: compiled with the weights as inputs, not frozen (no BatchNorm folding)")
     parser.add_argument("--name", default="colocate_bench", help="the result files' name")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -124,7 +128,8 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run(args.groups, args.batches, args.strategies, args.seed,
-               log=None if args.child else args.out / f"{args.name}.jsonl", compiled=args.compile)
+               log=None if args.child else args.out / f"{args.name}.jsonl", compiled=args.compile,
+               freezing=not args.plain_weights)
     if args.child:
         print("ROWS " + json.dumps(rows))
         return 0
@@ -132,7 +137,8 @@ def main() -> int:
         env = {**os.environ, "CUDA_DEVICE_MAX_CONNECTIONS": str(n)}
         cmd = [sys.executable, __file__, "--child", "--out", str(args.out), "--seed", str(args.seed),
                "--groups", *map(str, args.groups), "--batches", *map(str, args.batches),
-               "--strategies", *args.strategies, *(["--compile"] if args.compile else [])]
+               "--strategies", *args.strategies, *(["--compile"] if args.compile else []),
+               *(["--plain-weights"] if args.plain_weights else [])]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         child = json.loads(next(line[5:] for line in out.splitlines() if line.startswith("ROWS ")))
         for row in child:

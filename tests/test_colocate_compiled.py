@@ -64,6 +64,10 @@ def test_a_compiled_group_is_measured_against_the_uncompiled_networks_too(tmp_pa
     assert plain.ok and not plain.cached and not plain.compiled and plain.plain_sequential_latency_ms is None
     again = measure_group(group, config, "sequential", cache=cache)
     assert again.cached and again.compiled and again.latency_ms == m.latency_ms
+    # compiled with the weights as inputs: another way, kept apart from the frozen one
+    assert m.compiled_frozen is True
+    unfrozen = measure_group(group, config, "sequential", cache=cache, freezing=False)
+    assert unfrozen.ok and not unfrozen.cached and unfrozen.compiled and unfrozen.compiled_frozen is False
     cache.close()
 
 

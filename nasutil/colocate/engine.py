@@ -34,14 +34,15 @@ def check_strategy(name: str) -> None:
 
 
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
-             *, fallback: bool = True, compiled: bool = False,
+             *, fallback: bool = True, compiled: bool = False, freezing: bool = True,
              progress: Callable[[int, int, float], None] | None = None) -> CoLocated:
     """Prepare `models` (on the device, in eval mode) to run together on `inputs` (one tensor shared by all,
     or one per model). A strategy that cannot apply falls back to `sequential`, saying why, or with
     fallback=False raises that reason as a NasutilError.
 
     compiled=True compiles each network by Inductor first (`nasutil.colocate.compiled`; seconds per network,
-    `progress(done, total, seconds)` after each), for the strategies that run the networks as they are."""
+    `progress(done, total, seconds)` after each), for the strategies that run the networks as they are;
+    freezing=False keeps the weights as the compiled networks' inputs (`compile_for_inference`)."""
     check_strategy(strategy)
     if not models:
         raise NasutilError("co-location needs at least one network")
@@ -58,6 +59,6 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
         if compiled:
             from nasutil.colocate.compiled import compile_for_inference
 
-            models = compile_for_inference(models, inputs, progress)
+            models = compile_for_inference(models, inputs, progress, freezing=freezing)
         prepared = STRATEGIES[chosen].prepare(models, inputs)
     return CoLocated(chosen, strategy, reason, prepared, compiled)

@@ -43,6 +43,7 @@ class GroupMeasurement:
     sequential_latency_ms: float | None = None  # the same networks one after another, same process and run
     speedup: float | None = None  # sequential_latency_ms / latency_ms
     compiled: bool = False  # every network compiled by Inductor (mode "compile"), sequential ones too
+    compiled_frozen: bool | None = None  # compiled with frozen weights (BatchNorm folded), or with them as inputs
     compile_s: float | None = None  # seconds spent compiling the group
     plain_sequential_latency_ms: float | None = None  # compiled groups: the networks uncompiled, one after another
     speedup_over_plain: float | None = None  # plain_sequential_latency_ms / latency_ms
@@ -91,13 +92,14 @@ def _timed(run, device: torch.device, config: MeasureConfig, graph: bool):
 
 def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
                   fallback: bool = True, cache: MeasurementCache | None = None,
-                  remeasure: bool = False) -> GroupMeasurement:
+                  remeasure: bool = False, freezing: bool = True) -> GroupMeasurement:
     """Build the candidates, run them together by `strategy` and one after another by `sequential`,
     alternating the two timings twice so that a drift of the clock shows in both, and report the group.
     Every network gets its own input batch of `config.batch_size` (the group serves that many images per
     network per run). On a GPU every strategy runs from CUDA graphs, on a CPU eagerly. With `config.mode`
     "compile" each network is compiled by Inductor first, for the strategy and for `sequential`, and the
-    group is timed against the uncompiled networks one after another as well (`speedup_over_plain`).
+    group is timed against the uncompiled networks one after another as well (`speedup_over_plain`);
+    freezing=False compiles them with their weights as inputs (`compile_for_inference`).
     Raises NasutilError for a strategy that does not apply when fallback=False.
 
     With a `cache`, a group measured before (the same members in the same order, the same strategy and
@@ -110,7 +112,8 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     built = [build(c, config.input_size, config.num_classes) for c in candidates]
     key = None
     if cache is not None and all(b.arch_hash for b in built):
-        cached_as = STRATEGIES[strategy].cache_name + ("+compiled" if config.mode == "compile" else "")
+        compiled_as = "+compiled" if freezing else "+compiled-weights-as-inputs"
+        cached_as = STRATEGIES[strategy].cache_name + (compiled_as if config.mode == "compile" else "")
         key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], cached_as,
                               fallback, device_name(device), torch.__version__, config, built[0].input_size)
         stored = None if remeasure else cache.get_group(key)
@@ -121,14 +124,14 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
                 hit = None
             if hit is not None and hit.ok:
                 return hit
-    result = _measure_built(candidates, built, config, strategy, fallback, device, dtype, memory_format)
+    result = _measure_built(candidates, built, config, strategy, fallback, device, dtype, memory_format, freezing)
     if key is not None and result.ok:
         cache.put_group(key, result.to_json())
     return result
 
 
 def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fallback: bool, device: torch.device,
-                   dtype: torch.dtype, memory_format: torch.memory_format) -> GroupMeasurement:
+                   dtype: torch.dtype, memory_format: torch.memory_format, freezing: bool = True) -> GroupMeasurement:
     flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]  # on the CPU, before the move
     models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
     inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)
@@ -136,8 +139,8 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
     compiled = config.mode == "compile"
     with matmul_precision(config.dtype), torch.inference_mode():
         start = time.perf_counter()
-        together = colocate(models, inputs, strategy, fallback=fallback, compiled=compiled)
-        alone = colocate(models, inputs, "sequential", compiled=compiled)  # compiled code is reused
+        together = colocate(models, inputs, strategy, fallback=fallback, compiled=compiled, freezing=freezing)
+        alone = colocate(models, inputs, "sequential", compiled=compiled, freezing=freezing)  # code is reused
         compile_s = time.perf_counter() - start if compiled else None
         prepared = {"together": together.run, "alone": alone.run}
         if compiled:
@@ -166,7 +169,8 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
         dtype=config.dtype, batch_size=config.batch_size, strategy=together.strategy, requested=strategy,
         fallback_reason=together.fallback_reason, latency_ms=latency,
         latency_cv=statistics.pstdev(runs["together"]) / statistics.fmean(runs["together"]),
-        sequential_latency_ms=sequential, speedup=sequential / latency, compiled=compiled, compile_s=compile_s,
+        sequential_latency_ms=sequential, speedup=sequential / latency, compiled=compiled,
+        compiled_frozen=freezing if compiled else None, compile_s=compile_s,
         plain_sequential_latency_ms=plain, speedup_over_plain=None if plain is None else plain / latency,
         throughput_per_s=len(models) * config.batch_size / (latency * 1e-3), flops_per_image=flops,
         achieved_tflops=achieved, peak_tflops=peak, utilization=achieved / peak if peak else None,
