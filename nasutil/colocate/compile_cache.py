@@ -15,7 +15,8 @@ cache and only traces the network again.
             torch.compile(model, **options)(x)      # a cache hit
 
 A warm-up that fails (a network that cannot be serialised, a child that dies) costs nothing but the
-time: the compilation here then does the work itself.
+time: the compilation here then does the work itself. On a GPU every child holds a CUDA context and a
+copy of its network while it compiles; `NASUTIL_COMPILE_WORKERS` bounds how many.
 """
 
 from __future__ import annotations
