@@ -132,19 +132,20 @@ def test_child_processes_compile_what_this_process_then_finds_in_the_cache():
     from nasutil.colocate.compiled import INFERENCE_OPTIONS, compile_for_inference
 
     batch = _unique_batch()
-    models = [small(A, 0).eval(), small(A, 1).eval(), small(B, 2).eval()]
-    inputs = [torch.randn(batch, 3, 8, 8) for _ in models]
+    models = [small(A, 0).eval(), small(A, 1).eval(), small(B, 2).eval(), small(B, 3).eval()]
+    inputs = [torch.randn(batch + (n == 3), 3, 8, 8) for n in range(len(models))]  # the last: another shape
     with CompileCacheWarmer(workers=2) as warmer, torch.inference_mode():
         futures = [warmer.submit(m, x, options=INFERENCE_OPTIONS) for m, x in zip(models, inputs)]
-        assert futures[0] is futures[1]  # one architecture, one child
+        assert futures[0] is futures[1]  # one architecture and shape, one job
         seconds = [wait_quietly(f) for f in futures]
+        assert len(warmer._children) == 2  # three jobs, two children: one compiled two networks
     assert all(s is not None and s > 0 for s in seconds)
     before = _cache_hits()
     with torch.inference_mode():
         compiled = compile_for_inference(models, inputs, workers=0)  # no children of its own: the cache only
         for fast, model, x in zip(compiled, models, inputs):
             torch.testing.assert_close(fast(x), model(x), rtol=1e-4, atol=1e-5)
-    assert _cache_hits() - before >= 2  # both architectures' graphs came from the children
+    assert _cache_hits() - before >= 3  # all three graphs came from the children
 
 
 def test_a_network_no_child_can_take_compiles_here():

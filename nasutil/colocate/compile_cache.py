@@ -141,14 +141,60 @@ def compile_job(job: CompileJob, threads: int) -> float:
     return time.perf_counter() - start
 
 
+#: the prefix of a child's answer on its standard output (anything else there is the network's own printing)
+ANSWER = "nasutil-compile-answer"
+
+
+class _Child:
+    """One compile process that lives as long as its warmer: it reads job files, one path a line, on its
+    standard input and answers each with one line, so that starting Python and importing torch is paid
+    once per child and not once per network."""
+
+    def __init__(self, threads: int, log: Path) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.log = log
+        with log.open("w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "nasutil.colocate.compile_cache", "--serve", str(threads)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+
+    def run(self, path: Path) -> float:
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(ANSWER):
+                verdict, _, rest = line[len(ANSWER):].strip().partition(" ")
+                if verdict == "ok":
+                    return float(rest)
+                raise RuntimeError(rest)
+        last = (self.log.read_text().strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"compile child exited with {self.proc.wait()}: {last}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()  # the end of its input: it exits
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 class CompileCacheWarmer:
     """Compile networks in up to `workers` child processes at once, so that Inductor's cache holds their
     code before this process compiles them. `submit` returns a future of the child's seconds (None where
     the network cannot be sent to a child); wait for it before compiling that network here.
 
-    Each child is a fresh interpreter (`python -m nasutil.colocate.compile_cache JOB`), a main process
-    like this one: a multiprocessing child computes other cache keys for the same graph, and its work
-    would be lost. It imports the network's classes from this process's `sys.path`."""
+    Each child is a fresh interpreter (`python -m nasutil.colocate.compile_cache --serve`), a main
+    process like this one: a multiprocessing child computes other cache keys for the same graph, and its
+    work would be lost. It imports the network's classes from this process's `sys.path`, and compiles one
+    network after another until the warmer closes."""
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = max(1, default_workers() if workers is None else workers)
@@ -157,6 +203,8 @@ class CompileCacheWarmer:
         self._folder = Path(tempfile.mkdtemp(prefix="nasutil-compile-"))
         self._submitted: dict[tuple, Future[float]] = {}
         self._lock = threading.Lock()
+        self._children: list[_Child] = []
+        self._mine = threading.local()  # each pool thread talks to its own child
 
     def submit(self, model: nn.Module, example: torch.Tensor, *, training: bool = False,
                autocast_dtype: torch.dtype | None = None,
@@ -179,16 +227,18 @@ class CompileCacheWarmer:
             return self._submitted[key]
 
     def _run_child(self, path: Path) -> float:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        done = subprocess.run([sys.executable, "-m", "nasutil.colocate.compile_cache", str(path), str(self.threads)],
-                              capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"compile child exited with {done.returncode}: {last}")
-        return float(done.stdout.strip().splitlines()[-1])
+        child = getattr(self._mine, "child", None)
+        if child is None or not child.alive:  # the first job of this thread, or its child died
+            child = _Child(self.threads, self._folder / f"child{len(self._children)}.log")
+            with self._lock:
+                self._children.append(child)
+            self._mine.child = child
+        return child.run(path)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for child in self._children:
+            child.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> CompileCacheWarmer:
@@ -226,12 +276,21 @@ def shared_warmer() -> CompileCacheWarmer | None:
         return _shared
 
 
-def _main(argv: list[str]) -> int:
-    """A child: compile the job in the file (written by this module's parent, in its private folder)."""
-    fields = torch.load(argv[0], weights_only=False)
-    print(compile_job(CompileJob(**fields), int(argv[1])))
+def _serve(threads: int) -> int:
+    """A child: compile each job whose file (written by this module's parent, in its private folder) is
+    named on a line of the standard input, answering each, until the input ends."""
+    for line in sys.stdin:
+        try:
+            seconds = compile_job(CompileJob(**torch.load(line.strip(), weights_only=False)), threads)
+            answer = f"ok {seconds}"
+        except Exception as error:
+            answer = f"failed {type(error).__name__}: {error}".replace("\n", " ")
+        torch._dynamo.reset()  # the next network starts from empty in-memory caches (the disk ones stay)
+        print(f"{ANSWER} {answer}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    if sys.argv[1:2] != ["--serve"] or len(sys.argv) != 3:
+        sys.exit("usage: python -m nasutil.colocate.compile_cache --serve THREADS")
+    sys.exit(_serve(int(sys.argv[2])))
