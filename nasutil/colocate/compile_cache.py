@@ -229,8 +229,8 @@ class CompileCacheWarmer:
     def _run_child(self, path: Path) -> float:
         child = getattr(self._mine, "child", None)
         if child is None or not child.alive:  # the first job of this thread, or its child died
-            child = _Child(self.threads, self._folder / f"child{len(self._children)}.log")
             with self._lock:
+                child = _Child(self.threads, self._folder / f"child{len(self._children)}.log")
                 self._children.append(child)
             self._mine.child = child
         return child.run(path)
