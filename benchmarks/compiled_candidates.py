@@ -115,10 +115,10 @@ def training(archs: list[str], batch: int, compiled: bool, seed: int, steps: int
     t0 = time.perf_counter()
     for model in networks(archs, seed):
         model = model.cuda().to(memory_format=torch.channels_last).train()
-        unit = TrainingStep(model, lambda t: t.contiguous(memory_format=torch.channels_last), x, y, batch, rates,
-                            0.9, 5e-4, torch.bfloat16, graph=True, compiled=compiled)
+        units.append(TrainingStep(model, lambda t: t.contiguous(memory_format=torch.channels_last), x, y, batch,
+                                  rates, 0.9, 5e-4, torch.bfloat16, graph=True, compiled=compiled))
+    for unit in units:  # all exist first, so that their compile children work side by side
         unit.run(0, order[0])  # captures (compiling first where asked)
-        units.append(unit)
     torch.cuda.synchronize()
     row = {"part": "training", "candidates": len(archs), "batch": batch, "mode": "compiled" if compiled else "plain",
            "prepare_s_per_candidate": (time.perf_counter() - t0) / len(archs)}
