@@ -202,6 +202,11 @@ def test_compile_workers_must_be_a_number(monkeypatch):
     monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "many")
     with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):
         compile_cache.default_workers()
+    from nasutil.search.trainers.torch_trainer import TorchTrainer
+
+    with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):
+        TorchTrainer(dataset="digits", device="cpu", compile=True)  # before any trial starts
+    TorchTrainer(dataset="digits", device="cpu", compile=False)  # the variable matters only when compiling
 
 
 def test_networks_compiled_with_their_weights_as_inputs_compute_the_same():

@@ -76,6 +76,10 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"trainer.graphs must be auto, true or false, got {graphs!r}")
         if not isinstance(compile, bool):
             raise NasutilError(f"trainer.compile must be true or false, got {compile!r}")
+        if compile:
+            from nasutil.colocate.compile_cache import default_workers
+
+            default_workers()  # a bad NASUTIL_COMPILE_WORKERS stops the search here, not each trial
         self.compile = compile
         if memory_budget_gb is not None and (isinstance(memory_budget_gb, bool)
                                              or not isinstance(memory_budget_gb, (int, float)) or memory_budget_gb <= 0):
