@@ -88,6 +88,7 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--name", default="compile_group", help="the result files' name")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.child:
@@ -115,9 +116,9 @@ def main() -> int:
         row["per_network_mean_s"] = row["total_s"] / row["networks"]
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "per_network_s"}), flush=True)
-        with (args.out / "compile_group.jsonl").open("a") as fh:
+        with (args.out / f"{args.name}.jsonl").open("a") as fh:
             fh.write(json.dumps(row) + "\n")
-    (args.out / "compile_group.json").write_text(json.dumps(rows, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 

@@ -14,7 +14,8 @@ For each population size P and batch size B, the same P sampled cells are traine
 Inputs are 3x32x32 (CIFAR-10's shape) drawn at random: only speed is measured here
 (`cotrain_equivalence.py` compares accuracy on a real dataset). Each rate is timed over `--steps` steps
 after `--warm-up` steps, wall clock with the device synchronised, and checked against CUDA events.
-Memory per candidate is what the device's free memory lost per candidate once every graph was captured.
+Memory per candidate is what the device's free memory lost per candidate once every graph was captured
+and the compile children had ended (`reserved_per_candidate_mb`: what this process's allocator reserved).
 `--compile` compiles the graph populations' candidates by Inductor first (`trainer.compile=true`: child
 processes fill the compile cache side by side, then each candidate compiles and is captured); the same
 population uncompiled is then timed together too (`plain_graph_together`), and `prepare_s` is the wall
@@ -36,6 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from nasutil import get_space
+from nasutil.colocate.compile_cache import close_shared_warmer
 from nasutil.search.trainers.torch_trainer import TorchTrainer, _Run
 
 
@@ -204,11 +206,13 @@ def main() -> int:
                                               args.steps), args.steps)
             gc.collect()
             torch.cuda.empty_cache()
-            free_before = torch.cuda.mem_get_info()[0]
+            free_before, reserved_before = torch.cuda.mem_get_info()[0], torch.cuda.memory_reserved()
             runs, row["prepare_s"] = prepared_runs(archs, batch, dataset, args.seed, args.compile)
             row["compiled"] = args.compile
+            close_shared_warmer()  # the compile children's CUDA contexts are not the candidates' memory
             row["graph_alone"] = rate(one_at_a_time(runs, args.warm_up, args.steps), args.steps)
             used = free_before - torch.cuda.mem_get_info()[0]
+            row["reserved_per_candidate_mb"] = (torch.cuda.memory_reserved() - reserved_before) / population / 2**20
             wall, events = together(runs, args.warm_up, args.steps)
             row["graph_together"] = {"steps_per_s": population * args.steps / wall,
                                      "steps_per_s_events": population * args.steps / events,

@@ -107,6 +107,23 @@ def test_cli_colocate_compile(cli):
     assert "compiled in" in r.stdout and "faster than the uncompiled networks" in r.stdout, r.stdout
 
 
+def test_cli_colocate_compile_without_freezing_reaches_the_worker(cli):
+    import json
+
+    r = cli("colocate", "nb201", A, "--device", "cpu", "--batch-size", "1", "--strategy", "sequential",
+            "--compile", "--no-freezing", "--no-counters", "--no-cache", "--json")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["compiled"] is True and result["compiled_frozen"] is False, result
+    assert result["speedup_over_plain"] > 0
+
+
+def test_cli_no_freezing_without_compile_is_one_line(cli):
+    r = cli("colocate", "nb201", A, "--device", "cpu", "--no-freezing", "--no-cache")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == ["nasutil: error: --no-freezing applies to compiled networks: add --compile"]
+
+
 def test_cli_colocate_compile_with_a_bad_worker_count_is_one_line(cli):
     r = cli("colocate", "nb201", A, A, "--device", "cpu", "--batch-size", "1", "--compile", "--no-cache",
             env={"NASUTIL_COMPILE_WORKERS": "all"})
@@ -191,9 +208,12 @@ def test_a_compiled_training_step_compiles_from_a_child_s_cache(monkeypatch):
             losses.append(step.take_loss(1))
         assert hits >= 2  # the forward and the backward graph, both compiled by the child first
         assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+        children = list(compile_cache._shared._children)
+        assert children and all(child.alive for child in children)  # it lives on for the next candidates
+        compile_cache.close_shared_warmer()
+        assert compile_cache._shared is None and not any(child.alive for child in children)
     finally:
-        if compile_cache._shared is not None:
-            compile_cache._shared.close()
+        compile_cache.close_shared_warmer()
 
 
 def test_compile_workers_must_be_a_number(monkeypatch):

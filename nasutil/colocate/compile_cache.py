@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import gc
 import io
 import logging
 import os
@@ -276,6 +277,16 @@ def shared_warmer() -> CompileCacheWarmer | None:
         return _shared
 
 
+def close_shared_warmer() -> None:
+    """End the shared warmer's children now (they also end with the process): each holds a CUDA context on
+    the device it compiled for, which a caller measuring device memory, or done compiling, wants back."""
+    global _shared
+    with _shared_lock:
+        warmer, _shared = _shared, None
+    if warmer is not None:
+        warmer.close()
+
+
 def _serve(threads: int) -> int:
     """A child: compile each job whose file (written by this module's parent, in its private folder) is
     named on a line of the standard input, answering each, until the input ends."""
@@ -286,6 +297,9 @@ def _serve(threads: int) -> int:
         except Exception as error:
             answer = f"failed {type(error).__name__}: {error}".replace("\n", " ")
         torch._dynamo.reset()  # the next network starts from empty in-memory caches (the disk ones stay)
+        gc.collect()
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()  # between jobs a child holds its CUDA context, not the last network's memory
         print(f"{ANSWER} {answer}", flush=True)
     return 0
 

@@ -13,7 +13,8 @@ from nasutil.evaluator import Candidate, MeasureConfig
 
 
 def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: bool,
-           registrations: dict[str, str], cache_location: str | None = None, remeasure: bool = False) -> None:
+           registrations: dict[str, str], cache_location: str | None = None, remeasure: bool = False,
+           freezing: bool = True) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore")
     import torch
@@ -29,7 +30,8 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
             from nasutil.evaluator.cache import MeasurementCache
 
             cache = MeasurementCache(cache_location)
-        result = measure_group(cands, cfg, strategy, fallback=fallback, cache=cache, remeasure=remeasure)
+        result = measure_group(cands, cfg, strategy, fallback=fallback, cache=cache, remeasure=remeasure,
+                               freezing=freezing)
         conn.send(("ok", result.to_dict()))
     except NasutilError as exc:
         conn.send(("user", str(exc)))
@@ -44,7 +46,7 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
 
 def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
                            fallback: bool = True, timeout_s: float = 600.0, cache_location: str | None = None,
-                           remeasure: bool = False) -> GroupMeasurement:
+                           remeasure: bool = False, freezing: bool = True) -> GroupMeasurement:
     """`measure_group` in a spawned process. A user error (unknown arch, a strategy that does not apply
     with fallback=False) is raised here as NasutilError; anything else comes back as a failed result."""
     from dataclasses import asdict
@@ -55,7 +57,7 @@ def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, s
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, daemon=True, args=(child, [asdict(c) for c in candidates], config.to_dict(),
                                                          strategy, fallback, runtime_registrations(), cache_location,
-                                                         remeasure))
+                                                         remeasure, freezing))
     proc.start()
     child.close()
     try:
