@@ -8,6 +8,7 @@ import torch
 
 from nasutil import get_space
 from nasutil.colocate import colocate, measure_group
+from nasutil.colocate.strategies import Prepared, Strategy
 from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, MeasureConfig
 
@@ -152,11 +153,31 @@ def test_cli_colocate_table_in_process(cli):
     (("nb201", "--sample", "4", "--memory-budget-gb", "0.00001", "--device", "cpu"), "split it with --pack"),
     (("nb201", "--sample", "4", "--pack", "2", "--slo-ms", "5"), "do not combine"),
     (("nb201", "--sample", "4", "--pack", "0"), "error"),
+    (("nb201", "--sample", "2", "--timeout", "3e6"), "up to 604800"),
+    (("nb201", "--sample", "2", "--slo-ms", "50", "--memory-budget-gb", "0.0001", "--device", "cpu"),
+     "at batch 1, over the memory budget"),
 ])
 def test_cli_colocate_bad_input(cli, args, message):
     r = cli("colocate", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_cli_colocate_slo_search_stops_at_the_memory_budget(cli):
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--slo-ms", "10000", "--memory-budget-gb", "0.007",
+            "--in-process", "--no-counters", "--no-cache", "--strategy", "sequential", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]  # nothing but the rows
+    assert [row["batch_size"] for row in rows] == [1, 2, 4, 8]  # batch 16 would need about 0.008 GiB
+    assert "over the memory budget of 0.007 GiB: the search for the largest batch stops there" in r.stderr
+
+
+def test_cli_colocate_in_process_fails_a_broken_group_in_one_row(cli):
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--input-size", "9", "--in-process",
+            "--no-counters", "--no-cache", "--strategy", "sequential", "--json")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    row = json.loads(r.stdout.splitlines()[0])
+    assert row["status"] == "failed" and "RuntimeError" in row["error"]
 
 
 def test_measure_group_counts_networks_of_a_space_without_an_op_listing(installed_plugin):
@@ -248,3 +269,30 @@ def test_cli_colocate_reads_a_group_from_the_cache(cli, tmp_path):
     assert not a["cached"] and b["cached"] and a["latency_ms"] == b["latency_ms"]
     r = cli(*args[:-1], "--no-cache", "--json")
     assert r.returncode == 2 and "contradict" in r.stderr
+
+
+def test_an_installed_strategy_runs_in_the_worker(cli, installed_plugin):
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--batch-size", "1", "--strategy", "reversed",
+            "--no-counters", "--no-cache", "--json", env=installed_plugin)
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout)
+    assert row["status"] == "ok" and row["strategy"] == "reversed" and row["speedup"] > 0
+
+
+class LastFirst(Strategy):
+    """A strategy registered at run time: the networks one after another, last first."""
+
+    name = "last-first"
+
+    def prepare(self, models, inputs):
+        return Prepared(lambda: [m(x) for m, x in reversed(list(zip(models, inputs)))][::-1])
+
+
+def test_a_strategy_registered_at_run_time_reaches_the_worker(monkeypatch):
+    from nasutil.colocate import measure_group_isolated, register_strategy, strategies
+
+    monkeypatch.setattr(strategies, "STRATEGIES", dict(strategies.STRATEGIES))
+    register_strategy(LastFirst())
+    assert strategies.registered_paths()["last-first"] == f"{__name__}:LastFirst"
+    m = measure_group_isolated([Candidate("nb201", CELL)] * 2, CPU, "last-first", timeout_s=300)
+    assert m.ok and m.strategy == "last-first", m.error

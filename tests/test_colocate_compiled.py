@@ -165,6 +165,24 @@ def test_child_processes_compile_what_this_process_then_finds_in_the_cache():
     assert _cache_hits() - before >= 3  # all three graphs came from the children
 
 
+def test_networks_compiled_here_before_are_not_sent_to_children_again(monkeypatch):
+    from nasutil.colocate import compile_cache
+    from nasutil.colocate.compiled import compile_for_inference
+
+    models = [small(A, 4).eval(), small(B, 5).eval()]
+    inputs = [torch.randn(2, 3, 8, 8) for _ in models]
+    with torch.inference_mode():
+        first = compile_for_inference(models, inputs, workers=0)
+
+        def no_children(*args, **kwargs):
+            raise AssertionError("a second compilation of the same networks started compile children")
+
+        monkeypatch.setattr(compile_cache, "CompileCacheWarmer", no_children)
+        again = compile_for_inference(models, inputs, workers=2)  # as measure_group's second strategy does
+        for a, b, x in zip(first, again, inputs):
+            torch.testing.assert_close(a(x), b(x))
+
+
 def test_a_network_no_child_can_take_compiles_here():
     from nasutil.colocate.compile_cache import CompileCacheWarmer
     from nasutil.colocate.compiled import compile_for_inference
@@ -253,3 +271,108 @@ def test_no_compile_children_where_the_variable_says_none(monkeypatch):
         assert compile_cache.shared_warmer() is None
     monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "3")
     assert compile_cache.default_workers() == 3
+
+
+_QUEUED = """
+import sys, torch, torch.nn as nn
+import nasutil.colocate.compile_cache as cc
+run = cc._Child.run
+def reported(self, path):
+    seconds = run(self, path)
+    print("finished", path.name, flush=True)
+    return seconds
+cc._Child.run = reported
+warmer = cc.shared_warmer()
+for k in range(3, 9):
+    warmer.submit(nn.Sequential(nn.Linear(k, 4), nn.ReLU()), torch.randn(2, k))
+print("folder", warmer._folder, flush=True)
+"""
+
+
+def test_networks_still_queued_are_dropped_when_the_process_ends(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "queued.py"
+    script.write_text(_QUEUED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NASUTIL_COMPILE_WORKERS": "2"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sum(line.startswith("finished") for line in lines) <= 2  # at most the two under way, not all 6
+    folder = Path(next(line for line in lines if line.startswith("folder"))[len("folder "):])
+    assert not folder.exists()
+
+
+_ORPHAN = """
+import time, torch
+import nasutil.colocate.compile_cache as cc
+from nasutil_search_spaces.nb201_network import NB201Network
+from nasutil.registry import get_space
+warmer = cc.CompileCacheWarmer(workers=2)
+net = NB201Network(get_space("nb201").parse("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|"))
+warmer.submit(net, torch.randn(2, 3, 32, 32))
+while not warmer._children:
+    time.sleep(0.1)
+print(warmer._children[0].proc.pid, warmer._folder, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_child_whose_parent_is_killed_ends_and_removes_the_jobs_folder(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "orphan.py"
+    script.write_text(_ORPHAN)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pid, folder = parent.stdout.readline().split()
+        assert Path(folder).exists()
+    finally:
+        parent.send_signal(signal.SIGKILL)  # as a group's time limit kills its worker: no clean-up runs
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _alive(int(pid)):
+        time.sleep(0.2)
+    assert not _alive(int(pid)), "the compile child outlived its parent"
+    assert not Path(folder).exists()
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie waiting for its new parent to reap it."""
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def test_no_candidate_is_seeded_and_built_while_another_compiles():
+    """Dynamo puts the global RNG state back after compiling; a build under way in another thread would
+    have its weights drawn from a rewound RNG, so a compiling thread holds the builders off."""
+    import threading
+
+    from nasutil.colocate.compiled import COMPILE_LOCK
+    from nasutil.search.trainers import torch_trainer
+
+    built = threading.Event()
+
+    def build() -> None:
+        with torch_trainer.SEEDING:
+            torch.manual_seed(0)
+            small(A, 0)
+        built.set()
+
+    with COMPILE_LOCK:  # as TrainingStep holds it while its first step compiles
+        builder = threading.Thread(target=build)
+        builder.start()
+        assert not built.wait(1.0)
+    assert built.wait(30.0)
+    builder.join()

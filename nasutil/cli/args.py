@@ -33,6 +33,15 @@ def positive_float(text: str) -> float:
     return _number(text, float, "a positive number", lambda v: v > 0 and math.isfinite(v))
 
 
+#: the longest time limit a worker takes (a week): the clocks that wait on it overflow far above
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+
+
+def timeout_seconds(text: str) -> float:
+    return _number(text, float, f"a positive number of seconds up to {MAX_TIMEOUT_S:.0f}",
+                   lambda v: 0 < v <= MAX_TIMEOUT_S)
+
+
 
 def add_arch_choice(parser: argparse.ArgumentParser, what: argparse._MutuallyExclusiveGroup | None = None) -> None:
     """ARCH, --sample N or --archs FILE (and --seed for --sample); `what` is the exclusive group to join."""

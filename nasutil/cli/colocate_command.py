@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import non_negative_int, positive_float, positive_int, read_arch_file
+from nasutil.cli.args import non_negative_int, positive_float, positive_int, read_arch_file, timeout_seconds
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -36,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="file with one architecture string per line")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
     p.add_argument("--strategy", default="streams",
-                   help="sequential, streams, fused, or one a plugin registered (default streams)")
+                   help="sequential, streams, fused, or one an installed package offers through the entry-point "
+                        "group nasutil.colocate_strategies (default streams)")
     p.add_argument("--no-fallback", dest="fallback", action="store_false",
                    help="fail where the strategy does not apply, instead of running sequential")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: cuda if present)")
@@ -59,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "in (BatchNorm not folded; the child processes' work then serves this process whole, so "
                         "compiling takes about a third less)")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
-    p.add_argument("--timeout", type=positive_float, default=None,
+    p.add_argument("--timeout", type=timeout_seconds, default=None,
                    help=f"seconds per group (default {GROUP_TIMEOUT_S:g}, and {COMPILE_S_PER_NETWORK:g} more per "
                         "network with --compile)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
@@ -108,7 +110,7 @@ def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureC
 
 
 def cmd_colocate(args: argparse.Namespace) -> int:
-    from nasutil.colocate import check_strategy, measure_group, measure_group_isolated
+    from nasutil.colocate import check_strategy, measure_group_isolated
 
     check_strategy(args.strategy)
     if args.slo_ms is not None and args.batch_size:
@@ -136,54 +138,72 @@ def cmd_colocate(args: argparse.Namespace) -> int:
 
     def measure_members(members: list[Candidate], cfg: MeasureConfig) -> GroupMeasurement:
         if args.in_process:
-            return measure_group(members, cfg, args.strategy, fallback=args.fallback, cache=cache,
-                                 remeasure=args.remeasure, freezing=args.freezing)
+            return _in_process(members, cfg, args, cache)
         timeout = args.timeout or GROUP_TIMEOUT_S + (COMPILE_S_PER_NETWORK * len(members) if args.compile else 0.0)
         return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=timeout,
                                       cache_location=location, remeasure=args.remeasure, freezing=args.freezing)
 
-    def measure(cfg: MeasureConfig) -> GroupMeasurement:
-        return measure_members(candidates, cfg)
+    results: list[GroupMeasurement] = []
+
+    def record(result: GroupMeasurement) -> GroupMeasurement:
+        results.append(result)
+        if args.json:  # as it comes: a later error or an interrupt keeps what was measured
+            print_json(result.to_dict())
+        return result
 
     try:
         if groups is not None:
-            results = [measure_members([candidates[i] for i in g.members], config) for g in groups]
+            for g in groups:
+                record(measure_members([candidates[i] for i in g.members], config))
         elif args.slo_ms is None:
-            results = [measure(config)]
+            record(measure_members(candidates, config))
         else:
-            results, batch = [], 1
+            batch = 1
             while batch <= MAX_SLO_BATCH:
-                result = measure(_config(args, batch))
-                results.append(result)
+                cfg = _config(args, batch)
+                if args.memory_budget_gb is not None and _over_budget(candidates, cfg, args, first=batch == 1):
+                    break
+                result = record(measure_members(candidates, cfg))
                 if not result.ok or result.latency_ms > args.slo_ms:
                     break
                 batch *= 2
     finally:
         if cache is not None:
             cache.close()
-    for result in results:
-        if args.json:
-            print_json(result.to_dict())
-    if not args.json:
-        _print(results, args.slo_ms)
-        if groups is not None:
-            _print_packing(results)
+        if not args.json and results:
+            _print(results, args.slo_ms)
+            if groups is not None:
+                _print_packing(results)
     return 0 if any(r.ok for r in results) else 1
+
+
+def _in_process(members: list[Candidate], config: MeasureConfig, args: argparse.Namespace, cache) -> GroupMeasurement:
+    """`measure_group` here; a group that breaks (out of memory, a network that cannot run at this input)
+    is a failed row, as it is from a worker, and the other groups go on."""
+    import torch
+
+    from nasutil.colocate import GroupMeasurement, measure_group
+
+    try:
+        return measure_group(members, config, args.strategy, fallback=args.fallback, cache=cache,
+                             remeasure=args.remeasure, freezing=args.freezing)
+    except NasutilError:
+        raise
+    except torch.cuda.OutOfMemoryError as exc:
+        return GroupMeasurement.failed(members, config, args.strategy, f"out of memory: {str(exc).splitlines()[0]}")
+    except Exception as exc:  # noqa: BLE001 - one broken group must not end the run
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return GroupMeasurement.failed(members, config, args.strategy, f"{type(exc).__name__}: {message}")
 
 
 def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.Namespace):
     """With --pack: groups of similar predicted latency (`nasutil.colocate.packing`); else None, after
     checking the whole group against --memory-budget-gb."""
-    if not args.pack and args.memory_budget_gb is None:
-        return None
-    from nasutil.colocate.packing import estimated_memory_bytes, pack_by_latency
-    from nasutil.evaluator.dtypes import element_size
-    from nasutil.predictor.fit import ops_for
+    if not args.pack and (args.memory_budget_gb is None or args.slo_ms is not None):
+        return None  # with --slo-ms the budget is checked at each batch size
+    from nasutil.colocate.packing import pack_by_latency
 
-    from nasutil.registry import get_space
-
-    ops = [ops_for(get_space(c.space), c.arch, config.input_size)[0] for c in candidates]
-    memory = [estimated_memory_bytes(o, config.batch_size, element_size(config.dtype)) for o in ops]
+    memory = _memory_bytes(candidates, config)
     budget = None if args.memory_budget_gb is None else args.memory_budget_gb * 2**30
     if not args.pack:
         if budget is not None and sum(memory) > budget:
@@ -191,6 +211,36 @@ def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.N
                                f"{args.memory_budget_gb} GiB: split it with --pack G")
         return None
     return pack_by_latency(_predicted_latency(candidates, config), args.pack, memory, budget)
+
+
+def _memory_bytes(candidates: list[Candidate], config: MeasureConfig) -> list[int]:
+    """Each network's estimated device memory at the config's batch size (from its op listing)."""
+    from nasutil.colocate.packing import estimated_memory_bytes
+    from nasutil.evaluator.dtypes import element_size
+    from nasutil.predictor.fit import ops_for
+
+    from nasutil.registry import get_space
+
+    ops = [ops_for(get_space(c.space), c.arch, config.input_size)[0] for c in candidates]
+    return [estimated_memory_bytes(o, config.batch_size, element_size(config.dtype)) for o in ops]
+
+
+def _over_budget(candidates: list[Candidate], config: MeasureConfig, args: argparse.Namespace, first: bool) -> bool:
+    """Whether the group at this batch size passes --memory-budget-gb (the SLO search stops there, saying so);
+    at the first batch size that is an error: nothing could be measured."""
+    needed = sum(_memory_bytes(candidates, config))
+    if needed <= args.memory_budget_gb * 2**30:
+        return False
+    message = (f"the group needs about {needed / 2**30:.3f} GiB at batch {config.batch_size}, over the memory "
+               f"budget of {args.memory_budget_gb} GiB")
+    if first:
+        raise NasutilError(message)
+    note = f"{message}: the search for the largest batch stops there"
+    if args.json:  # standard output holds only the JSON rows
+        print(note, file=sys.stderr)
+    else:
+        console().print(note)
+    return True
 
 
 def _predicted_latency(candidates: list[Candidate], config: MeasureConfig) -> list[float]:

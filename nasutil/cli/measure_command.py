@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import add_arch_choice, chosen_archs, positive_float, positive_int
+from nasutil.cli.args import add_arch_choice, chosen_archs, positive_float, positive_int, timeout_seconds
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
-    p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per candidate (default 300)")
+    p.add_argument("--timeout", type=timeout_seconds, default=300.0, help="seconds per candidate (default 300)")
     p.add_argument("--cache", default=None, metavar="PATH|URL",
                    help=f"an SQLite file or an SQLAlchemy URL (postgresql://...) that workers on other machines share "
                         f"(default ${URL_VARIABLE}, else {default_cache_path()})")

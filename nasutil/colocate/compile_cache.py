@@ -14,9 +14,11 @@ cache and only traces the network again.
             wait_quietly(future)
             torch.compile(model, **options)(x)      # a cache hit
 
-A warm-up that fails (a network that cannot be serialised, a child that dies) costs nothing but the
-time: the compilation here then does the work itself. On a GPU every child holds a CUDA context and a
-copy of its network while it compiles; `NASUTIL_COMPILE_WORKERS` bounds how many.
+A warm-up that fails (a network that cannot be serialised, a child that dies, one that has not answered
+within `WAIT_S`) costs nothing but the time: the compilation here then does the work itself. On a GPU
+every child holds a CUDA context, and a copy of its network while it compiles; `NASUTIL_COMPILE_WORKERS`
+bounds how many. A child ends when its warmer closes, or within a second of this process dying
+(killed on a time limit, say), and removes the jobs' folder then.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +50,9 @@ log = logging.getLogger(__name__)
 #: fewer workers than this gain nothing: the process that runs the networks would wait for one child
 MIN_WORKERS = 2
 
+
+#: the longest this process waits for a child's network before compiling it itself
+WAIT_S = 900.0
 
 #: the environment variable that sets how many children compile at once (0 or 1: none)
 WORKERS_VARIABLE = "NASUTIL_COMPILE_WORKERS"
@@ -155,7 +161,8 @@ class _Child:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
         self.log = log
         with log.open("w") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "nasutil.colocate.compile_cache", "--serve", str(threads)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "nasutil.colocate.compile_cache", "--serve", str(threads),
+                                          str(log.parent), str(os.getpid())],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
 
     def run(self, path: Path) -> float:
@@ -206,6 +213,7 @@ class CompileCacheWarmer:
         self._lock = threading.Lock()
         self._children: list[_Child] = []
         self._mine = threading.local()  # each pool thread talks to its own child
+        self._closing = False
 
     def submit(self, model: nn.Module, example: torch.Tensor, *, training: bool = False,
                autocast_dtype: torch.dtype | None = None,
@@ -221,6 +229,8 @@ class CompileCacheWarmer:
                          _settings())
         key = _signature(model, job)
         with self._lock:
+            if self._closing:  # closed meanwhile (the process is ending): compile here, uncached
+                return None
             if key not in self._submitted:
                 path = self._folder / f"job{len(self._submitted)}.pt"
                 torch.save(asdict(job), path)
@@ -228,6 +238,8 @@ class CompileCacheWarmer:
             return self._submitted[key]
 
     def _run_child(self, path: Path) -> float:
+        if self._closing:
+            raise RuntimeError("the warmer closed before this network's turn")
         child = getattr(self._mine, "child", None)
         if child is None or not child.alive:  # the first job of this thread, or its child died
             with self._lock:
@@ -237,8 +249,24 @@ class CompileCacheWarmer:
         return child.run(path)
 
     def close(self) -> None:
+        """Let the children finish the networks they are compiling, drop the ones not started, and end them."""
+        with self._lock:
+            self._closing = True
         self._pool.shutdown(wait=True, cancel_futures=True)
         for child in self._children:
+            child.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def close_now(self) -> None:
+        """End the children at once, mid-compilation (the process is exiting: nobody will use their work)."""
+        with self._lock:
+            self._closing = True
+            children = list(self._children)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for child in children:
+            child.proc.kill()
+        self._pool.shutdown(wait=True)
+        for child in children:
             child.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
@@ -254,7 +282,10 @@ def wait_quietly(future: Future[float] | None) -> float | None:
     if future is None:
         return None
     try:
-        return future.result()
+        return future.result(timeout=WAIT_S)
+    except concurrent.futures.TimeoutError:
+        log.warning("a compile child gave no answer within %.0f s; compiling without its cache", WAIT_S)
+        return None
     except Exception as error:
         log.warning("a compile child failed (%s); compiling without its cache", error)
         return None
@@ -273,13 +304,26 @@ def shared_warmer() -> CompileCacheWarmer | None:
     with _shared_lock:
         if _shared is None:
             _shared = CompileCacheWarmer()
-            atexit.register(_shared.close)  # its folder of jobs goes with the process
+            _at_exit(_shared.close_now)
         return _shared
 
 
+def _at_exit(close: Callable[[], None]) -> None:
+    """Run `close` as the interpreter ends, before it joins the pools' threads: those would first compile
+    every network still queued, minutes of waiting for nothing."""
+    register = getattr(threading, "_register_atexit", None)  # the hook concurrent.futures itself uses
+    try:
+        if register is None:
+            raise RuntimeError
+        register(close)  # these run last registered first, so before the pools' own hook
+    except RuntimeError:  # no such hook, or the interpreter is already ending
+        atexit.register(close)
+
+
 def close_shared_warmer() -> None:
-    """End the shared warmer's children now (they also end with the process): each holds a CUDA context on
-    the device it compiled for, which a caller measuring device memory, or done compiling, wants back."""
+    """End the shared warmer's children now, once the networks they are compiling are done (at exit they
+    are ended at once): each holds a CUDA context on the device it compiled for, which a caller measuring
+    device memory, or done compiling, wants back."""
     global _shared
     with _shared_lock:
         warmer, _shared = _shared, None
@@ -287,9 +331,24 @@ def close_shared_warmer() -> None:
         warmer.close()
 
 
-def _serve(threads: int) -> int:
+def _watch_parent(folder: Path, parent: int) -> None:
+    """End this child within a second of its parent's death (it may have died while this one started),
+    removing the jobs' folder the parent can no longer remove: nobody will read what it compiles, and on
+    a GPU it holds a CUDA context."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        shutil.rmtree(folder, ignore_errors=True)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _serve(threads: int, folder: Path, parent: int) -> int:
     """A child: compile each job whose file (written by this module's parent, in its private folder) is
     named on a line of the standard input, answering each, until the input ends."""
+    _watch_parent(folder, parent)
     for line in sys.stdin:
         try:
             seconds = compile_job(CompileJob(**torch.load(line.strip(), weights_only=False)), threads)
@@ -305,6 +364,6 @@ def _serve(threads: int) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["--serve"] or len(sys.argv) != 3:
-        sys.exit("usage: python -m nasutil.colocate.compile_cache --serve THREADS")
-    sys.exit(_serve(int(sys.argv[2])))
+    if sys.argv[1:2] != ["--serve"] or len(sys.argv) != 5:
+        sys.exit("usage: python -m nasutil.colocate.compile_cache --serve THREADS FOLDER PARENT_PID")
+    sys.exit(_serve(int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])))

@@ -4,7 +4,8 @@ A co-located group of small candidates is bound by the number of kernels the GPU
 their arithmetic: in a plain NAS-Bench-201 network every ReLU, BatchNorm and sum is a kernel of its own
 (306 kernels a forward). Inductor folds BatchNorm into the convolutions (freezing) and fuses the
 element-wise rest into a few generated kernels (75 a forward on an H200). The compiled networks are then
-captured in CUDA graphs by any strategy, exactly as plain ones are.
+captured in CUDA graphs by the strategies that run networks as they are (`sequential`, `streams`),
+exactly as plain ones are; `fused` builds networks of its own and falls back.
 
 Compiling costs time, paid once per architecture, input shape and process (networks of one
 architecture share their compiled code): 14-17 s for an NB201 network's inference on a 16-core host with
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 
 import torch
@@ -51,22 +53,26 @@ def many_networks() -> Iterator[None]:
 def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor],
                           progress: Callable[[int, int, float], None] | None = None,
                           workers: int | None = None, freezing: bool = True) -> list[nn.Module]:
-    """Each model compiled for its input (static shapes, Inductor's freezing on) and run once, so
+    """Each model compiled for its input (static shapes, weights frozen unless freezing=False) and run once, so
     that compilation happens here and not inside a strategy's warm-up. Call under
     `torch.inference_mode()` with the models in eval mode; `progress(done, total, seconds)` after each.
 
-    `workers` child processes (default: half the cores, at most 16; fewer than 2: none) compile the
-    networks side by side first, so that each compilation here finds its code in Inductor's cache.
-    freezing=False keeps the weights as inputs (no BatchNorm folding), which lets AOTAutograd's cache
-    serve this process too."""
+    `workers` child processes (default: `$NASUTIL_COMPILE_WORKERS`, else half the cores, at most 16;
+    fewer than 2: none) compile the networks side by side first, so that each compilation here finds
+    its code in Inductor's cache; a network this process compiled before for the same input and options
+    (a second strategy over the same group) is not sent to them. freezing=False keeps the weights as
+    inputs (no BatchNorm folding), which lets AOTAutograd's cache serve this process too."""
     from nasutil.colocate.compile_cache import MIN_WORKERS, CompileCacheWarmer, default_workers, wait_quietly
 
     options = INFERENCE_OPTIONS if freezing else {**INFERENCE_OPTIONS, "freezing": False}
+    keys = [_compiled_for(x, options) for x in inputs]
+    new = [key not in _COMPILED_HERE.get(m, ()) for m, key in zip(models, keys)]
     workers = default_workers() if workers is None else workers
-    warmer = CompileCacheWarmer(workers) if workers >= MIN_WORKERS and len(models) > 1 else None
+    warmer = CompileCacheWarmer(workers) if workers >= MIN_WORKERS and sum(new) > 1 else None
     compiled = []
     try:
-        ready = [warmer.submit(m, x, options=options) for m, x in zip(models, inputs)] if warmer else []
+        ready = [warmer.submit(m, x, options=options) if fresh else None
+                 for m, x, fresh in zip(models, inputs, new)] if warmer else []
         with COMPILE_LOCK, many_networks():
             for n, (model, x) in enumerate(zip(models, inputs)):
                 start = time.perf_counter()
@@ -74,6 +80,7 @@ def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Te
                     wait_quietly(ready[n])
                 fast = torch.compile(model, dynamic=False, options=dict(options))
                 fast(x)
+                _COMPILED_HERE.setdefault(model, set()).add(keys[n])
                 compiled.append(fast)
                 if progress is not None:
                     progress(n + 1, len(models), time.perf_counter() - start)
@@ -81,6 +88,14 @@ def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Te
         if warmer is not None:
             warmer.close()
     return compiled
+
+
+#: what each network was compiled for in this process: Dynamo keeps that code, so children need not warm it
+_COMPILED_HERE: weakref.WeakKeyDictionary[nn.Module, set[tuple]] = weakref.WeakKeyDictionary()
+
+
+def _compiled_for(x: torch.Tensor, options: dict[str, object]) -> tuple:
+    return (str(x.device), tuple(x.shape), tuple(x.stride()), x.dtype, tuple(sorted(options.items())))
 
 
 def compile_for_training(model: nn.Module) -> nn.Module:

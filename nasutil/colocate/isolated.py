@@ -14,18 +14,21 @@ from nasutil.evaluator import Candidate, MeasureConfig
 
 def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: bool,
            registrations: dict[str, str], cache_location: str | None = None, remeasure: bool = False,
-           freezing: bool = True) -> None:
+           freezing: bool = True, strategies: dict[str, str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore")
     import torch
 
+    from nasutil.colocate.strategies import register_path as register_strategy_path
     from nasutil.registry import register_path
 
-    for name, path in registrations.items():
-        register_path(name, path)
     cands, cfg = [Candidate(**c) for c in candidates], MeasureConfig(**config)
     cache = None
     try:
+        for name, path in registrations.items():
+            register_path(name, path)
+        for name, path in (strategies or {}).items():
+            register_strategy_path(name, path)
         if cache_location is not None:
             from nasutil.evaluator.cache import MeasurementCache
 
@@ -51,13 +54,14 @@ def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, s
     with fallback=False) is raised here as NasutilError; anything else comes back as a failed result."""
     from dataclasses import asdict
 
+    from nasutil.colocate.strategies import registered_paths
     from nasutil.registry import runtime_registrations
 
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, daemon=True, args=(child, [asdict(c) for c in candidates], config.to_dict(),
                                                          strategy, fallback, runtime_registrations(), cache_location,
-                                                         remeasure, freezing))
+                                                         remeasure, freezing, registered_paths()))
     proc.start()
     child.close()
     try:

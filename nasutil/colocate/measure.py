@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from nasutil.colocate.engine import check_strategy, colocate
-from nasutil.colocate.strategies import STRATEGIES
+from nasutil.colocate.strategies import available
 from nasutil.evaluator import Candidate, MeasureConfig
 from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import build
@@ -113,7 +113,7 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     key = None
     if cache is not None and all(b.arch_hash for b in built):
         compiled_as = "+compiled" if freezing else "+compiled-weights-as-inputs"
-        cached_as = STRATEGIES[strategy].cache_name + (compiled_as if config.mode == "compile" else "")
+        cached_as = available()[strategy].cache_name + (compiled_as if config.mode == "compile" else "")
         key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], cached_as,
                               fallback, device_name(device), torch.__version__, config, built[0].input_size)
         stored = None if remeasure else cache.get_group(key)

@@ -7,14 +7,21 @@
 - fused: horizontal fusion, one kernel per op for the whole group. Shape-identical networks run as
   one with their weights stacked and the forward pass vectorised by `torch.func.vmap`; networks that
   differ run as one where their class offers it (see `Fusable`: NAS-Bench-201 cells do).
+
+More come from installed packages, through the entry-point group `nasutil.colocate_strategies` (a name
+and a `Strategy` subclass that builds without arguments, or an instance), or from `register_strategy`
+at run time. `available()` lists them all.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Protocol
 
 import torch
@@ -224,9 +231,56 @@ class Fused(Strategy):
         return eager, (params, buffers, template)
 
 
+#: every strategy known so far, by name; `available()` adds the installed ones first
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Sequential(), Streams(), Fused())}
+
+#: the entry-point group through which an installed package offers strategies
+ENTRY_POINT_GROUP = "nasutil.colocate_strategies"
+
+_BUILT_IN = frozenset(STRATEGIES)
+_installed_loaded = False
+log = logging.getLogger(__name__)
+
+
+def available() -> dict[str, Strategy]:
+    """The built-in strategies, those installed packages offer, and those registered in this process."""
+    global _installed_loaded
+    if not _installed_loaded:
+        _installed_loaded = True
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name in STRATEGIES:
+                continue
+            try:
+                STRATEGIES[ep.name] = _as_strategy(ep.load(), ep.value)
+            except Exception as error:  # one broken package must not take the others away
+                log.warning("co-location strategy %r (%s) not loaded: %s", ep.name, ep.value, error)
+    return STRATEGIES
+
+
+def _as_strategy(obj: object, where: str) -> Strategy:
+    strategy = obj() if isinstance(obj, type) else obj
+    if not isinstance(strategy, Strategy):
+        raise TypeError(f"{where} is not a nasutil.colocate.Strategy")
+    return strategy
 
 
 def register_strategy(strategy: Strategy) -> None:
-    """Make `strategy` available by its name to `colocate` and `nasutil colocate --strategy`."""
+    """Make `strategy` available by its name to `colocate` and `nasutil colocate --strategy`. A worker
+    process (`measure_group_isolated`) repeats the registration by building the strategy's class
+    again without arguments, where that class is importable (not defined in `__main__` or a function)."""
     STRATEGIES[strategy.name] = strategy
+
+
+def registered_paths() -> dict[str, str]:
+    """Strategies registered at run time, as `module:qualname` of their classes, for worker processes."""
+    return {name: f"{type(s).__module__}:{type(s).__qualname__}" for name, s in STRATEGIES.items()
+            if name not in _BUILT_IN and type(s).__module__ != "__main__" and "<locals>" not in type(s).__qualname__}
+
+
+def register_path(name: str, path: str) -> None:
+    """Import `module:qualname`, build it, and register it under `name` (the worker side of `registered_paths`)."""
+    module, _, qualname = path.partition(":")
+    obj: object = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    STRATEGIES[name] = _as_strategy(obj, path)

@@ -74,6 +74,7 @@ class TrainingStep:
         self.compiled = compiled
         self.forward = model
         self._warm_cache: Future[float] | None = None
+        self._compiled_once = False
         if compiled:
             from nasutil.colocate.compile_cache import shared_warmer
             from nasutil.colocate.compiled import TRAINING_OPTIONS, compile_for_training
@@ -149,11 +150,15 @@ class TrainingStep:
         from nasutil.colocate.compile_cache import wait_quietly
         from nasutil.colocate.compiled import COMPILE_LOCK, many_networks
 
+        if self._compiled_once:  # eager steps after the first: nothing left to compile
+            yield
+            return
         if self._warm_cache is not None:  # the child's code, in the cache, before this thread compiles
             wait_quietly(self._warm_cache)
             self._warm_cache = None
         with COMPILE_LOCK, many_networks():
             yield
+        self._compiled_once = True
 
     def _state(self) -> list[torch.Tensor]:
         return [*self.params, *self.model.buffers(), *self.buffers, self.loss_sum]

@@ -12,6 +12,7 @@ import numpy as np
 import torch.nn as nn
 
 from nasutil import Arch, InvalidArchError, SearchSpace
+from nasutil.colocate.strategies import Prepared, Strategy
 
 WIDTHS = (8, 16, 32)
 SPECIAL = ("hang", "crash", "raise")
@@ -65,3 +66,16 @@ class TinySpace(SearchSpace):
 
     def enumerate(self):
         return iter(TinyArch(w) for w in WIDTHS)
+
+
+class ReversedOrder(Strategy):
+    """A third-party co-location strategy: the networks one after another, last first (eagerly)."""
+
+    name = "reversed"
+
+    def prepare(self, models, inputs):
+        def run():
+            outputs = [model(x) for model, x in reversed(list(zip(models, inputs)))]
+            return outputs[::-1]
+
+        return Prepared(run)

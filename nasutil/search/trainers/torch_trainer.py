@@ -8,7 +8,8 @@ On CUDA each candidate's whole training step is captured in a CUDA graph and rep
 (`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
 replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly. `compile=true`
 compiles each candidate's forward and backward by Inductor first (fewer, fused kernels): it pays where a
-candidate trains for many steps, since compiling one takes over a minute.
+candidate trains for many steps: a population's candidates took 15-22 s each on an H200's 16-core host,
+compiled side by side by child processes (`nasutil.colocate.compile_cache`).
 
 With `population=P` the search runs up to P trials at once and their candidates train together
 (`nasutil.colocate.Population`): each takes one step per round, and each computes what it would
@@ -27,6 +28,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.colocate import Member, Population
+from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import CAPTURE_LOCK, TrainingStep, cosine_rates
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
@@ -169,7 +171,7 @@ class TorchTrainer(Trainer):
         if self.memory_budget is not None and memory > self.memory_budget:
             raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
                                f"{self.memory_budget / 2**30:g}")
-        with _SEEDING:  # the global RNG seeds the weights: one thread at a time
+        with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
             torch.manual_seed(self.seed * 100_003 + trial_number)
             model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
                                 input_size=data["input_size"])
@@ -194,7 +196,10 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**29 else f"{n / 2**20:.1f} MiB"
 
 
-_SEEDING = threading.Lock()
+#: held while a candidate's weights are drawn from the global RNG. It is the compile lock: Dynamo saves
+#: the global RNG state before compiling and puts it back after, from whichever thread compiles, and that
+#: would rewind the RNG under a candidate being built in another thread.
+SEEDING = COMPILE_LOCK
 _THREADS = threading.Lock()
 _threads_users = 0
 _threads_before = 0
