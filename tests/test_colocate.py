@@ -292,7 +292,30 @@ def test_a_strategy_registered_at_run_time_reaches_the_worker(monkeypatch):
     from nasutil.colocate import measure_group_isolated, register_strategy, strategies
 
     monkeypatch.setattr(strategies, "STRATEGIES", dict(strategies.STRATEGIES))
+    monkeypatch.setattr(strategies, "_registered_here", set())
     register_strategy(LastFirst())
-    assert strategies.registered_paths()["last-first"] == f"{__name__}:LastFirst"
+    assert strategies.registered_paths() == {"last-first": f"{__name__}:LastFirst"}
     m = measure_group_isolated([Candidate("nb201", CELL)] * 2, CPU, "last-first", timeout_s=300)
     assert m.ok and m.strategy == "last-first", m.error
+
+
+class NeedsAKnob(Strategy):
+    name = "needs-a-knob"
+
+    def __init__(self, knob: int) -> None:
+        self.knob = knob
+
+    def prepare(self, models, inputs):
+        return Prepared(lambda: [m(x) for m, x in zip(models, inputs)])
+
+
+def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it(monkeypatch):
+    from nasutil.colocate import measure_group_isolated, register_strategy, strategies
+
+    monkeypatch.setattr(strategies, "STRATEGIES", dict(strategies.STRATEGIES))
+    monkeypatch.setattr(strategies, "_registered_here", set())
+    register_strategy(NeedsAKnob(3))
+    group = [Candidate("nb201", CELL)] * 2
+    assert measure_group_isolated(group, CPU, "sequential", timeout_s=300).ok
+    with pytest.raises(NasutilError, match="could not be rebuilt in the worker .* take no arguments"):
+        measure_group_isolated(group, CPU, "needs-a-knob", timeout_s=300)

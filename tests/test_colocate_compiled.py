@@ -376,3 +376,36 @@ def test_no_candidate_is_seeded_and_built_while_another_compiles():
         assert not built.wait(1.0)
     assert built.wait(30.0)
     builder.join()
+
+
+class Sleeper(torch.nn.Module):
+    """A network whose compilation never ends in a child (its forward sleeps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(3600)
+        return self.linear(x)
+
+
+def test_a_hung_child_is_given_up_on_and_ended(monkeypatch):
+    import threading
+
+    from nasutil.colocate import compile_cache
+
+    monkeypatch.setattr(compile_cache, "WAIT_S", 3.0)
+    monkeypatch.setattr(compile_cache, "CLOSE_WAIT_S", 2.0)
+    warmer = compile_cache.CompileCacheWarmer(workers=2)
+    assert compile_cache.wait_quietly(warmer.submit(Sleeper(), torch.randn(2, 3))) is None
+    closed = threading.Event()
+    threading.Thread(target=lambda: (warmer.close(), closed.set()), daemon=True).start()
+    try:
+        assert closed.wait(60), "close() waited on the hung child"
+        assert not any(child.alive for child in warmer._children)
+    finally:
+        for child in warmer._children:
+            child.proc.kill()

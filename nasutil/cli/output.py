@@ -18,9 +18,11 @@ def console() -> Console:
 
 
 def print_json(obj: Any, stream=None) -> None:
-    """One JSON document on one line (NaN written as null)."""
+    """One JSON document on one line (NaN written as null), flushed: a reader of a pipe sees each row as it
+    comes, and a process killed later keeps the rows already written."""
     stream = stream or sys.stdout
     stream.write(json.dumps(obj, allow_nan=False, default=_default) + "\n")
+    stream.flush()
 
 
 def _default(value: Any) -> Any:

@@ -54,6 +54,9 @@ MIN_WORKERS = 2
 #: the longest this process waits for a child's network before compiling it itself
 WAIT_S = 900.0
 
+#: the longest a closing warmer lets a child finish the network under way before ending it
+CLOSE_WAIT_S = 30.0
+
 #: the environment variable that sets how many children compile at once (0 or 1: none)
 WORKERS_VARIABLE = "NASUTIL_COMPILE_WORKERS"
 
@@ -188,7 +191,7 @@ class _Child:
             except OSError:
                 pass
         try:
-            self.proc.wait(timeout=30)
+            self.proc.wait(timeout=CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -233,7 +236,11 @@ class CompileCacheWarmer:
                 return None
             if key not in self._submitted:
                 path = self._folder / f"job{len(self._submitted)}.pt"
-                torch.save(asdict(job), path)
+                try:
+                    torch.save(asdict(job), path)
+                except OSError as error:  # the jobs' folder is gone or full: compile here, uncached
+                    log.info("compiling without a warm cache: %s", error)
+                    return None
                 self._submitted[key] = self._pool.submit(self._run_child, path)
             return self._submitted[key]
 
@@ -243,18 +250,23 @@ class CompileCacheWarmer:
         child = getattr(self._mine, "child", None)
         if child is None or not child.alive:  # the first job of this thread, or its child died
             with self._lock:
+                if self._closing:  # no child is started that `close_now` would not see
+                    raise RuntimeError("the warmer closed before this network's turn")
                 child = _Child(self.threads, self._folder / f"child{len(self._children)}.log")
                 self._children.append(child)
             self._mine.child = child
         return child.run(path)
 
     def close(self) -> None:
-        """Let the children finish the networks they are compiling, drop the ones not started, and end them."""
+        """Drop the networks not started, give each child `CLOSE_WAIT_S` to finish the one it is compiling
+        (one this process stopped waiting for may hang), and end the children."""
         with self._lock:
             self._closing = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        for child in self._children:
+            children = list(self._children)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for child in children:
             child.close()
+        self._pool.shutdown(wait=True)  # each thread returns once its child has ended
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def close_now(self) -> None:
@@ -336,8 +348,23 @@ def _watch_parent(folder: Path, parent: int) -> None:
     removing the jobs' folder the parent can no longer remove: nobody will read what it compiles, and on
     a GPU it holds a CUDA context."""
 
+    if sys.platform == "win32":  # no reparenting, and signal 0 means something else there
+        return
+    direct = os.getppid() == parent  # else a launcher stands between them, or the parent is gone already
+
+    def alive() -> bool:
+        if direct:
+            return os.getppid() == parent
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
     def watch() -> None:
-        while os.getppid() == parent:
+        while alive():
             time.sleep(1.0)
         shutil.rmtree(folder, ignore_errors=True)
         os._exit(1)

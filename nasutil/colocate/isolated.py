@@ -28,7 +28,11 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
         for name, path in registrations.items():
             register_path(name, path)
         for name, path in (strategies or {}).items():
-            register_strategy_path(name, path)
+            try:
+                register_strategy_path(name, path)
+            except Exception as error:
+                raise NasutilError(f"strategy {name!r} could not be rebuilt in the worker from {path} "
+                                   f"(its class must be importable and take no arguments): {error}") from None
         if cache_location is not None:
             from nasutil.evaluator.cache import MeasurementCache
 
@@ -61,7 +65,7 @@ def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, s
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_child, daemon=True, args=(child, [asdict(c) for c in candidates], config.to_dict(),
                                                          strategy, fallback, runtime_registrations(), cache_location,
-                                                         remeasure, freezing, registered_paths()))
+                                                         remeasure, freezing, registered_paths([strategy])))
     proc.start()
     child.close()
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import importlib
 import logging
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -237,23 +238,25 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Sequential(), Streams(), 
 #: the entry-point group through which an installed package offers strategies
 ENTRY_POINT_GROUP = "nasutil.colocate_strategies"
 
-_BUILT_IN = frozenset(STRATEGIES)
 _installed_loaded = False
+_loading = threading.Lock()
+_registered_here: set[str] = set()  # by `register_strategy`: what a worker process must repeat
 log = logging.getLogger(__name__)
 
 
 def available() -> dict[str, Strategy]:
     """The built-in strategies, those installed packages offer, and those registered in this process."""
     global _installed_loaded
-    if not _installed_loaded:
-        _installed_loaded = True
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in STRATEGIES:
-                continue
-            try:
-                STRATEGIES[ep.name] = _as_strategy(ep.load(), ep.value)
-            except Exception as error:  # one broken package must not take the others away
-                log.warning("co-location strategy %r (%s) not loaded: %s", ep.name, ep.value, error)
+    with _loading:
+        if not _installed_loaded:
+            for ep in entry_points(group=ENTRY_POINT_GROUP):
+                if ep.name in STRATEGIES:
+                    continue
+                try:
+                    STRATEGIES[ep.name] = _as_strategy(ep.load(), ep.value)
+                except Exception as error:  # one broken package must not take the others away
+                    log.warning("co-location strategy %r (%s) not loaded: %s", ep.name, ep.value, error)
+            _installed_loaded = True
     return STRATEGIES
 
 
@@ -266,15 +269,22 @@ def _as_strategy(obj: object, where: str) -> Strategy:
 
 def register_strategy(strategy: Strategy) -> None:
     """Make `strategy` available by its name to `colocate` and `nasutil colocate --strategy`. A worker
-    process (`measure_group_isolated`) repeats the registration by building the strategy's class
-    again without arguments, where that class is importable (not defined in `__main__` or a function)."""
+    process (`measure_group_isolated`) asked for it repeats the registration by building the strategy's
+    class again without arguments: that class must be importable (not defined in `__main__` or in a
+    function) and take none, else the worker says it could not rebuild it."""
     STRATEGIES[strategy.name] = strategy
+    _registered_here.add(strategy.name)
 
 
-def registered_paths() -> dict[str, str]:
-    """Strategies registered at run time, as `module:qualname` of their classes, for worker processes."""
-    return {name: f"{type(s).__module__}:{type(s).__qualname__}" for name, s in STRATEGIES.items()
-            if name not in _BUILT_IN and type(s).__module__ != "__main__" and "<locals>" not in type(s).__qualname__}
+def registered_paths(names: Sequence[str] | None = None) -> dict[str, str]:
+    """Strategies registered at run time (those among `names`, where given), as `module:qualname` of their
+    classes, for worker processes."""
+    found = {}
+    for name in sorted(_registered_here if names is None else _registered_here.intersection(names)):
+        cls = type(STRATEGIES[name])
+        if cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__:
+            found[name] = f"{cls.__module__}:{cls.__qualname__}"
+    return found
 
 
 def register_path(name: str, path: str) -> None:
