@@ -65,13 +65,9 @@ def runtime_registrations() -> dict[str, str]:
 
 def register_path(name: str, path: str) -> None:
     """Import `module:qualname` and register it under `name` (the worker side of `runtime_registrations`)."""
-    import importlib
+    import pkgutil
 
-    module, _, qualname = path.partition(":")
-    obj = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    register(obj, name)
+    register(pkgutil.resolve_name(path), name)
 
 
 def entries() -> dict[str, SpaceEntry]:

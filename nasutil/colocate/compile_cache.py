@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 #: fewer workers than this gain nothing: the process that runs the networks would wait for one child
 MIN_WORKERS = 2
 
-
 #: the longest this process waits for a child's network before compiling it itself
 WAIT_S = 900.0
 
@@ -184,7 +183,10 @@ class _Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def close(self) -> None:
+    def close(self, now: bool = False) -> None:
+        """End the child: at once, or once it has finished the network under way (`CLOSE_WAIT_S` at most)."""
+        if now:
+            self.proc.kill()
         if self.proc.stdin and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()  # the end of its input: it exits
@@ -250,36 +252,24 @@ class CompileCacheWarmer:
         child = getattr(self._mine, "child", None)
         if child is None or not child.alive:  # the first job of this thread, or its child died
             with self._lock:
-                if self._closing:  # no child is started that `close_now` would not see
+                if self._closing:  # no child is started that `close` would not see
                     raise RuntimeError("the warmer closed before this network's turn")
                 child = _Child(self.threads, self._folder / f"child{len(self._children)}.log")
                 self._children.append(child)
             self._mine.child = child
         return child.run(path)
 
-    def close(self) -> None:
-        """Drop the networks not started, give each child `CLOSE_WAIT_S` to finish the one it is compiling
-        (one this process stopped waiting for may hang), and end the children."""
+    def close(self, now: bool = False) -> None:
+        """Drop the networks not started and end the children: each once it has finished the network under
+        way (`CLOSE_WAIT_S` at most: one this process stopped waiting for may hang), or with now=True at
+        once (the process is exiting: nobody will use their work)."""
         with self._lock:
             self._closing = True
             children = list(self._children)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for child in children:
-            child.close()
+            child.close(now)
         self._pool.shutdown(wait=True)  # each thread returns once its child has ended
-        shutil.rmtree(self._folder, ignore_errors=True)
-
-    def close_now(self) -> None:
-        """End the children at once, mid-compilation (the process is exiting: nobody will use their work)."""
-        with self._lock:
-            self._closing = True
-            children = list(self._children)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        for child in children:
-            child.proc.kill()
-        self._pool.shutdown(wait=True)
-        for child in children:
-            child.close()
         shutil.rmtree(self._folder, ignore_errors=True)
 
     def __enter__(self) -> CompileCacheWarmer:
@@ -316,7 +306,7 @@ def shared_warmer() -> CompileCacheWarmer | None:
     with _shared_lock:
         if _shared is None:
             _shared = CompileCacheWarmer()
-            _at_exit(_shared.close_now)
+            _at_exit(lambda warmer=_shared: warmer.close(now=True))
         return _shared
 
 

@@ -16,8 +16,8 @@ at run time. `available()` lists them all.
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
+import pkgutil
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -289,8 +289,4 @@ def registered_paths(names: Sequence[str] | None = None) -> dict[str, str]:
 
 def register_path(name: str, path: str) -> None:
     """Import `module:qualname`, build it, and register it under `name` (the worker side of `registered_paths`)."""
-    module, _, qualname = path.partition(":")
-    obj: object = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    STRATEGIES[name] = _as_strategy(obj, path)
+    STRATEGIES[name] = _as_strategy(pkgutil.resolve_name(path), path)

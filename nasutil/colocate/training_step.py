@@ -144,15 +144,12 @@ class TrainingStep:
     @contextlib.contextmanager
     def _compiling(self) -> Iterator[None]:
         """Where a compiled step may compile: one thread at a time, with room for every candidate's code."""
-        if not self.compiled:
+        if not self.compiled or self._compiled_once:  # nothing (left) to compile
             yield
             return
         from nasutil.colocate.compile_cache import wait_quietly
         from nasutil.colocate.compiled import COMPILE_LOCK, many_networks
 
-        if self._compiled_once:  # eager steps after the first: nothing left to compile
-            yield
-            return
         if self._warm_cache is not None:  # the child's code, in the cache, before this thread compiles
             wait_quietly(self._warm_cache)
             self._warm_cache = None
