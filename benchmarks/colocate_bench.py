@@ -13,9 +13,9 @@ compared with each network's own (`max_rel_error`, relative to the largest logit
 repeats the group sizes in a child process with CUDA_DEVICE_MAX_CONNECTIONS=N (the number of hardware
 queues that streams map onto; 8 by default). `--compile` compiles every network by Inductor first
 (`measure_group`'s mode "compile"): the row then holds the compiled sequential time, and the uncompiled
-one beside it (`plain_sequential_ms`, `speedup_over_plain`); `--plain-weights` compiles them with their
-weights as inputs rather than frozen (faster to compile again in a process). Writes NAME.json and NAME.csv, and
-NAME.jsonl row by row as it goes (`--name`, default colocate_bench).
+one beside it (`plain_sequential_ms`, `speedup_over_plain`). Compiled networks keep their weights as
+inputs (`--plain-weights`, the default, faster to compile); `--frozen-weights` folds them in. Writes
+NAME.json and NAME.csv, and NAME.jsonl row by row as it goes (`--name`, default colocate_bench).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def reference(archs: list[str], batch: int) -> dict:
     return {"sequential_ms": sequential, "streams_ms": streams, "speedup": sequential / streams}
 
 
-def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = False, freezing: bool = True) -> dict:
+def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = False, freezing: bool = False) -> dict:
     """The strategy's group prepared by `colocate`, timed with CUDA events, and its outputs against each
     network run alone (fp16)."""
     from nasutil.colocate import colocate
@@ -80,7 +80,7 @@ def second_look(archs: list[str], batch: int, strategy: str, compiled: bool = Fa
 
 
 def run(groups: list[int], batches: list[int], strategies: list[str], seed: int, log: Path | None = None,
-        compiled: bool = False, freezing: bool = True) -> list[dict]:
+        compiled: bool = False, freezing: bool = False) -> list[dict]:
     rows = []
     for size in groups:
         archs = [a.to_string() for a in get_space("nb201").sample_many(size, seed=seed)]
@@ -119,8 +119,11 @@ def main() -> int:
     parser.add_argument("--connections", type=int, nargs="*", default=[32])
     parser.add_argument("--compile", action="store_true",
                         help="networks compiled by Inductor first (measure_group's mode 'compile')")
-    parser.add_argument("--plain-weights", action="store_true",
-                        help="with --compile: compiled with the weights as inputs, not frozen (no BatchNorm folding)")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument("--plain-weights", dest="frozen_weights", action="store_false",
+                         help="with --compile: the weights stay the compiled networks' inputs (the default)")
+    weights.add_argument("--frozen-weights", action="store_true",
+                         help="with --compile: the weights folded into the compiled networks (BatchNorm folded too)")
     parser.add_argument("--name", default="colocate_bench", help="the result files' name")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -129,7 +132,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run(args.groups, args.batches, args.strategies, args.seed,
                log=None if args.child else args.out / f"{args.name}.jsonl", compiled=args.compile,
-               freezing=not args.plain_weights)
+               freezing=args.frozen_weights)
     if args.child:
         print("ROWS " + json.dumps(rows))
         return 0
@@ -138,7 +141,7 @@ def main() -> int:
         cmd = [sys.executable, __file__, "--child", "--out", str(args.out), "--seed", str(args.seed),
                "--groups", *map(str, args.groups), "--batches", *map(str, args.batches),
                "--strategies", *args.strategies, *(["--compile"] if args.compile else []),
-               *(["--plain-weights"] if args.plain_weights else [])]
+               *(["--frozen-weights"] if args.frozen_weights else [])]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
         child = json.loads(next(line[5:] for line in out.splitlines() if line.startswith("ROWS ")))
         for row in child:

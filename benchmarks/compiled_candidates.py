@@ -9,8 +9,8 @@ the convolutions (freezing, for inference) and fuses the rest into a few generat
 
 - inference (`--cells` cells, fp16, channels_last, each network its own input): each network's graph
   replayed one after another (`sequential`) and one graph of one stream per network (`streams`), for the
-  plain networks and the compiled ones (compiled here by `torch.compile` itself, with the options that
-  `nasutil.colocate.compiled` uses, independently of it), all timed by CUDA events in the same process;
+  plain networks and the compiled ones (compiled here by `torch.compile` itself, weights frozen, as
+  `nasutil.colocate.compiled` does with `freezing=True`, independently of it), all timed by CUDA events in the same process;
   the compiled outputs against the plain ones; kernels per forward (torch.profiler) of the first network;
 - training (`--train-candidates` cells): each candidate's whole step (`nasutil.colocate.training_step`,
   bf16 autocast, SGD Nesterov) captured in a CUDA graph, plain or compiled (`compiled=True`): steps per

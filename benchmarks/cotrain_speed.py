@@ -7,7 +7,8 @@ For each population size P and batch size B, the same P sampled cells are traine
 - `reference_eager`: a plain PyTorch loop written here, independent of nasutil, as the trainer ran before
   its steps were captured: torch.optim.SGD (Nesterov), CosineAnnealingLR, fp16 autocast with a
   GradScaler, and a check of the loss on the host every step; one candidate at a time;
-- `eager`: the trainer's step (`nasutil.colocate.training_step`) run eagerly, one candidate at a time;
+- `eager`: the trainer's step (`nasutil.colocate.training_step`) run eagerly, one candidate at a time
+  (both eager ways time every candidate of the population unless `--eager-candidates` says fewer);
 - `graph_alone`: each candidate's step captured in a CUDA graph, replayed for one candidate at a time;
 - `graph_together`: all P graphs replayed round by round, each candidate on its own stream (what a
   population of P trials does).
@@ -151,10 +152,13 @@ def together(runs: list[_Run], warm_up: int, steps: int) -> tuple[float, float]:
 
 
 def rate(pairs: list[tuple[float, float]], steps: int) -> dict:
-    """Candidate-steps per second over candidates trained one after another, by wall clock and events."""
+    """Candidate-steps per second over candidates trained one after another, by wall clock and events, and
+    each candidate's milliseconds a step (wall clock): candidates differ, so a baseline timed on a few of
+    them is not the population's."""
     wall, events = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
     return {"steps_per_s": len(pairs) * steps / wall, "steps_per_s_events": len(pairs) * steps / events,
-            "ms_per_step": 1e3 * wall / (len(pairs) * steps)}
+            "ms_per_step": 1e3 * wall / (len(pairs) * steps),
+            "ms_per_candidate": [round(1e3 * p[0] / steps, 3) for p in pairs]}
 
 
 def write_csv(results: list[dict], path: Path) -> None:
@@ -165,7 +169,7 @@ def write_csv(results: list[dict], path: Path) -> None:
                     "graph_alone_steps_per_s", "graph_together_steps_per_s", "graph_together_steps_per_s_events",
                     "speedup_over_eager", "speedup_over_reference_eager", "memory_per_candidate_mb",
                     "largest_population_projected", "prepare_s", "plain_graph_together_steps_per_s",
-                    "speedup_over_plain_together"])
+                    "speedup_over_plain_together", "eager_candidates"])
         for r in results:
             plain = r.get("plain_graph_together")
             w.writerow([r["population"], r["batch"], r.get("compiled", False), round(r["reference_eager"]["steps_per_s"], 1),
@@ -175,7 +179,7 @@ def write_csv(results: list[dict], path: Path) -> None:
                         round(r["memory_per_candidate_mb"], 1), r["largest_population_projected"],
                         round(r["prepare_s"], 1) if "prepare_s" in r else "",
                         round(plain["steps_per_s"], 1) if plain else "",
-                        round(r["speedup_over_plain_together"], 2) if plain else ""])
+                        round(r["speedup_over_plain_together"], 2) if plain else "", r.get("eager_candidates", "")])
 
 
 def main() -> int:
@@ -184,7 +188,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warm-up", type=int, default=5)
-    parser.add_argument("--eager-candidates", type=int, default=4, help="candidates timed in the eager ways")
+    parser.add_argument("--eager-candidates", type=int, default=0,
+                        help="candidates timed in the eager ways (the first N of the population; 0: all of them)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compile", action="store_true", help="graph populations compiled by Inductor first")
     parser.add_argument("--name", help="the result files' name")
@@ -198,8 +203,8 @@ def main() -> int:
         dataset = data(batch * (2 * (args.warm_up + args.steps) + 5))  # no epoch ends while timed
         for population in args.populations:
             archs = [a.to_string() for a in get_space("nb201").sample_many(population, seed=args.seed + population)]
-            few = archs[:args.eager_candidates]
-            row = {"population": population, "batch": batch, "steps": args.steps}
+            few = archs[:args.eager_candidates or population]
+            row = {"population": population, "batch": batch, "steps": args.steps, "eager_candidates": len(few)}
             row["reference_eager"] = rate(reference_eager(few, batch, dataset, args.seed, args.warm_up, args.steps),
                                           args.steps)
             row["eager"] = rate(one_at_a_time(trainer_runs(few, batch, False, dataset, args.seed), args.warm_up,

@@ -64,10 +64,10 @@ def test_a_compiled_group_is_measured_against_the_uncompiled_networks_too(tmp_pa
     assert plain.ok and not plain.cached and not plain.compiled and plain.plain_sequential_latency_ms is None
     again = measure_group(group, config, "sequential", cache=cache)
     assert again.cached and again.compiled and again.latency_ms == m.latency_ms
-    # compiled with the weights as inputs: another way, kept apart from the frozen one
-    assert m.compiled_frozen is True
-    unfrozen = measure_group(group, config, "sequential", cache=cache, freezing=False)
-    assert unfrozen.ok and not unfrozen.cached and unfrozen.compiled and unfrozen.compiled_frozen is False
+    # compiled with the weights frozen: another way, kept apart from the default one (weights as inputs)
+    assert m.compiled_frozen is False
+    frozen = measure_group(group, config, "sequential", cache=cache, freezing=True)
+    assert frozen.ok and not frozen.cached and frozen.compiled and frozen.compiled_frozen is True
     cache.close()
 
 
@@ -107,21 +107,23 @@ def test_cli_colocate_compile(cli):
     assert "compiled in" in r.stdout and "faster than the uncompiled networks" in r.stdout, r.stdout
 
 
-def test_cli_colocate_compile_without_freezing_reaches_the_worker(cli):
+def test_cli_colocate_compile_with_freezing_reaches_the_worker(cli):
     import json
 
     r = cli("colocate", "nb201", A, "--device", "cpu", "--batch-size", "1", "--strategy", "sequential",
-            "--compile", "--no-freezing", "--no-counters", "--no-cache", "--json")
+            "--compile", "--freezing", "--no-counters", "--no-cache", "--json")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
-    assert result["compiled"] is True and result["compiled_frozen"] is False, result
+    assert result["compiled"] is True and result["compiled_frozen"] is True, result
     assert result["speedup_over_plain"] > 0
 
 
-def test_cli_no_freezing_without_compile_is_one_line(cli):
-    r = cli("colocate", "nb201", A, "--device", "cpu", "--no-freezing", "--no-cache")
+@pytest.mark.parametrize("flag", ["--freezing", "--no-freezing"])
+def test_cli_freezing_without_compile_is_one_line(cli, flag):
+    r = cli("colocate", "nb201", A, "--device", "cpu", flag, "--no-cache")
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["nasutil: error: --no-freezing applies to compiled networks: add --compile"]
+    assert r.stderr.strip().splitlines() == [
+        "nasutil: error: --freezing and --no-freezing apply to compiled networks: add --compile"]
 
 
 def test_cli_colocate_compile_with_a_bad_worker_count_is_one_line(cli):
@@ -146,13 +148,13 @@ def _cache_hits() -> int:
 
 def test_child_processes_compile_what_this_process_then_finds_in_the_cache():
     from nasutil.colocate.compile_cache import CompileCacheWarmer, wait_quietly
-    from nasutil.colocate.compiled import INFERENCE_OPTIONS, compile_for_inference
+    from nasutil.colocate.compiled import compile_for_inference, inference_options
 
     batch = _unique_batch()
     models = [small(A, 0).eval(), small(A, 1).eval(), small(B, 2).eval(), small(B, 3).eval()]
     inputs = [torch.randn(batch + (n == 3), 3, 8, 8) for n in range(len(models))]  # the last: another shape
     with CompileCacheWarmer(workers=2) as warmer, torch.inference_mode():
-        futures = [warmer.submit(m, x, options=INFERENCE_OPTIONS) for m, x in zip(models, inputs)]
+        futures = [warmer.submit(m, x, options=inference_options()) for m, x in zip(models, inputs)]
         assert futures[0] is futures[1]  # one architecture and shape, one job
         seconds = [wait_quietly(f) for f in futures]
         assert len(warmer._children) == 2  # three jobs, two children: one compiled two networks

@@ -105,13 +105,14 @@ def test_fused_cells_compute_what_each_computes_alone_on_the_gpu():
         assert float((out - ref).abs().max()) <= 0.02 * float(ref.abs().max()), (out, ref)
 
 
-def test_compiled_cells_compute_what_each_computes_alone_on_the_gpu():
-    """Cells compiled by Inductor (BatchNorm folded, kernels fused) and replayed together on streams."""
+@pytest.mark.parametrize("freezing", [False, True], ids=["weights-as-inputs", "frozen"])
+def test_compiled_cells_compute_what_each_computes_alone_on_the_gpu(freezing):
+    """Cells compiled by Inductor (kernels fused; frozen, BatchNorm folded too) and replayed together on streams."""
     from nasutil.colocate import colocate
 
     models, inputs = _fp16_cells()
     with torch.inference_mode():
-        group = colocate(models, inputs, "streams", fallback=False, compiled=True)
+        group = colocate(models, inputs, "streams", fallback=False, compiled=True, freezing=freezing)
         outputs = [o.float().clone() for o in group.run()]
         alone = [m(x).float() for m, x in zip(models, inputs)]
     assert group.compiled and group.strategy == "streams"

@@ -34,7 +34,7 @@ def check_strategy(name: str) -> None:
 
 
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
-             *, fallback: bool = True, compiled: bool = False, freezing: bool = True,
+             *, fallback: bool = True, compiled: bool = False, freezing: bool = False,
              progress: Callable[[int, int, float], None] | None = None) -> CoLocated:
     """Prepare `models` (on the device, in eval mode) to run together on `inputs` (one tensor shared by all,
     or one per model). A strategy that cannot apply falls back to `sequential`, saying why, or with
@@ -42,7 +42,7 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
 
     compiled=True compiles each network by Inductor first (`nasutil.colocate.compiled`; seconds per network,
     `progress(done, total, seconds)` after each), for the strategies that run the networks as they are;
-    freezing=False keeps the weights as the compiled networks' inputs (`compile_for_inference`)."""
+    freezing=True folds the weights into the compiled networks (`compile_for_inference`)."""
     check_strategy(strategy)
     if not models:
         raise NasutilError("co-location needs at least one network")

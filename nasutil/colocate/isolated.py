@@ -14,7 +14,7 @@ from nasutil.evaluator import Candidate, MeasureConfig
 
 def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: bool,
            registrations: dict[str, str], cache_location: str | None = None, remeasure: bool = False,
-           freezing: bool = True, strategies: dict[str, str] | None = None) -> None:
+           freezing: bool = False, strategies: dict[str, str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore")
     import torch
@@ -53,7 +53,7 @@ def _child(conn, candidates: list[dict], config: dict, strategy: str, fallback: 
 
 def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
                            fallback: bool = True, timeout_s: float = 600.0, cache_location: str | None = None,
-                           remeasure: bool = False, freezing: bool = True) -> GroupMeasurement:
+                           remeasure: bool = False, freezing: bool = False) -> GroupMeasurement:
     """`measure_group` in a spawned process. A user error (unknown arch, a strategy that does not apply
     with fallback=False) is raised here as NasutilError; anything else comes back as a failed result."""
     from dataclasses import asdict

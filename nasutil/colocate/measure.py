@@ -92,14 +92,14 @@ def _timed(run, device: torch.device, config: MeasureConfig, graph: bool):
 
 def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
                   fallback: bool = True, cache: MeasurementCache | None = None,
-                  remeasure: bool = False, freezing: bool = True) -> GroupMeasurement:
+                  remeasure: bool = False, freezing: bool = False) -> GroupMeasurement:
     """Build the candidates, run them together by `strategy` and one after another by `sequential`,
     alternating the two timings twice so that a drift of the clock shows in both, and report the group.
     Every network gets its own input batch of `config.batch_size` (the group serves that many images per
     network per run). On a GPU every strategy runs from CUDA graphs, on a CPU eagerly. With `config.mode`
     "compile" each network is compiled by Inductor first, for the strategy and for `sequential`, and the
     group is timed against the uncompiled networks one after another as well (`speedup_over_plain`);
-    freezing=False compiles them with their weights as inputs (`compile_for_inference`).
+    freezing=True compiles them with their weights folded in (`compile_for_inference`).
     Raises NasutilError for a strategy that does not apply when fallback=False.
 
     With a `cache`, a group measured before (the same members in the same order, the same strategy and
@@ -131,7 +131,7 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
 
 
 def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fallback: bool, device: torch.device,
-                   dtype: torch.dtype, memory_format: torch.memory_format, freezing: bool = True) -> GroupMeasurement:
+                   dtype: torch.dtype, memory_format: torch.memory_format, freezing: bool = False) -> GroupMeasurement:
     flops = [b.counts.flops_per_image if b.counts else _counted(b) for b in built]  # on the CPU, before the move
     models = [b.model.eval().to(device, dtype, memory_format=memory_format) for b in built]
     inputs = [torch.randn(config.batch_size, b.in_channels, b.input_size, b.input_size, device=device, dtype=dtype)
