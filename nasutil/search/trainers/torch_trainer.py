@@ -8,7 +8,7 @@ On CUDA each candidate's whole training step is captured in a CUDA graph and rep
 (`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
 replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly. `compile=true`
 compiles each candidate's forward and backward by Inductor first (fewer, fused kernels): it pays where a
-candidate trains for many steps: a population's candidates took 15-22 s each on an H200's 16-core host,
+candidate trains for many steps: a population's candidates took 14-22 s each on an H200's 16-core host,
 compiled side by side by child processes (`nasutil.colocate.compile_cache`).
 
 With `population=P` the search runs up to P trials at once and their candidates train together
