@@ -28,6 +28,15 @@ class NotEnumerableError(NasutilError):
 EXIT_USAGE = 2  # what every nasutil command and script exits with on a user error
 
 
+def path_error(exc: BaseException) -> str | None:
+    """The one-line message for a file or folder the system refused (a missing parent, a file where a
+    folder should be, no permission): a path the user gave, in nearly every case. None for other errors."""
+    if not isinstance(exc, OSError) or exc.filename is None:
+        return None
+    reason = exc.strerror or type(exc).__name__
+    return f"cannot use {str(exc.filename)!r}: {reason}"
+
+
 def fail(message: str) -> NoReturn:
     """End a script on a user error as nasutil's commands do: one line on stderr, exit code 2."""
     print(message, file=sys.stderr)

@@ -1,6 +1,7 @@
 """The CLI as a user meets it: listing, sampling, describing, and one-line errors for bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -55,6 +56,9 @@ BAD_INPUTS = [
     ("sample", "nb201", "-n", "0"),
     ("sample", "nb201", "--seed", "abc"),
     ("describe", "nb201", NB201_CELL, "--input-size", "-1"),
+    ("describe", "nb201", NB201_CELL, "--input-size", "3"),
+    ("describe", "nb201", NB201_CELL, "--num-classes", "10000000000"),
+    ("predict", "nb201", "--sample", "99999999999999"),
     ("nosuchcommand",),
     (),
 ]
@@ -68,6 +72,45 @@ def test_bad_input_gives_one_line_and_exit_2(cli, args):
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert lines[0].startswith("nasutil")
+
+
+def test_outputs_that_would_overwrite_an_input_are_refused(cli, tmp_path):
+    archs = tmp_path / "archs.txt"
+    archs.write_text(NB201_CELL + "\n")
+    result = cli("predict", "nb201", "--archs", str(archs), "--table", str(archs))
+    assert result.returncode == 2 and "--table" in result.stderr and "one of this command's inputs" in result.stderr
+    assert archs.read_text() == NB201_CELL + "\n"
+    measurements = tmp_path / "runs"
+    measurements.mkdir()
+    (measurements / "a.jsonl").write_text('{"space": "nb201"}\n')
+    result = cli("profile", "fit", str(measurements), "--out", str(measurements / "a.jsonl"))
+    assert result.returncode == 2 and "one of this command's inputs" in result.stderr
+    assert (measurements / "a.jsonl").read_text() == '{"space": "nb201"}\n'
+
+
+def test_an_arch_file_with_a_byte_order_mark_is_read(cli, tmp_path):
+    archs = tmp_path / "archs.txt"
+    archs.write_bytes(b"\xef\xbb\xbf" + NB201_CELL.encode() + b"\n")
+    result = cli("predict", "nb201", "--archs", str(archs), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[0])["arch"] == NB201_CELL
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(cli, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept")
+    result = cli("codes", "train", "--out", str(blocker), "--dataset", "digits", "--device", "cpu", "--epochs", "1",
+                 "--base-epochs", "1", "--train-images", "64", "--test-images", "64")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"cannot use '{blocker}'" in lines[0] and blocker.read_text() == "kept"
+
+
+def test_a_cache_url_that_is_no_url_is_refused(cli, tmp_path):
+    result = cli("measure", "nb201", NB201_CELL, "--device", "cpu", "--fast", "--in-process",
+                 env={"NASUTIL_CACHE_URL": "garbage"})
+    assert result.returncode == 2 and "NASUTIL_CACHE_URL must be a database URL" in result.stderr
+    assert not Path("garbage").exists()
 
 
 def test_listing_spaces_and_predicting_load_neither_torch_nor_scikit_learn():

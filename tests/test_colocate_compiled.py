@@ -130,7 +130,8 @@ def test_cli_colocate_compile_with_a_bad_worker_count_is_one_line(cli):
     r = cli("colocate", "nb201", A, A, "--device", "cpu", "--batch-size", "1", "--compile", "--no-cache",
             env={"NASUTIL_COMPILE_WORKERS": "all"})
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["nasutil: error: NASUTIL_COMPILE_WORKERS must be a whole number, got 'all'"]
+    assert r.stderr.strip().splitlines() == [
+        "nasutil: error: NASUTIL_COMPILE_WORKERS must be a whole number >= 0 (0: no child processes), got 'all'"]
 
 
 def _unique_batch() -> int:
@@ -239,9 +240,13 @@ def test_a_compiled_training_step_compiles_from_a_child_s_cache(monkeypatch):
 def test_compile_workers_must_be_a_number(monkeypatch):
     from nasutil.colocate import compile_cache
 
+    for given in ("many", "-1"):
+        monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, given)
+        with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number >= 0"):
+            compile_cache.default_workers()
+    monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "0")
+    assert compile_cache.default_workers() == 0
     monkeypatch.setenv(compile_cache.WORKERS_VARIABLE, "many")
-    with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):
-        compile_cache.default_workers()
     from nasutil.search.trainers.torch_trainer import TorchTrainer
 
     with pytest.raises(NasutilError, match="NASUTIL_COMPILE_WORKERS must be a whole number"):

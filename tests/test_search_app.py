@@ -77,6 +77,9 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.min_accuracy=abc"], "objectives.min_accuracy must be a number or null, got 'abc'"),
     (["objectives.min_accuracy=150"], "percentage in [0, 100]"),
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
+    (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
+    (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a finite number, got nan"),
+    (["trainer=torch", "trainer.momentum=-0.5"], "trainer.momentum and trainer.weight_decay must be >= 0"),
     (["early_stopping=hyperband", "early_stopping.reduction_factor=0"], "HyperbandPruner cannot run with these"),
     (["early_stopping=median", "early_stopping.n_startup_trials=-1"], "cannot create early_stopping 'median'"),
 ])
@@ -92,6 +95,19 @@ def test_unreachable_storage_is_one_line_and_exit_2(tmp_path, capsys):
     err = _one_line_exit_2(capsys, "storage=url", "storage.url=postgresql://user:secret@127.0.0.1:9/db",
                            f"hydra.run.dir={tmp_path}", *FAST)
     assert "cannot open study storage postgresql://user:***@127.0.0.1:9/db" in err and "secret" not in err
+
+
+def test_bad_flags_and_run_folders_end_with_one_line_and_exit_2(tmp_path, capsys):
+    """Hydra's own parser would print its whole usage first; a run folder that cannot be made is a path
+    the user gave, not a bug."""
+    err = _one_line_exit_2(capsys, "--n-trials", "5")
+    assert "unrecognized arguments: --n-trials" in err and "key=value, e.g. n_trials=20" in err
+    err = _one_line_exit_2(capsys, "--cfg", "bogus")
+    assert "invalid choice: 'bogus'" in err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("kept")
+    err = _one_line_exit_2(capsys, f"hydra.run.dir={blocker / 'run'}", *FAST)
+    assert f"cannot use '{blocker / 'run'}'" in err and blocker.read_text() == "kept"
 
 
 def test_console_script_reports_a_bad_option_in_one_line(tmp_path):

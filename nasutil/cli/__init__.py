@@ -8,7 +8,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, path_error
 
 EXIT_USAGE = 2
 
@@ -52,6 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        message = path_error(exc)
+        if message is None:
+            raise
+        print(f"nasutil: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,6 +33,22 @@ def positive_float(text: str) -> float:
     return _number(text, float, "a positive number", lambda v: v > 0 and math.isfinite(v))
 
 
+#: the most architectures one command samples: a list that size already takes gigabytes and hours to score
+MAX_SAMPLE = 10_000_000
+
+
+def sample_count(text: str) -> int:
+    return _number(text, int, f"a positive integer up to {MAX_SAMPLE:,}", lambda v: 0 < v <= MAX_SAMPLE)
+
+
+#: the most classes a network's head may have: ten times ImageNet-21k's, and a head that still fits in memory
+MAX_NUM_CLASSES = 1_000_000
+
+
+def num_classes(text: str) -> int:
+    return _number(text, int, f"a number of classes from 1 to {MAX_NUM_CLASSES:,}", lambda v: 0 < v <= MAX_NUM_CLASSES)
+
+
 #: the longest time limit a worker takes (a week): the clocks that wait on it overflow far above
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
@@ -42,12 +58,27 @@ def timeout_seconds(text: str) -> float:
                    lambda v: 0 < v <= MAX_TIMEOUT_S)
 
 
+def refuse_overwriting(out: Path, inputs, flag: str) -> None:
+    """A one-line error where the output `flag` names a file that the command also reads (one of `inputs`,
+    files or folders): writing it would destroy what the command was given."""
+    if not out.exists():
+        return
+    target = out.resolve()
+    for given in inputs:
+        given = Path(given)
+        if not given.exists():
+            continue
+        source = given.resolve()
+        if target == source or (source.is_dir() and source in target.parents and target.suffix in (".jsonl", ".csv")):
+            raise NasutilError(f"{flag} {str(out)!r} is one of this command's inputs ({str(given)!r}); "
+                               f"writing it would overwrite them: choose another file")
+
 
 def add_arch_choice(parser: argparse.ArgumentParser, what: argparse._MutuallyExclusiveGroup | None = None) -> None:
     """ARCH, --sample N or --archs FILE (and --seed for --sample); `what` is the exclusive group to join."""
     parser.add_argument("arch", nargs="?", help="one architecture string (quote it)")
     group = what or parser.add_mutually_exclusive_group()
-    group.add_argument("--sample", type=positive_int, metavar="N", help="N sampled architectures")
+    group.add_argument("--sample", type=sample_count, metavar="N", help="N sampled architectures")
     group.add_argument("--archs", type=Path, metavar="FILE", help="file with one architecture string per line")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")
 
@@ -77,7 +108,8 @@ def read_arch_file(path: Path, space: SearchSpace) -> list[str]:
         if size > MAX_ARCH_FILE_BYTES:
             raise NasutilError(f"{str(path)!r} holds {size:,} bytes: an architecture file may hold at most "
                                f"{MAX_ARCH_FILE_BYTES:,}")
-        lines = [line.strip() for line in path.read_text().splitlines()]
+        # utf-8-sig: a byte-order mark that an editor put first is no part of the first arch
+        lines = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
     except (OSError, UnicodeDecodeError) as exc:
         raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
     archs = [line for line in lines if line and not line.startswith("#")]

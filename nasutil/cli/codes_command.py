@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from nasutil.cli.args import non_negative_int, positive_int
@@ -21,7 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--base", default="mlp", help="mlp, lenet5, resnet18 or SPACE:ARCH (default mlp)")
     t.add_argument("--dataset", default="fashion_mnist", help="digits, mnist, fashion_mnist or cifar10 (default "
                                                               "fashion_mnist)")
-    t.add_argument("--data-dir", default="data", help="folder of MNIST/FashionMNIST/cifar-10-batches-bin")
+    t.add_argument("--data-dir", default=None, help="folder of MNIST/FashionMNIST/cifar-10-batches-bin "
+                                                    "(default $NASUTIL_DATA_DIR, else data)")
     t.add_argument("--k", type=positive_int, default=2, help="queries per parity group (default 2)")
     t.add_argument("--r", type=positive_int, default=1, help="parity queries per group (default 1)")
     t.add_argument("--encoder", default="mlp", help="mlp, conv (learned) or sum, concat (fixed) (default mlp)")
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("run", type=Path, metavar="RUN_DIR")
     e.add_argument("--code", type=Path, default=None, metavar="FILE",
                    help="score this code checkpoint (it must belong to RUN_DIR's base) instead of RUN_DIR's")
-    e.add_argument("--data-dir", default="data")
+    e.add_argument("--data-dir", default=None, help="as for train (default $NASUTIL_DATA_DIR, else data)")
     e.add_argument("--device", default="auto")
     e.add_argument("--json", action="store_true")
     e.set_defaults(handler=cmd_eval)
@@ -60,6 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.set_defaults(handler=cmd_report)
 
 
+def data_dir(given: str | None) -> str:
+    """--data-dir, else $NASUTIL_DATA_DIR, else `data`: where the Hydra configs look too."""
+    return given or os.environ.get("NASUTIL_DATA_DIR") or "data"
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from nasutil.codes import CodeSpec, RunSettings
 
@@ -68,7 +75,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = RunSettings(base=args.base, dataset=args.dataset, code=spec, base_epochs=args.base_epochs,
                            epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
                            train_images=args.train_images, test_images=args.test_images)
-    scores = train_with_progress(settings, args.out, args.data_dir, args.device, show=True, transient=args.json)
+    scores = train_with_progress(settings, args.out, data_dir(args.data_dir), args.device, show=True,
+                                 transient=args.json)
     print_scores(scores, args.json, args.out)
     return 0
 
@@ -111,7 +119,7 @@ def train_with_progress(settings, folder: Path, data_dir: str, device: str, show
 def cmd_eval(args: argparse.Namespace) -> int:
     from nasutil.codes import evaluate_run
 
-    print_scores(evaluate_run(args.run, args.data_dir, args.device, args.code), args.json, args.run)
+    print_scores(evaluate_run(args.run, data_dir(args.data_dir), args.device, args.code), args.json, args.run)
     return 0
 
 

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import non_negative_int, positive_float, positive_int, read_arch_file, timeout_seconds
+from nasutil.cli.args import (non_negative_int, positive_float, positive_int, read_arch_file, sample_count,
+                              timeout_seconds)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("space", help="search space (NAME or NAME:OPTION)")
     p.add_argument("archs", nargs="*", metavar="ARCH", help="architecture strings (quote them)")
     what = p.add_mutually_exclusive_group()
-    what.add_argument("--sample", type=positive_int, metavar="N", help="N sampled architectures")
+    what.add_argument("--sample", type=sample_count, metavar="N", help="N sampled architectures")
     what.add_argument("--archs", dest="archs_file", type=Path, metavar="FILE",
                       help="file with one architecture string per line")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for --sample (default 0)")

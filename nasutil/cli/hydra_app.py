@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nasutil.cli import interrupts
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, path_error
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -68,6 +68,9 @@ def user_error(exc: BaseException) -> str | None:
         if isinstance(e, NasutilError):
             return str(e)
     for e in chain:
+        if path_error(e) is not None:
+            return path_error(e)
+    for e in chain:
         if isinstance(e, (OmegaConfBaseException, HydraException)) and "Error executing job" not in str(e):
             return one_line(e)
     # Hydra reports some malformed configs (a bad defaults list, say) as plain ValueErrors of its own.
@@ -80,10 +83,45 @@ def user_error(exc: BaseException) -> str | None:
     return None
 
 
+class _FlagError(Exception):
+    pass
+
+
+def flag_error(args: list[str]) -> str | None:
+    """What is wrong with Hydra's own flags among `args` (an unknown flag, a bad choice), in one line; None
+    where they parse. Hydra's parser would print its whole usage first."""
+    try:
+        from hydra._internal.utils import get_args_parser
+    except ImportError:  # a Hydra that moved its parser: its own report stands
+        return None
+    parser = get_args_parser()
+
+    def error(message: str) -> None:
+        raise _FlagError(message)
+
+    parser.error = error  # type: ignore[method-assign]
+    try:
+        parser.parse_args(args)
+    except _FlagError as exc:
+        message = str(exc)
+        if any(a.startswith("--") and "=" not in a for a in args if a.lstrip("-").replace("-", "_") not in
+               ("help", "hydra_help", "version", "cfg", "resolve", "package", "run", "multirun", "info",
+                "shell_completion", "config_path", "config_name", "config_dir")):
+            message += "; settings are given as key=value, e.g. n_trials=20"
+        return f"{message} (see --help)"
+    except SystemExit:  # --help, --version: the real run prints them
+        return None
+    return None
+
+
 def run_hydra_app(prog: str, hydra_main: Callable[[], Any], args: list[str], interrupted: str = "interrupted") -> int:
     """Run the `@hydra.main` function `hydra_main` on the command-line `args`; the exit code."""
     if any(a.startswith("--experimental-rerun") for a in args):
         print(f"{prog}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
+        return EXIT_USAGE
+    message = flag_error(args)
+    if message is not None:
+        print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     saved_argv, saved_env, saved_file = sys.argv, os.environ.get("HYDRA_FULL_ERROR"), os.environ.get(ERRORS_FILE)
     sys.argv = [prog, *args]

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import add_arch_choice, chosen_archs, positive_float, positive_int, timeout_seconds
+from nasutil.cli.args import (add_arch_choice, chosen_archs, num_classes, positive_float, positive_int,
+                              refuse_overwriting, timeout_seconds)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-channels-last", dest="channels_last", action="store_false",
                    help="keep NCHW (default: channels_last)")
     p.add_argument("--input-size", type=positive_int, default=None)
-    p.add_argument("--num-classes", type=positive_int, default=None, help="default 10 (1000 for --model)")
+    p.add_argument("--num-classes", type=num_classes, default=None, help="default 10 (1000 for --model)")
     p.add_argument("--repeats", type=positive_int, default=7, help="timed windows, at least 2 (default 7)")
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--fast", action="store_true",
@@ -119,6 +120,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise NasutilError("--sweep chooses the batch sizes itself; drop --batch-size")
     config = _config(args)
     candidates, total = _candidates(args)
+    if args.out is not None:
+        refuse_overwriting(args.out, [args.archs] if getattr(args, "archs", None) else [], "--out")
     if args.cache and args.no_cache:
         raise NasutilError("--cache and --no-cache contradict each other")
     cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_location())

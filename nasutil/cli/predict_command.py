@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import add_arch_choice, chosen_archs, non_negative_int, positive_int
+from nasutil.cli.args import (add_arch_choice, chosen_archs, non_negative_int, positive_int, refuse_overwriting,
+                              sample_count)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -72,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     n.add_argument("space")
     n.add_argument("measurements", nargs="+", type=Path, help="files or folders of evaluator results")
     n.add_argument("--count", type=positive_int, default=50)
-    n.add_argument("--pool", type=positive_int, default=5000, help="candidates sampled to choose from")
+    n.add_argument("--pool", type=sample_count, default=5000, help="candidates sampled to choose from")
     n.add_argument("--profile", default="h200", help="profile whose operator tables feed the features")
     n.add_argument("--batch-size", type=positive_int, default=256)
     n.add_argument("--dtype", choices=DTYPES, default="fp16")
@@ -94,6 +95,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     target = predictor.target(args.dtype, args.batch_size, args.mode)
     archs = chosen_archs(args, space)
     predictor.check(args.space, target)  # a missing model or table fails before any output
+    if args.table:
+        refuse_overwriting(args.table, [p for p in (args.archs, args.profile) if p], "--table")
     table = _open_for_writing(args.table) if args.table else None
     rows = []
     try:
@@ -155,6 +158,8 @@ def _usable_measurements(paths) -> list[dict]:
 def cmd_profile_fit(args: argparse.Namespace) -> int:
     from nasutil.predictor import load_profile
     from nasutil.predictor.fit import fit_profile
+
+    refuse_overwriting(args.out, args.measurements, "--out")
     rows = _usable_measurements(args.measurements)
     if not rows:
         raise NasutilError("no successful measurements found in the given files")
@@ -233,6 +238,9 @@ def cmd_profile_next(args: argparse.Namespace) -> int:
                         np.array([features(a) for a in pool]), args.count, seed=args.seed)
     for index in picks:
         print(pool[index])
+    if len(picks) < args.count:
+        print(f"nasutil: note: {len(picks)} of the {args.count} asked for: the pool of {args.pool} sampled holds only "
+              f"{len(pool)} unmeasured candidates (raise --pool for more)", file=sys.stderr)
     return 0
 
 

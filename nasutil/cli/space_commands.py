@@ -8,7 +8,7 @@ from collections import defaultdict
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import non_negative_int, positive_int
+from nasutil.cli.args import non_negative_int, num_classes, positive_int, sample_count
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.errors import NasutilError
 from nasutil.registry import entries, get_space
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("sample", help="print N architectures of a space, one per line")
     p.add_argument("space", help="space name, or NAME:OPTION (e.g. nni:ProxylessNAS)")
-    p.add_argument("-n", "--num", type=positive_int, default=10, help="how many (default 10)")
+    p.add_argument("-n", "--num", type=sample_count, default=10, help="how many (default 10)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the numpy Generator (default 0)")
     p.add_argument("--unique", action="store_true", help="skip architectures already printed")
     p.set_defaults(handler=cmd_sample)
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("space")
     p.add_argument("arch", help="the architecture string (quote it)")
     p.add_argument("--input-size", type=positive_int, default=None, help="input resolution (default: the space's)")
-    p.add_argument("--num-classes", type=positive_int, default=10)
+    p.add_argument("--num-classes", type=num_classes, default=10)
     p.add_argument("--top", type=positive_int, default=15, help="layers to list, most FLOPs first (default 15)")
     p.add_argument("--json", action="store_true", help="everything, all layers included, as one JSON object")
     p.set_defaults(handler=cmd_describe)
@@ -85,7 +85,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     space = get_space(args.space)
     arch = space.parse(args.arch)
-    input_size = args.input_size or space.default_input_size
+    input_size = space.check_input_size(args.input_size)
     model = space.build(arch, num_classes=args.num_classes, input_size=input_size)
     try:
         from nasutil.counting import count_model

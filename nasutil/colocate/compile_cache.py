@@ -66,9 +66,13 @@ def default_workers() -> int:
     given = os.environ.get(WORKERS_VARIABLE, "").strip()
     if given:
         try:
-            return max(0, int(given))
+            workers = int(given)
         except ValueError:
-            raise NasutilError(f"{WORKERS_VARIABLE} must be a whole number, got {given!r}") from None
+            workers = -1
+        if workers < 0:
+            raise NasutilError(f"{WORKERS_VARIABLE} must be a whole number >= 0 (0: no child processes), "
+                               f"got {given!r}")
+        return workers
     return min(16, (os.cpu_count() or 1) // 2)
 
 

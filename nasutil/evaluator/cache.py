@@ -53,8 +53,16 @@ def default_cache_path() -> Path:
 
 
 def default_cache_location() -> str:
-    """$NASUTIL_CACHE_URL where set (keeps a password off the command line), else the local SQLite file."""
-    return os.environ.get(URL_VARIABLE) or str(default_cache_path())
+    """$NASUTIL_CACHE_URL where set (keeps a password off the command line), else the local SQLite file.
+    A value that is no URL is refused rather than taken as a file name: a typo there would otherwise
+    start an empty cache in whatever folder the command runs in."""
+    url = os.environ.get(URL_VARIABLE, "").strip()
+    if not url:
+        return str(default_cache_path())
+    if "://" not in url:
+        raise NasutilError(f"{URL_VARIABLE} must be a database URL (postgresql://USER@HOST/DB or "
+                           f"sqlite:///PATH), got {url!r}; for a local file use --cache PATH or NASUTIL_CACHE_DIR")
+    return url
 
 
 def _tables(metadata):

@@ -48,8 +48,16 @@ class TorchTrainer(Trainer):
                  compile: bool = False) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
+        for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
+                            ("weight_decay", weight_decay), ("valid_fraction", valid_fraction)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise NasutilError(f"trainer.{name} must be a finite number, got {value!r}")
         if epochs < 1 or batch_size < 1 or lr <= 0:
-            raise NasutilError("trainer: epochs and batch_size must be >= 1 and lr > 0")
+            raise NasutilError(f"trainer: epochs and batch_size must be >= 1 and lr > 0 "
+                               f"(got epochs={epochs}, batch_size={batch_size}, lr={lr})")
+        if momentum < 0 or weight_decay < 0:
+            raise NasutilError(f"trainer.momentum and trainer.weight_decay must be >= 0, got {momentum} and "
+                               f"{weight_decay}")
         if not 0 < valid_fraction < 1:
             raise NasutilError(f"trainer.valid_fraction must be in (0, 1), got {valid_fraction}")
         if max_batches_per_epoch is not None and max_batches_per_epoch < 1:
