@@ -98,3 +98,16 @@ def test_a_prediction_says_how_far_the_profile_trusts_it(cli):
     assert rough.returncode == calm.returncode == 0
     assert ("treat these predictions as rough" in rough.stderr) == (eager.expected_error > 0.10)
     assert "rough" not in calm.stderr
+
+
+def test_auto_names_the_settings_a_profile_serves_where_no_datasheet_backs_the_fallback():
+    """A profile fitted on a device no datasheet lists (a CPU) serves only its own settings; elsewhere the
+    error says so, not that a datasheet entry is missing."""
+    from nasutil.errors import NasutilError
+    from nasutil.predictor.kinds.auto import AutoPredictor
+    from nasutil.predictor.profile import DeviceProfile
+
+    predictor = AutoPredictor(DeviceProfile(device_name="Some CPU"))
+    with pytest.raises(NasutilError, match="has no model for nb201 at fp16, batch 256, cudagraph.*no learned models"):
+        predictor.check("nb201", predictor.target())
+    AutoPredictor("h200").check("nb201", AutoPredictor("h200").target())  # a datasheet device: the fallback stands
