@@ -1,6 +1,7 @@
 """`auto`: for each space and configuration, whichever of the profile's learned model and operator table
 scored the lower held-out error when the profile was fitted; else the one the profile has; else the
-analytical model. It never refuses a space."""
+analytical model. It refuses a space only where that fallback would need the datasheet of a device
+that none lists (a profile fitted on a CPU, at settings it was not fitted at)."""
 
 from __future__ import annotations
 
