@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
@@ -58,7 +59,7 @@ def timeout_seconds(text: str) -> float:
                    lambda v: 0 < v <= MAX_TIMEOUT_S)
 
 
-def refuse_overwriting(out: Path, inputs, flag: str) -> None:
+def refuse_overwriting(out: Path, inputs: Iterable[Path | str], flag: str) -> None:
     """A one-line error where the output `flag` names a file that the command also reads (one of `inputs`,
     files or folders): writing it would destroy what the command was given."""
     if not out.exists():

@@ -104,9 +104,8 @@ def flag_error(args: list[str]) -> str | None:
         parser.parse_args(args)
     except _FlagError as exc:
         message = str(exc)
-        if any(a.startswith("--") and "=" not in a for a in args if a.lstrip("-").replace("-", "_") not in
-               ("help", "hydra_help", "version", "cfg", "resolve", "package", "run", "multirun", "info",
-                "shell_completion", "config_path", "config_name", "config_dir")):
+        unknown = message.partition("unrecognized arguments:")[2].split()
+        if any(a.startswith("--") for a in unknown):  # a setting written as a flag, most likely
             message += "; settings are given as key=value, e.g. n_trials=20"
         return f"{message} (see --help)"
     except SystemExit:  # --help, --version: the real run prints them
