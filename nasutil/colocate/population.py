@@ -1,104 +1,306 @@
-"""Train a population of networks together on one device, each seen from its own thread.
+"""Train a population of networks together on one device, each candidate seen from its own thread.
 
-A search runs each trial in a thread of its own (Optuna's `n_jobs`); a trainer hands its candidate to
-`Population.run` as a `Member` (one training step at a time) and gets control back once the member
-has taken all its steps, or with the exception a step raised (a pruner's stop, a divergence). Whatever
-thread is waiting drives: each round, every member present takes one step, so a member that leaves
-(finished or stopped) frees its place for the next trial at once. Members never share state: each has
-its own network, optimizer, schedule and data order, so training one in a population computes exactly
-what training it alone computes (`tests/test_colocate_training.py` checks this bit for bit on a CPU).
+A search runs each trial in a thread of its own; a trainer hands its candidate to `Population.run` as
+a `Member` and gets control back once the member has taken all its steps, or with the exception that
+its step or its host work raised (a pruner's stop, a cut at a rung, a divergence).
+
+The work is split by who may wait:
+
+- **A driver thread** (one per population, running while anyone trains) only queues steps: each round,
+  every member that is ready takes one `step()`, which must not wait for the device. It keeps at most
+  `lead_rounds` rounds queued ahead of the device, so that a decision about a member (its rung, its
+  epoch's validation) comes soon after its step ran.
+- **Each member's own thread** does everything that may wait: `prepare()` (moving the network to the
+  device, capturing its step) before it takes a place, and the host work that a step may ask for
+  (`step()` returns it: validation, a report that may raise) while the others keep training. A member
+  waiting on its host work is paused: it holds its place but takes no steps.
+
+Places are handed out first come, first served. `ahead` members more than `size` may hold a
+reservation and prepare while the places are full, so a freed place is taken at once by a member
+that is ready; members join in the order of their reservations, so a run that asks in a fixed order
+trains in that order. A memory budget counts every reserved member (preparing, waiting or training).
+
+`quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
+the block ends, so that a measurement sees an idle device. Members never share state: each has its
+own network, optimizer, schedule and data order, so training one in a population computes exactly
+what training it alone computes (`tests/test_colocate_training.py` checks this bit for bit).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import sys
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from nasutil.errors import NasutilError
+
+Step = Callable[[], "Callable[[], None] | None"]
+
+READY, PAUSED, DONE = "ready", "paused", "done"
 
 
 @dataclass(eq=False)
 class Member:
-    """One candidate: `step()` runs its next training step (and whatever ends an epoch: validation, a
-    report that may raise); `steps` is how many it takes in all."""
+    """One candidate. `step()` queues its next training step and returns the host work that must follow
+    it before the next step (or None); `steps` is how many it takes in all; `prepare()`, if given, runs
+    in the member's own thread once it holds a reservation, before it takes a place."""
 
-    step: Callable[[], None]
+    step: Step
     steps: int
     memory_bytes: float = 0.0  # its estimated device memory, counted against the population's budget
+    prepare: Callable[[], None] | None = None
+    stream: Any = None  # the CUDA stream its steps run on, if any
     taken: int = 0
     error: BaseException | None = field(default=None, repr=False)
+    state: str = READY
+    pending: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
     def done(self) -> bool:
-        return self.error is not None or self.taken >= self.steps
+        return self.state == DONE
+
+
+class Gate:
+    """Many threads may launch work at once; `closed()` waits until none does and holds new ones back."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._active = 0
+        self._closed = 0
+
+    @contextlib.contextmanager
+    def launching(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: not self._closed)
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._active -= 1
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def closed(self) -> Iterator[None]:
+        with self._changed:
+            self._closed += 1
+            self._changed.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._closed -= 1
+                self._changed.notify_all()
+
+
+@dataclass(eq=False)
+class Place:
+    """A reservation: its turn in the queue, the memory it counts, and the stream lent to its member."""
+
+    ticket: int
+    memory_bytes: float
+    stream: Any = None
+    joined: bool = False
 
 
 class Population:
-    """At most `size` members train at once, and together within `memory_budget_bytes` where one is set
-    (a member alone may use it all); `run` blocks a further one until a place and the memory free up."""
+    """At most `size` members train at once, and all reserved ones together within `memory_budget_bytes`
+    where one is set (a member alone may use it all); `ahead` more may prepare while the places are full.
 
-    def __init__(self, size: int, memory_budget_bytes: float | None = None) -> None:
-        if size < 1:
+    `device`: where the members train; on CUDA each reservation lends one of the population's streams
+    (`Place.stream`), so that the caching allocator's blocks of a stream serve the members that follow.
+    `switch_interval_s`: Python's thread switch interval while the driver runs, so that threads
+    preparing members hold the interpreter for short turns and the driver's launches are not held up."""
+
+    def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
+                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
-        self.size = size
-        self.memory_budget_bytes = memory_budget_bytes
-        self._members: list[Member] = []
+        if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
+            raise NasutilError(f"a population's ahead must be a whole number >= 0, got {ahead}")
+        self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
+        self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
         self._changed = threading.Condition()
-        self._driving = False
+        self._tickets = itertools.count()
+        self._queue: deque[Place] = deque()  # reservations not yet granted, in order
+        self._reserved: list[Place] = []  # granted, in order: preparing, waiting to join, or training
+        self._members: list[Member] = []  # training
+        self._streams: list[Any] = []  # streams free to lend
+        self._driver: threading.Thread | None = None
+        self.gate = Gate()
         self.rounds = 0  # rounds driven
         self.most_together = 0  # the most members that took one round together
+        self.most_reserved = 0
+
+    # -- a member's thread -----------------------------------------------------------------------
 
     def run(self, member: Member) -> None:
-        """Train `member` to its end among the others; raises what its step raised."""
+        """Reserve, prepare, train `member` to its end among the others; raises what it raised."""
+        with self.place(member.memory_bytes) as place:
+            if member.prepare is not None:
+                with self.gate.launching():
+                    member.prepare()
+            self.train(place, member)
+
+    @contextlib.contextmanager
+    def place(self, memory_bytes: float = 0.0) -> Iterator[Place]:
+        """A reservation, granted in the order asked once the population has room for it (blocks until
+        then); released, with its stream, when the block ends."""
+        place = Place(next(self._tickets), float(memory_bytes))
         with self._changed:
-            self._changed.wait_for(lambda: self._fits(member))
+            self._queue.append(place)
+            try:
+                self._changed.wait_for(lambda: self._queue[0] is place and self._room_for(place))
+            except BaseException:
+                self._queue.remove(place)
+                self._changed.notify_all()
+                raise
+            self._queue.popleft()
+            self._reserved.append(place)
+            self.most_reserved = max(self.most_reserved, len(self._reserved))
+            place.stream = self._lend_stream()
+            self._changed.notify_all()
+        try:
+            yield place
+        finally:
+            with self._changed:
+                self._reserved.remove(place)
+                if place.stream is not None:
+                    self._streams.append(place.stream)
+                self._changed.notify_all()
+
+    def train(self, place: Place, member: Member) -> None:
+        """Train a prepared member in its reserved place: it joins once the members reserved before it have
+        joined (or left) and a place is free, and leaves when done; raises what it raised."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._may_join(place))
+            place.joined = True
+            member.state = READY if member.taken < member.steps else DONE
             self._members.append(member)
+            self._start_driver()
             self._changed.notify_all()
         try:
             while True:
                 with self._changed:
-                    self._changed.wait_for(lambda: member.done or not self._driving)
-                    if member.done:
+                    self._changed.wait_for(lambda: member.state != READY)
+                    if member.state == DONE:
                         break
-                    self._driving = True
-                try:
-                    self._drive(until=member)
-                finally:
-                    with self._changed:
-                        self._driving = False
-                        self._changed.notify_all()
+                    work, member.pending = member.pending, None
+                try:  # the member's host work, outside the lock, while the others train
+                    if work is not None:
+                        work()
+                except BaseException as exc:
+                    member.error = exc
+                with self._changed:
+                    member.state = DONE if member.error is not None or member.taken >= member.steps else READY
+                    self._changed.notify_all()
         finally:
-            with self._changed:
-                if member in self._members:
-                    self._members.remove(member)
+            with self._changed:  # only the member's own thread removes it: nobody else does
+                self._members.remove(member)
+                member.state = DONE
                 self._changed.notify_all()
         if member.error is not None:
             raise member.error
 
-    def _fits(self, member: Member) -> bool:
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No launches from this population (rounds, preparing, host work in `launching()`) inside the
+        block, and whatever was queued has run on the device when it begins."""
+        with self.gate.closed():
+            if self.device is not None and getattr(self.device, "type", str(self.device)) == "cuda":
+                import torch
+
+                torch.cuda.synchronize(self.device)
+            yield
+
+    # -- admission -------------------------------------------------------------------------------
+
+    def _room_for(self, place: Place) -> bool:
+        if len(self._reserved) >= self.size + self.ahead:
+            return False
+        if self.memory_budget_bytes is None or not self._reserved:
+            return True
+        return sum(p.memory_bytes for p in self._reserved) + place.memory_bytes <= self.memory_budget_bytes
+
+    def _may_join(self, place: Place) -> bool:
         if len(self._members) >= self.size:
             return False
-        if self.memory_budget_bytes is None or not self._members:
-            return True
-        return sum(m.memory_bytes for m in self._members) + member.memory_bytes <= self.memory_budget_bytes
+        return all(p.joined for p in self._reserved if p.ticket < place.ticket)
 
-    def _drive(self, until: Member) -> None:
-        """Run rounds until this thread's own member is done (another waiting thread then drives on)."""
-        while not until.done:
-            with self._changed:
-                together = [m for m in self._members if not m.done]
-            self.most_together = max(self.most_together, len(together))
-            for m in together:
-                try:
-                    m.step()
-                    m.taken += 1
-                except BaseException as exc:  # the member's own thread re-raises it
-                    m.error = exc
-            self.rounds += 1
-            with self._changed:
-                finished = [m for m in together if m.done]
-                for m in finished:
-                    self._members.remove(m)
-                if finished:
-                    self._changed.notify_all()
+    def _lend_stream(self) -> Any:
+        if self.device is None or getattr(self.device, "type", str(self.device)) != "cuda":
+            return None
+        if self._streams:
+            return self._streams.pop()
+        import torch
+
+        return torch.cuda.Stream(device=self.device)
+
+    # -- the driver ------------------------------------------------------------------------------
+
+    def _start_driver(self) -> None:
+        if self._driver is None:
+            self._driver = threading.Thread(target=self._drive, name="population-driver", daemon=True)
+            self._driver.start()
+
+    def _drive(self) -> None:
+        """Rounds while anyone trains: each ready member takes one step; a member whose step asks for host
+        work pauses until its own thread has done it; one that fails or has taken all its steps is done."""
+        before = sys.getswitchinterval()
+        if self.switch_interval_s:
+            sys.setswitchinterval(min(before, self.switch_interval_s))
+        marks: deque[Any] = deque()  # one event per round queued, to keep the lead bounded
+        try:
+            while True:
+                with self._changed:
+                    self._changed.wait_for(lambda: not self._members or any(m.state == READY for m in self._members))
+                    if not self._members:
+                        self._driver = None
+                        return
+                    together = [m for m in self._members if m.state == READY]
+                self.most_together = max(self.most_together, len(together))
+                changed = False
+                with self.gate.launching():
+                    while len(marks) >= self.lead_rounds:
+                        marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
+                    for m in together:
+                        try:
+                            work = m.step()
+                            m.taken += 1
+                        except BaseException as exc:  # the member's own thread re-raises it
+                            m.error, work = exc, None
+                        if m.error is not None or work is not None or m.taken >= m.steps:
+                            m.pending = work
+                            m.state = PAUSED if m.error is None and work is not None else DONE
+                            changed = True
+                    marks.append(self._mark(together))
+                self.rounds += 1
+                if changed:
+                    with self._changed:
+                        self._changed.notify_all()
+        finally:
+            if self.switch_interval_s and sys.getswitchinterval() == min(before, self.switch_interval_s):
+                sys.setswitchinterval(before)
+
+    @staticmethod
+    def _mark(together: list[Member]) -> Any:
+        """An event after the round's last step on the device: the streams run side by side, so one of
+        them tells how far the device has come."""
+        stream = next((m.stream for m in reversed(together) if m.stream is not None), None)
+        if stream is None:
+            return _Done()
+        import torch
+
+        event = torch.cuda.Event()
+        event.record(stream)
+        return event
+
+
+class _Done:
+    def synchronize(self) -> None:
+        return None

@@ -7,9 +7,12 @@ rate), a step is one graph launch; graphs of several candidates replayed on thei
 side by side. The same arithmetic runs eagerly where graphs are off or on a CPU, so the code that CI
 tests is the code a GPU replays.
 
-Everything a step reads that changes between steps lives in a device tensor that is copied in before
-the replay: the batch's row numbers and the learning rate (taken from a schedule held on the device).
-Nothing in a step waits for the host, so the loss is summed on the device and read once an epoch.
+Everything a step reads that changes between steps lives on the device: the epoch's row order, and a
+step counter from which the step picks its batch and its learning rate (from a schedule held on the
+device) and which it advances itself. A step is therefore one graph launch and nothing else, and
+nothing in it waits for the host: the loss is summed on the device and read once an epoch. A step is
+captured on its own stream without a device-wide synchronize, so members of a population are captured
+while the others train.
 """
 
 from __future__ import annotations
@@ -58,15 +61,19 @@ def sgd_nesterov_(params: list[torch.Tensor], grads: list[torch.Tensor], buffers
 class TrainingStep:
     """Train `model` one batch at a time on `train_x`/`train_y` (already on the model's device).
 
-    `run(step, rows)` takes the step number (for the learning rate) and the batch's row numbers (a device
-    tensor of `batch_size`). With `graph=True` (CUDA only) the first call captures the step in a CUDA graph
-    on this candidate's own stream and every call replays it there; the host never waits. With
-    `compiled=True` the step's forward and backward are compiled by Inductor at the first call
-    (`nasutil.colocate.compiled`): fewer, fused kernels, once the compilation is paid for."""
+    `start_epoch(order)` sets the rows of the coming epoch; `advance()` queues the next step, whose batch
+    and learning rate follow from the steps taken. `run(step, rows)` takes the step number and the
+    batch's row numbers explicitly. With `graph=True` (CUDA only) the step is captured in a CUDA graph on
+    this candidate's stream (`capture()`, or the first step) and every step replays it there; the host
+    never waits. With `compiled=True` the step's forward and backward are compiled by Inductor at the
+    first step (`nasutil.colocate.compiled`): fewer, fused kernels, once the compilation is paid for.
+    `stream`: the stream to run on (a population lends one); by default a new one where graphs are on.
+    `epoch_batches`: the batches of an epoch, where it takes fewer than the data holds."""
 
     def __init__(self, model: nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor], train_x: torch.Tensor,
                  train_y: torch.Tensor, batch_size: int, rates: torch.Tensor, momentum: float, weight_decay: float,
-                 autocast_dtype: torch.dtype | None, graph: bool, compiled: bool = False) -> None:
+                 autocast_dtype: torch.dtype | None, graph: bool, compiled: bool = False,
+                 stream: torch.cuda.Stream | None = None, epoch_batches: int | None = None) -> None:
         device = train_x.device
         if graph and device.type != "cuda":
             raise NasutilError("a training step can be captured in a CUDA graph only on a CUDA device")
@@ -86,13 +93,24 @@ class TrainingStep:
                                                  autocast_dtype=autocast_dtype, options=TRAINING_OPTIONS)
         self.momentum, self.weight_decay, self.autocast_dtype = momentum, weight_decay, autocast_dtype
         self.device = device
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.buffers = [torch.zeros_like(p) for p in self.params]
-        self.rows = torch.zeros(batch_size, dtype=torch.long, device=device)
-        self.rate = torch.zeros((), dtype=torch.float32, device=device)
-        self.rates = rates.to(device=device, dtype=torch.float32)
-        self.loss_sum = torch.zeros((), dtype=torch.float32, device=device)
-        self.stream = torch.cuda.Stream(device=device) if graph else None
+        self.batch_size = batch_size
+        self.batches = len(train_y) // batch_size  # full batches only: a graph's shapes are fixed
+        if self.batches < 1:
+            raise NasutilError(f"a batch of {batch_size} is larger than the {len(train_y)} training rows")
+        if epoch_batches is not None:  # an epoch shorter than the data
+            self.batches = max(1, min(self.batches, int(epoch_batches)))
+        self.graphed = graph
+        if stream is None and graph:
+            stream = torch.cuda.Stream(device=device)
+        self.stream = stream if device.type == "cuda" else None
+        with self.on_stream():
+            self.params = [p for p in model.parameters() if p.requires_grad]
+            self.buffers = [torch.zeros_like(p) for p in self.params]
+            self.order = torch.arange(self.batches * batch_size, device=device)  # the epoch's rows, in order
+            self.offsets = torch.arange(batch_size, device=device)
+            self.counter = torch.zeros((), dtype=torch.long, device=device)  # steps taken
+            self.rates = rates.to(device=device, dtype=torch.float32)
+            self.loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_bytes = 0  # memory the captured graph keeps for itself
 
@@ -105,17 +123,35 @@ class TrainingStep:
             with torch.cuda.stream(self.stream):
                 yield
 
-    def run(self, step: int, rows: torch.Tensor) -> None:
+    def start_epoch(self, order: torch.Tensor) -> None:
+        """The rows of the coming epoch (a device tensor; its first `batches * batch_size` are used)."""
         with self.on_stream():
-            self.rows.copy_(rows, non_blocking=True)
-            self.rate.copy_(self.rates[step], non_blocking=True)
-            if self.stream is None:
+            self.order.copy_(order[:len(self.order)], non_blocking=True)
+
+    def advance(self) -> None:
+        """Queue the next step: one graph launch (or the step's kernels, eagerly); never waits."""
+        with self.on_stream():
+            if not self.graphed:
                 with self._compiling():
                     self._compute()
                 return
             if self.graph is None:
                 self._capture()
             self.graph.replay()
+
+    def run(self, step: int, rows: torch.Tensor) -> None:
+        """Step number `step` (its learning rate) on the batch `rows`."""
+        with self.on_stream():
+            slot = step % self.batches
+            self.order[slot * self.batch_size:(slot + 1) * self.batch_size].copy_(rows, non_blocking=True)
+            self.counter.fill_(step)
+        self.advance()
+
+    def capture(self) -> None:
+        """Capture the step now (where graphs are on), rather than at the first step."""
+        if self.graphed and self.graph is None:
+            with self.on_stream():
+                self._capture()
 
     def take_loss(self, steps: int) -> float:
         """The mean loss of the last `steps` steps (waits for them), and the sum starts again."""
@@ -128,8 +164,11 @@ class TrainingStep:
         """The step's arithmetic: what the graph holds, or what runs eagerly."""
         for p in self.params:
             p.grad = None
-        x = self.inputs(self.train_x.index_select(0, self.rows))
-        y = self.train_y.index_select(0, self.rows)
+        step = self.counter.clamp(max=len(self.rates) - 1)
+        rows = self.order.index_select(0, (step % self.batches) * self.batch_size + self.offsets)
+        rate = self.rates.index_select(0, step.view(1)).view(())
+        x = self.inputs(self.train_x.index_select(0, rows))
+        y = self.train_y.index_select(0, rows)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
                             enabled=self.autocast_dtype is not None):
             loss = F.cross_entropy(self.forward(x), y)
@@ -137,9 +176,10 @@ class TrainingStep:
         live = [(p, p.grad, b) for p, b in zip(self.params, self.buffers) if p.grad is not None]
         if live:
             params, grads, buffers = (list(t) for t in zip(*live))
-            sgd_nesterov_(params, grads, buffers, self.rate, self.momentum, self.weight_decay)
+            sgd_nesterov_(params, grads, buffers, rate, self.momentum, self.weight_decay)
         with torch.no_grad():
             self.loss_sum.add_(loss.detach().float())
+            self.counter.add_(1)
 
     @contextlib.contextmanager
     def _compiling(self) -> Iterator[None]:
@@ -158,28 +198,30 @@ class TrainingStep:
         self._compiled_once = True
 
     def _state(self) -> list[torch.Tensor]:
-        return [*self.params, *self.model.buffers(), *self.buffers, self.loss_sum]
+        return [*self.params, *self.model.buffers(), *self.buffers, self.loss_sum, self.counter]
 
     def _capture(self) -> None:
         """Warm up eagerly, capture, then put back every value the warm-up changed (weights, BatchNorm
-        statistics, momentum, loss), so that the first replay is the candidate's first step."""
+        statistics, momentum, loss, step counter), so that the first replay is the candidate's next step.
+        Everything runs on this candidate's stream, without the device-wide synchronize of
+        `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
         with torch.no_grad():
             saved = [t.detach().clone() for t in self._state()]
-        rows, rate = self.rows.clone(), self.rate.clone()
-        self.rate.zero_()
         with self._compiling():
             for _ in range(WARM_UP_STEPS):
                 self._compute()
         for p in self.params:
             p.grad = None
-        free_before = torch.cuda.mem_get_info(self.device)[0]
         graph = torch.cuda.CUDAGraph()
-        with CAPTURE_LOCK, torch.cuda.graph(graph, stream=self.stream, capture_error_mode="thread_local"):
-            self._compute()
-        self.graph_bytes = max(0, free_before - torch.cuda.mem_get_info(self.device)[0])
+        with CAPTURE_LOCK:
+            free_before = torch.cuda.mem_get_info(self.device)[0]
+            graph.capture_begin(capture_error_mode="thread_local")
+            try:
+                self._compute()
+            finally:
+                graph.capture_end()
+            self.graph_bytes = max(0, free_before - torch.cuda.mem_get_info(self.device)[0])
         with torch.no_grad():
             for t, s in zip(self._state(), saved):
                 t.copy_(s)
-        self.rows.copy_(rows)
-        self.rate.copy_(rate)
         self.graph = graph

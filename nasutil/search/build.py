@@ -16,6 +16,7 @@ from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
 from nasutil.search.controller import Search, resolve_pruned_as
+from nasutil.search.halving import Halving
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 from nasutil.search.storage import StudyStorage
@@ -43,9 +44,9 @@ class SearchSetup:
         slo = f" (latency SLO {s.objectives.latency_slo_ms} ms)" if s.objectives.latency_slo_ms else ""
         return [f"search space {s.space_spec}; objectives {', '.join(s.objectives.names)}{slo}; sampler "
                 f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
-                f"pruner {s.early.name}",
+                f"pruner {s.early.name}" + (f"; halving {s.halving.describe()}" if s.halving.rungs else ""),
                 f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
-                f"hardware figures: {s.measurer.description if s.measurer else 'predicted (no measurement)'}"
+                f"hardware figures: {s.measuring.description if s.measuring else 'predicted (no measurement)'}"
                 + (f"; worker {s.worker}" + (f" on {s.device}" if s.device else "") if s.worker or s.device else "")]
 
     def predictor_description(self) -> str:
@@ -105,6 +106,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
     if pruner is not None:
         check_pruner(pruner, trainer.max_step)
+    halving = halving_for(plain(cfg.get("halving")) if cfg.get("halving") is not None else {}, trainer)
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
     if device is not None and "device" in evaluator_node:
@@ -124,9 +126,22 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler)
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
-                    worker=worker, device=device)
+                    worker=worker, device=device, halving=halving)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
                        str(cfg.sampler.get("name")), resumed, search.counts())
+
+
+def halving_for(node: dict[str, Any], trainer: Any) -> Halving:
+    """The `halving` group's policy; one with rungs needs a trainer that validates part of the way."""
+    if node.get("name", "none") == "none":
+        return Halving()
+    halving = instantiate_group(node, "halving")
+    if not isinstance(halving, Halving):
+        raise NasutilError(f"halving._target_ made a {type(halving).__name__}, not a nasutil.search.halving.Halving")
+    if halving.rungs and not getattr(trainer, "reports_rungs", False):
+        raise NasutilError(f"halving={node.get('name')} cuts candidates part of the way through their training, and "
+                           f"trainer {trainer.name!r} reports only finished ones (use trainer=torch, or halving=none)")
+    return halving
 
 
 def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int) -> None:

@@ -33,6 +33,18 @@ def config_digest(*nodes: Any) -> str:
 OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
 
 
+def halving_suffix(node: Any) -> str:
+    """The default study name's ending for the `halving` group: nothing where it is off (so names made
+    before the group existed still resume), `-h` and a digest of its settings where it is on."""
+    plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain_node, dict) or plain_node.get("name", "none") == "none":
+        return ""
+    return f"-h{config_digest(plain_node)}"
+
+
+OmegaConf.register_new_resolver("nasutil.halving_suffix", halving_suffix, replace=True)
+
+
 def folder_name(name: Any) -> str:
     """A study name as one folder under the output root: never a path that leads elsewhere."""
     text = str(name)

@@ -35,19 +35,24 @@ from __future__ import annotations
 
 import datetime
 import math
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.measurer import Measurer
+from nasutil.search.halving import Halving
+from nasutil.search.measurer import Measurer, MeasurementQueue
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
-from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats
+from nasutil.search.runner import TrialRunner
+from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats, write_user_attrs
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
                                    outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
@@ -74,10 +79,24 @@ class _Surplus(Exception):
     """A trial asked for after other workers of the study had claimed the whole budget."""
 
 
+@dataclass
+class _Begun:
+    """What a trial took in its ask's turn."""
+
+    earlier: list[FrozenTrial] = field(default_factory=list)  # the study's finished trials then
+    arch: Arch | None = None
+    error: BaseException | None = None
+
+
 class StoppedEarly(Exception):
-    def __init__(self, step: int, accuracy: float, pruner: str) -> None:
-        super().__init__(f"stopped at step {step} (accuracy {accuracy:.2f}%) by {pruner}")
-        self.step, self.accuracy = step, accuracy
+    """A training stopped before its end: by an Optuna pruner at step `step`, or cut at a rung
+    (`epochs`: the training it had, in epochs; `reason`: why)."""
+
+    def __init__(self, step: int, accuracy: float, pruner: str, epochs: float | None = None,
+                 reason: str | None = None) -> None:
+        super().__init__(reason or f"stopped at step {step} (accuracy {accuracy:.2f}%) by {pruner}")
+        self.step, self.accuracy, self.pruner = step, accuracy, pruner
+        self.epochs = float(step) if epochs is None else float(epochs)
 
 
 class EarlyStopping:
@@ -92,6 +111,7 @@ class EarlyStopping:
                  study_name: str = "early-stopping") -> None:
         self.pruner = pruner
         self.name = type(pruner).__name__ if pruner is not None else "none"
+        self._lock = threading.Lock()  # the companion study is in memory; trials report from many threads
         # A fixed name: Hyperband assigns brackets by a hash of the study's name, which would otherwise be random.
         self.study = optuna.create_study(direction="maximize", pruner=pruner or optuna.pruners.NopPruner(),
                                          sampler=optuna.samplers.RandomSampler(seed=0), study_name=study_name)
@@ -105,28 +125,52 @@ class EarlyStopping:
                 state=TrialState.COMPLETE if complete else TrialState.PRUNED,
                 value=float(final) if complete else None, intermediate_values=curve))
 
-    def start(self, curve: dict[str, float]) -> _Reporter:
-        return _Reporter(self, self.study.ask(), curve)
+    def start(self, curve: dict[str, float], rungs: Sequence[float] = (),
+              on_rung: Callable[[float, float], None] | None = None) -> _Reporter:
+        with self._lock:
+            trial = self.study.ask()
+        return _Reporter(self, trial, curve, tuple(rungs), on_rung)
 
 
 class _Reporter:
-    def __init__(self, owner: EarlyStopping, trial: optuna.Trial, curve: dict[str, float]) -> None:
+    """What a trainer reports to: intermediate accuracy per step (the Optuna pruner's), and validation
+    accuracy at the rungs it asks for (`rungs`, fractions of the training; `on_rung` may cut)."""
+
+    def __init__(self, owner: EarlyStopping, trial: optuna.Trial, curve: dict[str, float],
+                 rungs: tuple[float, ...] = (), on_rung: Callable[[float, float], None] | None = None) -> None:
         self.owner, self.trial, self.curve = owner, trial, curve
+        self.rungs, self.on_rung = rungs, on_rung
+        self.rung_accuracy: dict[str, float] = {}
         self.last_step = 0
+
+    def report_rung(self, fraction: float, accuracy: float) -> None:
+        self.rung_accuracy[f"{fraction:.6g}"] = float(accuracy)
+        if self.on_rung is None:
+            return
+        try:
+            self.on_rung(fraction, accuracy)
+        except StoppedEarly:
+            with self.owner._lock:
+                self.owner.study.tell(self.trial, state=TrialState.PRUNED)
+            raise
 
     def report(self, step: int, accuracy: float) -> None:
         self.curve[str(step)] = float(accuracy)
         self.last_step = step
-        self.trial.report(float(accuracy), step)
-        if self.owner.pruner is not None and self.trial.should_prune():
-            self.owner.study.tell(self.trial, state=TrialState.PRUNED)
+        with self.owner._lock:
+            self.trial.report(float(accuracy), step)
+            stop = self.owner.pruner is not None and self.trial.should_prune()
+            if stop:
+                self.owner.study.tell(self.trial, state=TrialState.PRUNED)
+        if stop:
             raise StoppedEarly(step, accuracy, self.owner.name)
 
     def finish(self, accuracy: float | None) -> None:
-        if accuracy is None:
-            self.owner.study.tell(self.trial, state=TrialState.FAIL)
-        else:
-            self.owner.study.tell(self.trial, float(accuracy))
+        with self.owner._lock:
+            if accuracy is None:
+                self.owner.study.tell(self.trial, state=TrialState.FAIL)
+            else:
+                self.owner.study.tell(self.trial, float(accuracy))
 
 
 class Search:
@@ -135,27 +179,65 @@ class Search:
     def __init__(self, study: optuna.Study, space_spec: str, predictor: Predictor, target: PredictTarget,
                  policy: PrunePolicy, trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto", worker: int = 0,
-                 device: str | None = None) -> None:
+                 device: str | None = None, halving: Halving | None = None) -> None:
         from nasutil.registry import get_space
 
         self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
         self.predictor, self.target, self.policy, self.trainer = predictor, target, policy, trainer
         self.objectives, self.measurer = objectives, measurer
         self.worker, self.device = worker, device  # recorded on every trial this process runs
-        self.early = EarlyStopping(pruner, study.get_trials(deepcopy=False), f"{study.study_name}-early-stopping")
+        previous = study.get_trials(deepcopy=False)
+        self.early = EarlyStopping(pruner, previous, f"{study.study_name}-early-stopping")
+        self.halving = halving or Halving()
+        self.halving.remember(self._rung_values(previous), self.objectives.directions)
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
+        self.measuring: Measurer | MeasurementQueue | None = measurer
+        concurrent = int(getattr(trainer, "concurrent_trials", 1))
+        if measurer is not None and concurrent > 1:  # never timed while a population trains on its device
+            self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.config.device),
+                                              batch=max(1, min(8, concurrent // 4)))
+        self.workers = concurrent + (self.measuring.batch if isinstance(self.measuring, MeasurementQueue) else 0)
         self._budget: int | None = None  # n_trials of the run under way
         self._started = datetime.datetime.now()  # when it began (Optuna stamps trials in local time)
         self._heartbeats = has_heartbeats(study)
+        self._runner: TrialRunner | None = None
+
+    def _rung_values(self, trials: list[FrozenTrial]) -> list[tuple[int, int, list[float]]]:
+        """(rung, trial, objective values there) of earlier trials, for the halving policy to rank against."""
+        out = []
+        for t in trials:
+            for key, accuracy in (t.user_attrs.get("rungs") or {}).items():
+                fraction = float(key)
+                rung = next((i for i, f in enumerate(self.halving.rungs) if abs(f - fraction) < 1e-6), None)
+                if rung is not None:
+                    out.append((rung, t.number, self._rung_objectives(t.user_attrs, accuracy)))
+        return out
+
+    def _rung_objectives(self, record: dict, accuracy: float) -> list[float]:
+        """The objective values a candidate has at a rung: the rung's accuracy, predicted hardware figures."""
+        figures = {**record, **hardware_figures({k: v for k, v in record.items() if not k.startswith("measured_")}),
+                   "accuracy": accuracy}
+        return self.objectives.values(figures, missing_as_worst=True)
 
     # -- one trial -------------------------------------------------------------------------------
 
-    def objective(self, trial: optuna.Trial) -> list[float]:
-        record: TrialRecord = {"worker": self.worker, "device": self.device}
+    def begin(self, trial: optuna.Trial) -> _Begun:
+        """In the ask's turn (one trial at a time, in order): the study as it stands, the trial's claim on
+        the budget, and its architecture drawn from the sampler."""
         try:
             trials = self.study.get_trials(deepcopy=False)  # one read of the storage per trial
             self._claim(trial, trials)
-            return self._objective(trial, record, [t for t in trials if t.state in FINISHED])
+            return _Begun([t for t in trials if t.state in FINISHED], self.space.suggest(trial))
+        except Exception as exc:
+            return _Begun([], None, exc)
+
+    def objective(self, trial: optuna.Trial, begun: _Begun | None = None) -> list[float]:
+        record: TrialRecord = {"worker": self.worker, "device": self.device}
+        try:
+            begun = begun if begun is not None else self.begin(trial)
+            if begun.error is not None:
+                raise begun.error
+            return self._objective(trial, record, begun.earlier, begun.arch)
         except _Surplus as surplus:
             trial.set_user_attr("surplus", True)
             trial.set_user_attr("fail_reason", str(surplus))
@@ -192,8 +274,8 @@ class Search:
             return False
         return self._heartbeats or (t.datetime_start is not None and t.datetime_start >= self._started)
 
-    def _objective(self, trial: optuna.Trial, record: TrialRecord, earlier: list[FrozenTrial]) -> list[float]:
-        arch = self.space.suggest(trial)
+    def _objective(self, trial: optuna.Trial, record: TrialRecord, earlier: list[FrozenTrial],
+                   arch: Arch) -> list[float]:
         text = arch.to_string()
         trial.set_user_attr("arch", text)
         scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
@@ -217,8 +299,8 @@ class Search:
             self._train(trial, text, record)
         if "accuracy" not in record:
             raise NasutilError("trainer returned no accuracy")
-        if self.measurer is not None and "measured_latency_ms" not in record:
-            record.update(self.measurer.measure(self.space_spec, text))
+        if self.measuring is not None and "measured_latency_ms" not in record:
+            record.update(self.measuring.measure(self.space_spec, text))
         record["hardware_source"] = "measured" if record.get("measured_latency_ms") is not None else "predicted"
         figures = {**record, **hardware_figures(record)}
         constraints = self.objectives.constraints(figures)
@@ -233,13 +315,24 @@ class Search:
 
     def _train(self, trial: optuna.Trial, text: str, record: TrialRecord) -> None:
         curve: dict[str, float] = {}
-        reporter = self.early.start(curve)
+
+        def at_rung(fraction: float, accuracy: float) -> None:
+            rung = self.halving.rungs.index(fraction)
+            cut = self.halving.decide(rung, trial.number, self._rung_objectives(record, accuracy),
+                                      self.objectives.directions)
+            if cut is not None:
+                epochs = fraction * float(getattr(self.trainer, "max_step", 1))
+                raise StoppedEarly(int(math.ceil(epochs)), accuracy, f"halving:{self.halving.name}", epochs, str(cut))
+
+        reporter = self.early.start(curve, self.halving.rungs, at_rung if self.halving.rungs else None)
         try:
             result = self.trainer.train(self.space, text, reporter, trial_number=trial.number)
         except StoppedEarly as stop:
-            record.update(prune_stage="during_training", prune_policy=f"pruner:{self.early.name}",
-                          prune_reason=str(stop), accuracy_partial=stop.accuracy, training_epochs=float(stop.step),
-                          curve=curve)
+            policy = stop.pruner if stop.pruner.startswith("halving:") else f"pruner:{self.early.name}"
+            record.update(prune_stage="during_training", prune_policy=policy, prune_reason=str(stop),
+                          accuracy_partial=stop.accuracy, training_epochs=stop.epochs, curve=curve)
+            if reporter.rung_accuracy:
+                record["rungs"] = reporter.rung_accuracy
             raise _Pruned(str(stop)) from None
         except BaseException:
             reporter.finish(None)
@@ -249,6 +342,8 @@ class Search:
         reporter.finish(result.accuracy)
         record.update(accuracy=result.accuracy, training_epochs=result.epochs, curve=curve,
                       accuracy_detail=result.extra)
+        if reporter.rung_accuracy:
+            record["rungs"] = reporter.rung_accuracy
 
     def _end_pruned(self, trial: optuna.Trial, record: TrialRecord, reason: str) -> list[float]:
         """Store what the pruned trial learned, then end it as the sampler should learn of it: PRUNED,
@@ -270,12 +365,11 @@ class Search:
                 trial.set_constraint(key, value)
         return values
 
-    @staticmethod
-    def _store(trial: optuna.Trial, record: TrialRecord) -> None:
-        for key, value in record.items():
-            if value is None or (isinstance(value, float) and not math.isfinite(value)):
-                continue
-            trial.set_user_attr(key, value)
+    def _store(self, trial: optuna.Trial, record: TrialRecord) -> None:
+        """Everything the trial learned, written to the storage at once."""
+        attrs = {key: value for key, value in record.items()
+                 if value is not None and not (isinstance(value, float) and not math.isfinite(value))}
+        write_user_attrs(self.study, trial._trial_id, attrs)
         record.clear()
 
     # -- the study -------------------------------------------------------------------------------
@@ -314,23 +408,28 @@ class Search:
             if on_trial is not None:
                 on_trial(counts, trial)
             if counts.finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
-                study.stop()
+                self.stop()
             elif max_trainings is not None and counts.trainings >= max_trainings:
-                study.stop()
+                self.stop()
 
         self._budget, self._started = n_trials, datetime.datetime.now()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        # Each failure spends an attempt; allow as many failed attempts as the budget itself. A trainer that
+        # trains several candidates at once gets that many trials at once (and those it prepares ahead).
+        self._runner = TrialRunner(self.study, self.objective, workers=self.workers, max_trials=2 * remaining,
+                                   timeout_s=timeout_s, begin=self.begin, callbacks=[after])
         try:
-            # Each failure spends an attempt; allow as many failed attempts as the budget itself.
-            # A trainer that trains several candidates at once gets that many trials at once, one per thread.
-            self.study.optimize(self.objective, n_trials=2 * remaining, timeout=timeout_s, catch=(Exception,),
-                                callbacks=[after], gc_after_trial=False, show_progress_bar=False,
-                                n_jobs=max(1, int(getattr(self.trainer, "population", 1))))
+            self._runner.run()
         finally:
-            self._budget = None
+            self._budget, self._runner = None, None
         if not succeeded and len(streak) >= max_failures_in_a_row:
             raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
         return self.counts()
+
+    def stop(self) -> None:
+        """Ask for no more trials; the running ones finish."""
+        if self._runner is not None:
+            self._runner.stop()
 
     def _wait_for_others(self, study: optuna.Study, n_trials: int, poll_s: float, max_wait_s: float = 600.0) -> Counts:
         """After a surplus trial: wait until the study is complete, or until a place frees up (a running
@@ -347,10 +446,10 @@ class Search:
             if sum(self._holds(t) and t.state != TrialState.WAITING for t in trials) < n_trials:
                 return counts  # a place is free, or a retry waits to be run: this worker takes it
             if time.monotonic() > deadline:
-                study.stop()
+                self.stop()
                 return counts
             time.sleep(poll_s)
 
     def close(self) -> None:
-        if self.measurer is not None:
-            self.measurer.close()
+        if self.measuring is not None:
+            self.measuring.close()

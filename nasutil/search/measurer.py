@@ -1,7 +1,17 @@
-"""Measuring trained candidates on the hardware (the evaluator), where the config asks and a GPU exists."""
+"""Measuring trained candidates on the hardware (the evaluator), where the config asks and a GPU exists.
+
+While a population trains on the device a candidate is measured on, a timing taken then would read the
+population's load, not the candidate. `MeasurementQueue` gathers the candidates that finished training
+and measures them together while the population is held quiet (`Trainer.quiet`), so every figure is
+taken on an idle device; trials wait for their figures, the population's places do not.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -28,6 +38,13 @@ class Measurer:
 
     def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
         """Measured figures (`measured_*` keys); a NasutilError naming the reason if it failed."""
+        result = self.measure_many(space_spec, [arch_text])[0]
+        if isinstance(result, NasutilError):
+            raise result
+        return result
+
+    def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
+        """Each candidate's measured figures, or the NasutilError that says why it could not be measured."""
         from nasutil.evaluator import Candidate
 
         if self._evaluator is None:
@@ -39,12 +56,15 @@ class Measurer:
             except NasutilError:
                 cache = None  # a cache we cannot use is no reason not to measure
             self._evaluator = Evaluator(self.config, cache=cache, timeout_s=self.timeout_s)
-        m = self._evaluator.measure(Candidate(space_spec, arch_text))
-        if not m.ok:
-            raise NasutilError(f"measurement failed: {m.error}")
-        return {"measured_device": m.device_name, "measured_latency_ms": m.latency_ms,
-                "measured_latency_cv": m.latency_cv, "measured_throughput_per_s": m.throughput_per_s,
-                "measured_utilization": m.utilization, "measured_sm_clock_mhz": m.sm_clock_mhz}
+        out: list[dict[str, Any] | NasutilError] = []
+        for m in self._evaluator.measure_many([Candidate(space_spec, text) for text in arch_texts]):
+            if not m.ok:
+                out.append(NasutilError(f"measurement failed: {m.error}"))
+                continue
+            out.append({"measured_device": m.device_name, "measured_latency_ms": m.latency_ms,
+                        "measured_latency_cv": m.latency_cv, "measured_throughput_per_s": m.throughput_per_s,
+                        "measured_utilization": m.utilization, "measured_sm_clock_mhz": m.sm_clock_mhz})
+        return out
 
     def close(self) -> None:
         if self._evaluator is not None:
@@ -65,3 +85,75 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
         raise NasutilError("evaluator.measure=true with device cuda, but CUDA is not available "
                            "(use evaluator=auto, evaluator=none or evaluator=cpu)")
     return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s))
+
+
+class MeasurementQueue:
+    """Candidates wait here to be measured together while `quiet()` holds the device idle.
+
+    A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, or when
+    the first of them has waited `max_wait_s` (whichever thread notices measures for all). One batch is
+    measured at a time."""
+
+    def __init__(self, measurer: Measurer, quiet: Callable[[], contextlib.AbstractContextManager],
+                 batch: int = 8, max_wait_s: float = 5.0) -> None:
+        self.measurer, self.quiet = measurer, quiet
+        self.batch, self.max_wait_s = max(1, int(batch)), float(max_wait_s)
+        self._lock = threading.Lock()
+        self._measuring = threading.Lock()
+        self._waiting: list[tuple[str, str, Future]] = []
+        self.batches = 0  # batches measured
+        self.quiet_s = 0.0  # seconds the device was held quiet for them
+
+    @property
+    def description(self) -> str:
+        return f"{self.measurer.description}, measured in batches of up to {self.batch} while training pauses"
+
+    def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
+        done: Future = Future()
+        with self._lock:
+            self._waiting.append((space_spec, arch_text, done))
+            full = len(self._waiting) >= self.batch
+        if not full:
+            try:
+                return self._result(done, self.max_wait_s)
+            except TimeoutError:
+                pass
+        while not done.done():
+            self._measure_waiting()
+        return self._result(done, None)
+
+    @staticmethod
+    def _result(done: Future, timeout: float | None) -> dict[str, Any]:
+        result = done.result(timeout=timeout)
+        if isinstance(result, NasutilError):
+            raise result
+        return result
+
+    def _measure_waiting(self) -> None:
+        import time
+
+        with self._measuring:
+            with self._lock:
+                waiting, self._waiting = self._waiting, []
+            if not waiting:
+                return
+            try:
+                started = time.perf_counter()
+                with self.quiet():
+                    results: list[Any] = []
+                    for spec in dict.fromkeys(s for s, _, _ in waiting):
+                        mine = [(text, f) for s, text, f in waiting if s == spec]
+                        figures = self.measurer.measure_many(spec, [text for text, _ in mine])
+                        results += list(zip((f for _, f in mine), figures))
+                self.quiet_s += time.perf_counter() - started
+                self.batches += 1
+            except BaseException as exc:
+                for _, _, f in waiting:
+                    if not f.done():
+                        f.set_exception(exc)
+                raise
+            for f, figures in results:
+                f.set_result(figures)
+
+    def close(self) -> None:
+        self.measurer.close()

@@ -190,3 +190,35 @@ def fail_stale_and_orphaned_trials(study: optuna.Study) -> None:
             continue  # another worker failed it first
         if callback is not None:
             callback(study, copy.deepcopy(storage.get_trial(trial_id)))
+
+
+def write_user_attrs(study: optuna.Study, trial_id: int, attrs: dict[str, Any]) -> None:
+    """Set several user attributes of a running trial in one write: one transaction on an RDB storage, one
+    append to a journal, where Optuna's storage writes each attribute by itself. Any other storage, or
+    an Optuna whose internals differ, gets one write per attribute."""
+    if not attrs:
+        return
+    storage = getattr(study._storage, "_backend", study._storage)
+    try:
+        if isinstance(storage, optuna.storages.RDBStorage):
+            from optuna.storages._rdb import models
+            from optuna.storages._rdb.storage import _create_scoped_session
+
+            with _create_scoped_session(storage.scoped_session, True) as session:
+                for key, value in attrs.items():
+                    storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id,
+                                                           key, value)
+            return
+        if isinstance(storage, optuna.storages.JournalStorage):
+            from optuna.storages.journal._storage import JournalOperation
+
+            logs = [{"op_code": JournalOperation.SET_TRIAL_USER_ATTR, "worker_id": storage._replay_result.worker_id,
+                     "trial_id": trial_id, "user_attr": {key: value}} for key, value in attrs.items()]
+            with storage._thread_lock:
+                storage._backend.append_logs(logs)
+                storage._sync_with_backend()
+            return
+    except (AttributeError, ImportError, TypeError):
+        pass  # another Optuna's internals: the plain way below
+    for key, value in attrs.items():
+        study._storage.set_trial_user_attr(trial_id, key, value)

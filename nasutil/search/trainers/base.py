@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -11,9 +13,19 @@ from nasutil.space import SearchSpace
 
 class Reporter(Protocol):
     """Receives intermediate accuracy; raises `nasutil.search.controller.StoppedEarly` when the study's
-    pruner stops the training (a trainer lets it propagate)."""
+    pruner stops the training (a trainer lets it propagate).
+
+    A reporter may also carry `rungs` (fractions of the training, e.g. (1/9, 1/3)): a trainer that can
+    validate part of the way through reports the validation accuracy there to `report_rung(fraction,
+    accuracy)`, which raises StoppedEarly where the candidate is cut (`nasutil.search.halving`)."""
 
     def report(self, step: int, accuracy: float) -> None: ...
+
+
+class RungReporter(Reporter, Protocol):
+    rungs: Sequence[float]
+
+    def report_rung(self, fraction: float, accuracy: float) -> None: ...
 
 
 @dataclass
@@ -27,6 +39,10 @@ class Trainer(ABC):
     name: ClassVar[str]
     #: the last step reported (e.g. 200 epochs): Hyperband's max_resource
     max_step: int = 1
+    #: trials the search runs at once for this trainer (a population trains several candidates together)
+    concurrent_trials: int = 1
+    #: whether `train` reports validation accuracy at a reporter's rungs (see Reporter)
+    reports_rungs: bool = False
 
     def check(self, space_spec: str) -> None:
         """Fail before the search starts (a one-line NasutilError) if this trainer cannot serve the space."""
@@ -34,6 +50,11 @@ class Trainer(ABC):
     @abstractmethod
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         """Train the candidate, reporting accuracy at each step; the last accuracy is the objective."""
+
+    def quiet(self, device: str) -> contextlib.AbstractContextManager:
+        """A block in which this trainer runs nothing on `device` (so that a measurement there sees it
+        idle); a trainer that trains one candidate at a time, between measurements, has nothing to hold."""
+        return contextlib.nullcontext()
 
     def describe(self) -> str:
         return self.name

@@ -3,17 +3,21 @@
 The training set is split into train and validation parts (fixed seed); validation accuracy after
 each epoch is reported (so Optuna pruners can stop training early) and the last one is the
 objective. Test accuracy is recorded beside it, never used to choose. Epochs use full batches only.
+Where the reporter asks for rungs (fractions of the training, `nasutil.search.halving`), validation
+accuracy is reported there too, and the rung may cut the candidate.
 
 On CUDA each candidate's whole training step is captured in a CUDA graph and replayed
 (`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
 replaces hundreds of kernel launches. `graphs=false` runs the same arithmetic eagerly. `compile=true`
 compiles each candidate's forward and backward by Inductor first (fewer, fused kernels): it pays where a
 candidate trains for many steps: a population's candidates took 14-22 s each on an H200's 16-core host,
-compiled side by side by child processes (`nasutil.colocate.compile_cache`).
+compiled side by side by child processes (`nasutil.colocate.compile_cache`); `auto` compiles only
+where a candidate's training is long enough for that to pay back.
 
 With `population=P` the search runs up to P trials at once and their candidates train together
-(`nasutil.colocate.Population`): each takes one step per round, and each computes what it would
-alone, from the same seed.
+(`nasutil.colocate.Population`): a driver thread queues one step of each per round, each candidate's
+own thread prepares it (its step captured while the others train) and validates it (while the others
+train), and each computes what it would alone, from the same seed.
 """
 
 from __future__ import annotations
@@ -21,13 +25,13 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-from nasutil.colocate import Member, Population
+from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import CAPTURE_LOCK, TrainingStep, cosine_rates
 from nasutil.errors import NasutilError
@@ -39,13 +43,14 @@ from nasutil.space import SearchSpace
 
 class TorchTrainer(Trainer):
     name = "torch"
+    reports_rungs = True
 
     def __init__(self, dataset: str = "digits", data_dir: str = "data", epochs: int = 3, batch_size: int = 128,
                  lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 5e-4, valid_fraction: float = 0.1,
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
-                 population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | None = None,
-                 compile: bool = False) -> None:
+                 population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
+                 compile: bool | str = "auto", ahead: int | str = "auto") -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -84,20 +89,29 @@ class TorchTrainer(Trainer):
             self.graphs = graphs
         else:
             raise NasutilError(f"trainer.graphs must be auto, true or false, got {graphs!r}")
-        if not isinstance(compile, bool):
-            raise NasutilError(f"trainer.compile must be true or false, got {compile!r}")
-        if compile:
+        if compile not in ("auto", True, False):
+            raise NasutilError(f"trainer.compile must be auto, true or false, got {compile!r}")
+        self.compile_choice = compile
+        self.compile = compile is True  # `auto` decides once the data says how long a candidate trains
+        self.compile_reason = ""
+        if compile is True:
             from nasutil.colocate.compile_cache import default_workers
 
             default_workers()  # a bad NASUTIL_COMPILE_WORKERS stops the search here, not each trial
-        self.compile = compile
-        if memory_budget_gb is not None and (isinstance(memory_budget_gb, bool)
-                                             or not isinstance(memory_budget_gb, (int, float)) or memory_budget_gb <= 0):
-            raise NasutilError(f"trainer.memory_budget_gb must be a positive number or null, got {memory_budget_gb!r}")
-        self.memory_budget = None if memory_budget_gb is None else float(memory_budget_gb) * 2**30
+        if memory_budget_gb is not None and memory_budget_gb != "auto" and (
+                isinstance(memory_budget_gb, bool) or not isinstance(memory_budget_gb, (int, float))
+                or not math.isfinite(memory_budget_gb) or memory_budget_gb <= 0):
+            raise NasutilError(f"trainer.memory_budget_gb must be a positive number, auto or null, got "
+                               f"{memory_budget_gb!r}")
+        self.memory_budget_choice = memory_budget_gb
+        self.memory_budget = (None if memory_budget_gb in (None, "auto") else float(memory_budget_gb) * 2**30)
+        if ahead != "auto" and (isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0):
+            raise NasutilError(f"trainer.ahead must be a whole number >= 0 or auto, got {ahead!r}")
+        self.ahead = (max(1, population // 4) if population > 1 else 0) if ahead == "auto" else int(ahead)
         self.max_step = self.epochs
-        self.population = population  # trials the search runs at once
-        self._population = Population(population, self.memory_budget) if population > 1 else None
+        self.population = population  # trials trained at once
+        self.concurrent_trials = population + self.ahead if population > 1 else 1  # trials the search runs at once
+        self._population: Population | None = None
         self._data: dict | None = None
         self._loading = threading.Lock()
 
@@ -150,7 +164,31 @@ class TorchTrainer(Trainer):
                           "test": (prep(test_x), data.test_y.to(self.device)),
                           "num_classes": data.num_classes, "input_size": data.input_size,
                           "channels": int(x.shape[1])}
+            self._decide_compile(len(train) // self.batch_size)
+            if self.memory_budget_choice == "auto" and self.population > 1 and self.device.type == "cuda":
+                # what the population may hold: most of what is free once the data lies on the device
+                self.memory_budget = AUTO_BUDGET_SHARE * torch.cuda.mem_get_info(self.device)[0]
+            if self.population > 1:
+                self._population = Population(self.population, self.memory_budget, ahead=self.ahead,
+                                              device=self.device)
         return self._data
+
+    def _decide_compile(self, batches: int) -> None:
+        """`compile=auto`: compile only where a candidate trains long enough to pay for its compilation."""
+        if self.compile_choice != "auto":
+            return
+        steps = self.epochs * (min(batches, self.max_batches) if self.max_batches else batches)
+        if self.device.type != "cuda":
+            self.compile, self.compile_reason = False, "off (auto: Inductor pays on CUDA only)"
+        elif steps < COMPILE_PAYS_AFTER_STEPS:
+            self.compile = False
+            self.compile_reason = (f"off (auto: {steps} steps a candidate; compiling one took 14-33 s on an H200, "
+                                   f"which pays back after about {COMPILE_PAYS_AFTER_STEPS} steps)")
+        else:
+            from nasutil.colocate.compile_cache import default_workers
+
+            default_workers()
+            self.compile, self.compile_reason = True, f"on (auto: {steps} steps a candidate)"
 
     def _inputs(self, x: torch.Tensor, in_channels: int) -> torch.Tensor:
         if x.shape[1] != in_channels:  # grayscale into a 3-channel stem
@@ -158,15 +196,17 @@ class TorchTrainer(Trainer):
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
     @torch.no_grad()
-    def _accuracy(self, model: nn.Module, split: tuple[torch.Tensor, torch.Tensor], in_channels: int) -> float:
+    def _correct(self, model: nn.Module, split: tuple[torch.Tensor, torch.Tensor], in_channels: int) -> torch.Tensor:
+        """Correct predictions on a split, counted on the device: queued, never waited for."""
         model.eval()
         x, y = split
-        correct = 0
-        for start in range(0, len(y), 1024):
+        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        for start in range(0, len(y), EVAL_BATCH):
             with torch.autocast(self.device.type, enabled=self.amp, dtype=self._amp_dtype):
-                logits = model(self._inputs(x[start:start + 1024], in_channels))
-            correct += int((logits.argmax(1) == y[start:start + 1024]).sum())
-        return 100.0 * correct / len(y)
+                logits = model(self._inputs(x[start:start + EVAL_BATCH], in_channels))
+            correct += (logits.argmax(1) == y[start:start + EVAL_BATCH]).sum()
+        model.train()
+        return correct
 
     @property
     def _amp_dtype(self) -> torch.dtype:
@@ -183,21 +223,50 @@ class TorchTrainer(Trainer):
             torch.manual_seed(self.seed * 100_003 + trial_number)
             model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
                                 input_size=data["input_size"])
-        run = _Run(self, model, space.in_channels, reporter, trial_number, data)
         with _threads(self.threads):
-            if self._population is None:
+            population = self._population
+            if population is None:
+                run = _Run(self, model, space.in_channels, reporter, trial_number, data)
+                run.prepare()
                 while not run.finished:
                     run.step()
-            else:
-                self._population.run(Member(run.step, run.total_steps, memory))
-        return run.result()
+                return run.result()
+            with population.place(memory) as place:
+                with population.gate.launching():  # moved to the device and captured while the others train
+                    run = _Run(self, model, space.in_channels, reporter, trial_number, data, stream=place.stream,
+                               gate=population.gate)
+                    run.prepare()
+                population.train(place, Member(run.launch, run.total_steps, memory, stream=run.step_unit.stream))
+            return run.result()
+
+    def quiet(self, device: str) -> contextlib.AbstractContextManager:
+        """The population held quiet while something is measured on the device it trains on."""
+        if self._population is None or torch.device(device) != self.device:
+            return contextlib.nullcontext()
+        return self._population.quiet()
 
     def describe(self) -> str:
         amp = ", bf16 autocast" if self.amp else ""
         amp += ", CUDA-graph steps" if self.graphs else ""
-        amp += ", compiled by Inductor" if self.compile else ""
-        together = f", {self.population} candidates at once" if self.population > 1 else ""
+        if self.compile_reason:
+            amp += f", compile {self.compile_reason}"
+        elif self.compile:
+            amp += ", compiled by Inductor"
+        together = ""
+        if self.population > 1:
+            budget = f" within {_gib(self.memory_budget)}" if self.memory_budget is not None else ""
+            together = f", {self.population} candidates at once{budget} ({self.ahead} prepared ahead)"
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
+
+
+#: the share of the device's free memory (once the data lies there) that `memory_budget_gb=auto` gives a
+#: population: the rest is headroom for what the estimate leaves out (cuDNN's workspaces, validation)
+AUTO_BUDGET_SHARE = 0.8
+#: images a validation or test forward takes at once
+EVAL_BATCH = 1024
+#: `compile=auto` compiles where a candidate takes at least this many steps: compiling a candidate's step
+#: took 14-33 s on an H200's 16-core host and saves about 1 ms a step (BENCHMARKS.md)
+COMPILE_PAYS_AFTER_STEPS = 20_000
 
 
 def _gib(n: float) -> str:
@@ -238,12 +307,15 @@ def _threads(count: int | None) -> Iterator[None]:
 class _Run:
     """One candidate's training, one step at a time: what `train` loops over alone and what a population
     steps among others. Everything it touches is its own (network, momentum, schedule, data order, and on
-    a GPU its stream and CUDA graph)."""
+    a GPU its stream and CUDA graph). `launch()` queues a step and never waits; the host work it hands
+    back after an epoch's last step or at a rung (`checkpoint`) validates, reports and may raise."""
 
     def __init__(self, trainer: TorchTrainer, model: nn.Module, in_channels: int, reporter: Reporter,
-                 trial_number: int, data: dict) -> None:
+                 trial_number: int, data: dict, stream: torch.cuda.Stream | None = None,
+                 gate: Gate | None = None) -> None:
         t = trainer
         self.trainer, self.reporter, self.data, self.in_channels = t, reporter, data, in_channels
+        self.gate = gate
         self.train_x, self.train_y = data["train"]
         self.batches = len(self.train_y) // t.batch_size  # full batches only: a graph's shapes are fixed
         if self.batches < 1:
@@ -258,38 +330,81 @@ class _Run:
         self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x, self.train_y,
                                       t.batch_size, cosine_rates(t.lr, self.total_steps), t.momentum,
                                       t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs,
-                                      compiled=t.compile)
+                                      compiled=t.compile, stream=stream, epoch_batches=self.batches)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
+        fractions = [float(f) for f in getattr(reporter, "rungs", ()) or () if 0 < float(f) < 1]
+        self.rungs = {max(1, math.ceil(f * self.total_steps)): f for f in sorted(fractions, reverse=True)}
         self.taken = 0
-        self.order: torch.Tensor | None = None
+        self.prepared = False
         self.valid_acc = 0.0
+        self.test_acc: float | None = None
         self.train_loss = math.nan
 
     @property
     def finished(self) -> bool:
         return self.taken >= self.total_steps
 
+    def prepare(self) -> None:
+        """The first epoch's data order on the device, and the step captured (where graphs are on)."""
+        self._start_epoch()
+        self.step_unit.capture()
+        self.prepared = True
+
     def step(self) -> None:
-        """One batch; after an epoch's last batch, validation accuracy goes to the reporter (which raises
-        StoppedEarly when the study's pruner stops this candidate)."""
-        t, epoch, b = self.trainer, self.taken // self.batches + 1, self.taken % self.batches
-        with self.step_unit.on_stream():
-            if b == 0:
-                self.model.train()
-                self.order = torch.randperm(len(self.train_y), generator=self.generator).to(t.device)
-            self.step_unit.run(self.taken, self.order[b * t.batch_size:(b + 1) * t.batch_size])
-            self.taken += 1
-            if b < self.batches - 1:
-                return
-            self.train_loss = self.step_unit.take_loss(self.batches)
-            if not math.isfinite(self.train_loss):
-                raise NasutilError(f"training diverged (mean loss {self.train_loss}) in epoch {epoch}")
-            self.valid_acc = t._accuracy(self.model, self.data["valid"], self.in_channels)
-        self.reporter.report(epoch, self.valid_acc)
+        """One batch, and whatever host work follows it (alone: nothing else trains meanwhile)."""
+        if not self.prepared:
+            self.prepare()
+        work = self.launch()
+        if work is not None:
+            work()
+
+    def launch(self) -> Callable[[], None] | None:
+        """Queue the next step; the host work due after it, if any (an epoch's end, a rung)."""
+        self.step_unit.advance()
+        self.taken += 1
+        if self.taken % self.batches == 0 or self.taken in self.rungs:
+            return self.checkpoint
+        return None
+
+    def checkpoint(self) -> None:
+        """Validation after a step (test too after the last), read once, then the reports, which may
+        raise (StoppedEarly); at an epoch's end the next epoch's data order."""
+        t, taken = self.trainer, self.taken
+        epoch_end, last = taken % self.batches == 0, taken >= self.total_steps
+        with self._launching(), self.step_unit.on_stream():
+            valid = t._correct(self.model, self.data["valid"], self.in_channels)
+            test = t._correct(self.model, self.data["test"], self.in_channels) if last else None
+            if epoch_end:
+                self.train_loss = self.step_unit.take_loss(self.batches)  # waits for this candidate only
+            self.valid_acc = 100.0 * int(valid) / len(self.data["valid"][1])
+            if test is not None:
+                self.test_acc = 100.0 * int(test) / len(self.data["test"][1])
+        epoch = (taken - 1) // self.batches + 1
+        if epoch_end and not math.isfinite(self.train_loss):
+            raise NasutilError(f"training diverged (mean loss {self.train_loss}) in epoch {epoch}")
+        if taken in self.rungs:
+            self.reporter.report_rung(self.rungs[taken], self.valid_acc)  # type: ignore[attr-defined]
+        if epoch_end:
+            self.reporter.report(epoch, self.valid_acc)
+            if not last:
+                with self._launching():
+                    self._start_epoch()
 
     def result(self) -> TrainResult:
-        with self.step_unit.on_stream():
-            test_acc = self.trainer._accuracy(self.model, self.data["test"], self.in_channels)
+        if self.test_acc is None:  # trained without its last checkpoint (none happens without steps)
+            with self.step_unit.on_stream():
+                correct = self.trainer._correct(self.model, self.data["test"], self.in_channels)
+                self.test_acc = 100.0 * int(correct) / len(self.data["test"][1])
         return TrainResult(self.valid_acc, float(self.trainer.epochs),
-                           {"valid_accuracy": self.valid_acc, "test_accuracy": test_acc,
+                           {"valid_accuracy": self.valid_acc, "test_accuracy": self.test_acc,
                             "train_loss": self.train_loss})
+
+    def _start_epoch(self) -> None:
+        order = torch.randperm(len(self.train_y), generator=self.generator)
+        with self.step_unit.on_stream():
+            with CAPTURE_LOCK:
+                order = order.to(self.trainer.device)
+            self.step_unit.start_epoch(order)
+
+    def _launching(self) -> contextlib.AbstractContextManager:
+        return self.gate.launching() if self.gate is not None else contextlib.nullcontext()

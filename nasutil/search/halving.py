@@ -1,0 +1,159 @@
+"""Successive halving inside a search: candidates cut at rungs, part of the way through their training.
+
+Most candidates of a search lose. Asynchronous successive halving (ASHA, Li et al., "A System for
+Massively Parallel Hyperparameter Tuning", MLSys 2020) validates every candidate at rungs, fractions
+`min_fraction * reduction_factor**k` of its training, and lets it go on only if it ranks in the top
+`1 / reduction_factor` of the candidates that reached the same rung so far; the others stop there,
+and in a population their place goes to the next candidate at once.
+
+`ParetoHalving` ranks on every objective of the search, with the rung's validation accuracy standing
+in for the final one and the predicted hardware figures (known before training) for the rest, by
+non-dominated sorting as MO-ASHA does (Schmucker et al., "Multi-objective Asynchronous Successive
+Halving", 2021): a candidate goes on if fewer than `n // reduction_factor` (at least one) of the `n`
+candidates at its rung lie in fronts better than its own. A fast candidate a little less accurate than
+the rest is on the first front and is never cut for its accuracy alone. `AccuracyHalving` ranks on
+accuracy only (plain ASHA).
+
+A cut candidate is a pruned trial (`prune_stage=during_training`, `prune_policy=halving:NAME`); the
+rung accuracies of every trial are stored (`rungs`), so a resumed study ranks against them. This
+composes with pruning before training (a pruned candidate never reaches a rung) and with an Optuna
+pruner in `early_stopping` (both may stop a candidate).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from nasutil.errors import NasutilError
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Why a candidate stops at a rung."""
+
+    rung: int
+    fraction: float
+    rank: int  # competitors in better fronts
+    competitors: int
+    kept: int  # how many of them go on
+
+    def __str__(self) -> str:
+        return (f"cut at rung {self.rung + 1} ({self.fraction:.3g} of its training): {self.rank} of the "
+                f"{self.competitors} candidates there rank ahead, {self.kept} go on")
+
+
+class Halving:
+    """No rungs: every candidate trains to its end (the `none` option)."""
+
+    name = "none"
+    rungs: tuple[float, ...] = ()
+
+    def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
+        return None
+
+    def remember(self, rung_values: Iterable[tuple[int, int, Sequence[float]]], directions: Sequence[str]) -> None:
+        """Rung values of trials of earlier runs of the study: (rung, trial, values)."""
+
+    def describe(self) -> str:
+        return "none"
+
+
+class ParetoHalving(Halving):
+    """Cut at rungs on every objective of the search, by non-dominated sorting (see the module)."""
+
+    name = "pareto"
+
+    def __init__(self, reduction_factor: float = 3, min_fraction: float = 1 / 9) -> None:
+        for key, value in (("reduction_factor", reduction_factor), ("min_fraction", min_fraction)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise NasutilError(f"halving.{key} must be a number, got {value!r}")
+        if reduction_factor < 2:
+            raise NasutilError(f"halving.reduction_factor must be >= 2, got {reduction_factor}")
+        if not 0 < min_fraction < 1:
+            raise NasutilError(f"halving.min_fraction must be in (0, 1), got {min_fraction}")
+        self.reduction_factor, self.min_fraction = float(reduction_factor), float(min_fraction)
+        rungs, fraction = [], self.min_fraction
+        while fraction < 1 - 1e-9:
+            rungs.append(round(fraction, 6))
+            fraction *= self.reduction_factor
+        self.rungs = tuple(rungs)
+        self._board: list[dict[int, tuple[float, ...]]] = [{} for _ in self.rungs]
+        self._lock = threading.Lock()
+
+    def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
+        """Record `trial`'s values at `rung`; a Cut if it ranks below the top 1/reduction_factor there."""
+        with self._lock:
+            board = self._board[rung]
+            board[trial] = tuple(float(v) for v in self._ranked(values))
+            numbers = list(board)
+            points = np.array([board[n] for n in numbers], dtype=float)
+        gains = _as_gains(points, directions)
+        fronts = front_indices(gains)
+        mine = fronts[numbers.index(trial)]
+        ahead = int((fronts < mine).sum())
+        kept = max(1, int(len(numbers) // self.reduction_factor))
+        if ahead < kept:
+            return None
+        return Cut(rung, self.rungs[rung], ahead, len(numbers), kept)
+
+    def remember(self, rung_values: Iterable[tuple[int, int, Sequence[float]]], directions: Sequence[str]) -> None:
+        with self._lock:
+            for rung, trial, values in rung_values:
+                if 0 <= rung < len(self._board):
+                    self._board[rung][trial] = tuple(float(v) for v in self._ranked(values))
+
+    def _ranked(self, values: Sequence[float]) -> Sequence[float]:
+        return values
+
+    def describe(self) -> str:
+        rungs = ", ".join(f"{f:.3g}" for f in self.rungs)
+        return f"{self.name} (rungs at {rungs} of the training, 1/{self.reduction_factor:g} go on)"
+
+
+class AccuracyHalving(ParetoHalving):
+    """Plain ASHA: cut at rungs on validation accuracy alone (the first objective)."""
+
+    name = "accuracy"
+
+    def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
+        return super().decide(rung, trial, values, directions[:1])
+
+    def remember(self, rung_values: Iterable[tuple[int, int, Sequence[float]]], directions: Sequence[str]) -> None:
+        super().remember(rung_values, directions[:1])
+
+    def _ranked(self, values: Sequence[float]) -> Sequence[float]:
+        return values[:1]
+
+
+def _as_gains(points: np.ndarray, directions: Sequence[str]) -> np.ndarray:
+    """Every objective turned into one to maximise."""
+    signs = np.array([1.0 if d == "maximize" else -1.0 for d in directions[:points.shape[1]]])
+    gains = points * signs
+    return np.where(np.isfinite(gains), gains, -np.inf)
+
+
+def front_indices(gains: np.ndarray) -> np.ndarray:
+    """Each point's front by non-dominated sorting (0: not dominated; 1: dominated only by front 0; ...),
+    every column maximised."""
+    n = len(gains)
+    if n == 0:
+        return np.zeros(0, dtype=int)
+    at_least = (gains[:, None, :] >= gains[None, :, :]).all(axis=2)
+    better = (gains[:, None, :] > gains[None, :, :]).any(axis=2)
+    dominates = at_least & better  # [i, j]: i dominates j
+    left = dominates.sum(axis=0)
+    fronts = np.full(n, -1, dtype=int)
+    current = np.flatnonzero(left == 0)
+    front = 0
+    while current.size:
+        fronts[current] = front
+        left = left - dominates[current].sum(axis=0)
+        left[fronts >= 0] = -1
+        current = np.flatnonzero(left == 0)
+        front += 1
+    return fronts

@@ -1,0 +1,214 @@
+"""The population's own behaviour, with plain Python members (no torch): members leave exactly once,
+a freed place is taken while the others train, host work of one member does not hold the others back,
+members join in the order of their reservations, and `quiet()` holds every launch back."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from nasutil.colocate import Member, Population
+from nasutil.errors import NasutilError
+
+
+def _start(population: Population, member: Member, errors: dict, name: str) -> threading.Thread:
+    def run() -> None:
+        try:
+            population.run(member)
+        except BaseException as exc:  # recorded for the test to look at
+            errors[name] = exc
+
+    thread = threading.Thread(target=run, name=name)
+    thread.start()
+    return thread
+
+
+def _wait_until(condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def _joined(population: Population, member: Member) -> bool:
+    with population._changed:
+        return member in population._members
+
+
+def test_a_member_that_finishes_while_another_joins_leaves_once():
+    """A member finishing in a round while a new member joins used to be removed twice (by its own
+    thread, woken by the join, and at the round's end), failing the member whose thread drove."""
+    population = Population(4)
+    errors: dict[str, BaseException] = {}
+    threads: list[threading.Thread] = []
+    short = Member(lambda: None, 1)
+    late = Member(lambda: None, 1)
+
+    def long_step() -> None:  # its first step waits until the others have joined
+        if long.taken == 0:
+            _wait_until(lambda: len(population._members) == 3, timeout=5.0)
+        time.sleep(0.002)
+
+    def joining_step() -> None:  # in the round where `short` finishes: a new member joins
+        if not any(t.name == "late" for t in threads):
+            threads.append(_start(population, late, errors, "late"))
+            _wait_until(lambda: not _joined(population, short), timeout=2.0)
+
+    long = Member(long_step, 20)
+    joiner = Member(joining_step, 3)
+    threads.append(_start(population, long, errors, "long"))
+    assert _wait_until(lambda: _joined(population, long))
+    threads.append(_start(population, short, errors, "short"))
+    assert _wait_until(lambda: _joined(population, short))
+    threads.append(_start(population, joiner, errors, "joiner"))
+    deadline = time.monotonic() + 30
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        for thread in list(threads):
+            thread.join(timeout=0.1)
+    assert errors == {}
+    assert (long.taken, short.taken, joiner.taken, late.taken) == (20, 1, 3, 1)
+    assert population._members == []
+
+
+def test_a_freed_place_is_taken_while_the_others_train():
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    log: list[tuple[str, int]] = []
+
+    def stepper(name: str):
+        def step() -> None:
+            log.append((name, len(log)))
+            time.sleep(0.002)
+        return step
+
+    long, short, next_ = Member(stepper("long"), 40), Member(stepper("short"), 3), Member(stepper("next"), 3)
+    threads = [_start(population, long, errors, "long")]
+    assert _wait_until(lambda: _joined(population, long))
+    threads += [_start(population, short, errors, "short"), _start(population, next_, errors, "next")]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {}
+    first_next = min(i for name, i in log if name == "next")
+    last_long = max(i for name, i in log if name == "long")
+    assert first_next < last_long  # the third member trained beside the long one, not after it
+    assert population.most_together == 2
+
+
+def test_one_members_host_work_does_not_hold_the_others_back():
+    """A member whose step asks for slow host work (a validation, a report) pauses; the others step on."""
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    others_during: list[int] = []
+    steady = Member(lambda: time.sleep(0.001), 400)
+
+    def slow_work() -> None:
+        before = steady.taken
+        time.sleep(0.2)
+        others_during.append(steady.taken - before)
+
+    pausing = Member(lambda: slow_work, 2)
+    threads = [_start(population, steady, errors, "steady")]
+    assert _wait_until(lambda: _joined(population, steady))
+    threads.append(_start(population, pausing, errors, "pausing"))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and pausing.taken == 2 and steady.taken == 400
+    assert len(others_during) == 2 and min(others_during) >= 20, others_during
+
+
+def test_host_work_that_raises_ends_only_its_member():
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+
+    def cut() -> None:
+        raise ValueError("cut at a rung")
+
+    cut_member = Member(lambda: cut, 10)
+    fine = Member(lambda: None, 25)
+    threads = [_start(population, cut_member, errors, "cut"), _start(population, fine, errors, "fine")]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert set(errors) == {"cut"} and str(errors["cut"]) == "cut at a rung"
+    assert cut_member.taken == 1 and fine.taken == 25
+
+
+def test_members_join_in_the_order_of_their_reservations():
+    """A member reserved earlier joins first, even when a later one finishes preparing first."""
+    population = Population(1, ahead=2)
+    errors: dict[str, BaseException] = {}
+    joined: list[str] = []
+    hold = Member(lambda: time.sleep(0.002), 30)
+    release_slow = threading.Event()
+
+    def member(name: str, prepare=None) -> Member:
+        def step() -> None:
+            if not joined or joined[-1] != name:
+                joined.append(name)
+        return Member(step, 2, prepare=prepare)
+
+    slow = member("slow", prepare=lambda: release_slow.wait(10))
+    fast = member("fast")
+    threads = [_start(population, hold, errors, "hold")]
+    assert _wait_until(lambda: _joined(population, hold))
+    threads.append(_start(population, slow, errors, "slow"))
+    assert _wait_until(lambda: len(population._reserved) == 2)
+    threads.append(_start(population, fast, errors, "fast"))
+    assert _wait_until(lambda: len(population._reserved) == 3)
+    time.sleep(0.1)  # fast is prepared and the long member is done by now; slow is not prepared
+    assert "fast" not in joined
+    release_slow.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and joined == ["slow", "fast"]
+
+
+def test_reservations_beyond_size_and_ahead_wait():
+    population = Population(2, ahead=1)
+    errors: dict[str, BaseException] = {}
+    gate = threading.Event()
+    members = [Member(lambda: (gate.wait(10), None)[1], 1) for _ in range(5)]
+    threads = [_start(population, m, errors, f"m{i}") for i, m in enumerate(members)]
+    assert _wait_until(lambda: len(population._reserved) == 3)
+    time.sleep(0.05)
+    assert len(population._reserved) == 3 and len(population._queue) == 2
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and population.most_reserved == 3 and population.most_together <= 2
+
+
+def test_quiet_holds_every_launch_back():
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    member = Member(lambda: time.sleep(0.001), 3000)
+    threads = [_start(population, member, errors, "m")]
+    assert _wait_until(lambda: member.taken > 10)
+    with population.quiet():
+        before = member.taken
+        time.sleep(0.1)
+        during = member.taken - before
+    assert during == 0
+    assert _wait_until(lambda: member.taken > before + 10)  # and it trains on afterwards
+    member.steps = member.taken + 1  # end it
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {}
+
+
+def test_the_driver_ends_when_nobody_trains():
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    thread = _start(population, Member(lambda: None, 5), errors, "m")
+    thread.join(timeout=30)
+    assert _wait_until(lambda: population._driver is None, timeout=5)
+    assert _wait_until(lambda: not any(t.name == "population-driver" for t in threading.enumerate()), timeout=5)
+
+
+@pytest.mark.parametrize("size, ahead", [(0, 0), (2, -1), (True, 0), (2, 1.5)])
+def test_bad_sizes_are_user_errors(size, ahead):
+    with pytest.raises(NasutilError):
+        Population(size, ahead=ahead)
