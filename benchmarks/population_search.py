@@ -1,19 +1,33 @@
-"""A real-training search with a population of candidates trained together against one at a time: same
-seed, same trial budget, same everything else.
+"""End-to-end searches with real training, a population against one candidate at a time: the same seed,
+trial budget and settings, run in one process, warm, the order of runs alternated from seed to seed.
 
-    python benchmarks/population_search.py --out benchmarks/results/h200/population
+    python benchmarks/population_search.py --batch-size 64 --seeds 11 12 13 \\
+        --runs p1 p1-eager p16-pareto p64-pareto p256-pareto --out benchmarks/results/h200/population
 
-Runs `nasutil-search` (trainer=torch on Fashion-MNIST, accuracy x predicted H200 throughput, no
-pruning, nothing measured) once per population size and reports, from each study: finished trials,
-wall time, candidates trained per GPU-hour, and the hypervolume of the front (accuracy in %,
-throughput in images/s divided by the largest seen in either run; reference point (0, 0)).
-Writes population_search.json.
+Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
+throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
+A run is named `pP[-eager][-HALVING]`: P candidates trained at once, `eager` for `trainer.graphs=false`
+(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`). `p1` is the project's
+default: one candidate at a time, each step a CUDA graph.
+
+Per run, from its study: trials finished (trained to the end, cut at a rung, pruned before training),
+failed trials, wall time from the search's start to its end (Hydra, data loading and all), candidates
+(finished trials) per GPU-hour, and the hypervolume of the front of trained trials (accuracy in %,
+throughput divided by the largest of the seed's runs, reference (0, 0)). Runs with fewer trials
+(`--eager-trials` for the eager runs, which take about 25 s a candidate) are also rated over the span
+from their first trial's start to their last trial's end, which leaves out the start-up they share.
+Writes population_search_runs.jsonl (a line per run as it ends), NAME.json and NAME.csv.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import os
+import re
+import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,61 +35,141 @@ import optuna
 
 from nasutil.pareto import hypervolume_2d
 
+RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?$")
 
-def search(run_dir: Path, population: int, seed: int, args: argparse.Namespace) -> dict:
+
+def parse_run(name: str) -> dict:
+    match = RUN.match(name)
+    if match is None:
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy], e.g. p16-pareto")
+    return {"population": int(match["population"]), "eager": bool(match["eager"]),
+            "halving": match["halving"] or "none"}
+
+
+def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Path) -> dict:
     from nasutil.cli.search_command import main as search_main
 
-    name = f"population-{population}-s{seed}"
-    overrides = [f"study_name={name}", f"hydra.run.dir={run_dir}", f"n_trials={args.trials}", f"seed={seed}",
+    spec = parse_run(name)
+    run_dir = work / f"{name}-s{seed}"
+    study_name = f"{name}-s{seed}"
+    overrides = [f"study_name={study_name}", f"hydra.run.dir={run_dir}", f"n_trials={trials}", f"seed={seed}",
                  "prune=none", "evaluator=none", "plots=false", "progress=false", "trainer=torch",
                  f"trainer.dataset={args.dataset}", f"trainer.epochs={args.epochs}",
-                 f"trainer.batch_size={args.batch_size}", f"trainer.population={population}"]
+                 f"trainer.batch_size={args.batch_size}", f"trainer.population={spec['population']}",
+                 f"halving={spec['halving']}", *args.settings]
+    if spec["eager"]:
+        overrides.append("trainer.graphs=false")
+    os.environ["NASUTIL_CACHE_DIR"] = str(work / f"cache-{study_name}")  # each run measures its own survivors
     started = time.perf_counter()
     code = search_main(overrides)
     wall = time.perf_counter() - started
-    study = optuna.load_study(study_name=name, storage=f"sqlite:///{run_dir / 'study.db'}")
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    points = [(t.values[0], t.values[1]) for t in done]
-    numbers = [t.number for t in done]
-    return {"population": population, "seed": seed, "exit_code": code, "wall_s": wall, "completed": len(done),
-            "trials": len(study.trials), "candidates_per_gpu_hour": len(done) / wall * 3600,
-            "best_accuracy": max((p[0] for p in points), default=None), "points": points,
-            "archs": [t.user_attrs.get("arch") for t in done], "numbers": numbers}
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{run_dir / 'study.db'}")
+    finished = [t for t in study.trials if t.state.is_finished() and not t.user_attrs.get("surplus")]
+    done = [t for t in finished if t.state == optuna.trial.TrialState.COMPLETE and "accuracy" in t.user_attrs]
+    ended = [t for t in finished if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
+    starts = [t.datetime_start for t in ended if t.datetime_start]
+    ends = [t.datetime_complete for t in ended if t.datetime_complete]
+    span = (max(ends) - min(starts)).total_seconds() if starts and ends else float("nan")
+    cut = [t for t in ended if str(t.user_attrs.get("prune_policy", "")).startswith("halving:")]
+    return {"run": name, **spec, "seed": seed, "trials_asked": trials, "exit_code": code, "wall_s": wall,
+            "span_s": span, "finished": len(ended), "trained": len(done), "cut_at_rung": len(cut),
+            "pruned_before_training": sum(t.user_attrs.get("prune_stage") == "before_training" for t in ended),
+            "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+            "epochs_trained": sum(float(t.user_attrs.get("training_epochs") or 0.0) for t in ended),
+            "candidates_per_gpu_hour": len(ended) / wall * 3600,
+            "candidates_per_gpu_hour_span": len(ended) / span * 3600 if span == span and span > 0 else None,
+            "best_accuracy": max((t.user_attrs["accuracy"] for t in done), default=None),
+            "points": [(t.values[0], t.values[1]) for t in done], "numbers": [t.number for t in done],
+            "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done)}
+
+
+def order_for(runs: list[str], index: int) -> list[str]:
+    """The runs in turn: forwards for even seeds, backwards for odd ones."""
+    return list(runs) if index % 2 == 0 else list(reversed(runs))
+
+
+def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dict]:
+    """Each run with its hypervolume (throughput scaled by its seed's largest) and its ratios to the seed's
+    baseline (candidates per hour, hypervolume) and eager run (candidates per hour over the trials' span)."""
+    rows = []
+    for seed in sorted({r["seed"] for r in results}):
+        group = [r for r in results if r["seed"] == seed]
+        top = max((p[1] for r in group for p in r["points"]), default=1.0) or 1.0
+        base = next((r for r in group if r["run"] == baseline), None)
+        slow = next((r for r in group if r["run"] == eager), None) if eager else None
+        for r in group:
+            r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
+        for r in group:
+            row = {k: v for k, v in r.items() if k not in ("points", "numbers")}
+            if base is not None:
+                row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
+                row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
+            if slow is not None and slow.get("candidates_per_gpu_hour_span"):
+                row["speedup_over_eager"] = r["candidates_per_gpu_hour"] / slow["candidates_per_gpu_hour_span"]
+            rows.append(row)
+    return rows
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    columns = ["run", "seed", "population", "eager", "halving", "trials_asked", "finished", "trained", "cut_at_rung",
+               "pruned_before_training", "failed", "wall_s", "span_s", "candidates_per_gpu_hour",
+               "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager", "best_accuracy",
+               "hypervolume", "hypervolume_ratio", "epochs_trained", "measured"]
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([round(v, 4) if isinstance(v, float) else v for v in (row.get(c) for c in columns)])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--populations", type=int, nargs="+", default=[1, 16])
+    parser.add_argument("--runs", nargs="+", default=["p1", "p1-eager", "p16-pareto"])
+    parser.add_argument("--baseline", default="p1", help="the run the others are compared with")
     parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--eager-trials", type=int, default=2, help="trials of the eager runs (25 s a candidate)")
     parser.add_argument("--dataset", default="fashion_mnist")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[11])
+    parser.add_argument("--settings", nargs="*", default=[], help="more key=value settings for every run")
+    parser.add_argument("--warm-up", type=int, default=4, help="trials of an unrecorded search first (0: none)")
+    parser.add_argument("--name", default="population_search")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    for run in args.runs:
+        parse_run(run)
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for seed in args.seeds:
-        for population in args.populations:
-            runs.append(search(Path(f"/tmp/population-search/{seed}-{population}"), population, seed, args))
-            with (args.out / "population_search_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
-                fh.write(json.dumps(runs[-1]) + "\n")
-    top = max(p[1] for r in runs for p in r["points"])
-    for r in runs:
-        r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
-        # the front of the first n trials asked, for a few n: does a population catch up as trials grow?
-        r["hypervolume_by_trials"] = {n: hypervolume_2d([(a, t / top) for (a, t), k in zip(r["points"], r["numbers"])
-                                                         if k < n], (0.0, 0.0))
-                                      for n in sorted({min(args.trials, m) for m in (24, 48, args.trials)})}
-        print(json.dumps({k: v for k, v in r.items() if k not in ("points", "archs", "numbers")}), flush=True)
-    base = {r["seed"]: r for r in runs if r["population"] == args.populations[0]}
-    summary = {"settings": {k: v for k, v in vars(args).items() if k != "out"}, "runs": runs,
-               "speedup": {f"{r['population']}/s{r['seed']}": r["candidates_per_gpu_hour"]
-                           / base[r["seed"]]["candidates_per_gpu_hour"] for r in runs},
-               "hypervolume_ratio": {f"{r['population']}/s{r['seed']}": r["hypervolume"] / base[r["seed"]]["hypervolume"]
-                                     for r in runs}}
-    (args.out / "population_search.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({"speedup": summary["speedup"], "hypervolume_ratio": summary["hypervolume_ratio"]}))
+    work = Path(tempfile.mkdtemp(prefix="population-search-"))
+    if args.warm_up:
+        search("p1", 0, args.warm_up, args, work / "warm-up")
+    results = []
+    for index, seed in enumerate(args.seeds):
+        for name in order_for(args.runs, index):
+            trials = args.eager_trials if parse_run(name)["eager"] else args.trials
+            results.append(search(name, seed, trials, args, work))
+            with (args.out / f"{args.name}_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
+                fh.write(json.dumps({**results[-1], "settings": args.settings, "batch_size": args.batch_size}) + "\n")
+            r = results[-1]
+            print(json.dumps({k: r[k] for k in ("run", "seed", "wall_s", "finished", "trained", "cut_at_rung",
+                                                  "failed", "candidates_per_gpu_hour")}), flush=True)
+    eager = next((r for r in args.runs if parse_run(r)["eager"]), None)
+    rows = summarise(results, args.baseline, eager)
+    by_run = {}
+    for name in args.runs:
+        mine = [r for r in rows if r["run"] == name]
+        by_run[name] = {key: statistics.fmean(r[key] for r in mine if r.get(key) is not None)
+                        for key in ("candidates_per_gpu_hour", "speedup_over_baseline", "speedup_over_eager",
+                                    "hypervolume_ratio") if any(r.get(key) is not None for r in mine)}
+        by_run[name]["worst_hypervolume_ratio"] = min((r["hypervolume_ratio"] for r in mine
+                                                       if r.get("hypervolume_ratio") is not None), default=None)
+        by_run[name]["failed"] = sum(r["failed"] for r in mine)
+    summary = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               "runs": rows, "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results},
+               "by_run": by_run}
+    (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
+    write_csv(rows, args.out / f"{args.name}.csv")
+    print(json.dumps(by_run, indent=1))
     return 0
 
 

@@ -23,12 +23,13 @@ class Measurer:
     """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache)."""
 
     def __init__(self, device: str = "cuda", dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph",
-                 counters: bool = False, timeout_s: float = 300.0) -> None:
+                 counters: bool = False, timeout_s: float = 300.0, cache: bool = True) -> None:
         from nasutil.evaluator import MeasureConfig
 
         self.config = MeasureConfig(device=device, dtype=dtype, batch_size=int(batch_size), mode=mode,
                                     counters=bool(counters))
         self.timeout_s = float(timeout_s)
+        self.use_cache = bool(cache)
         self._evaluator = None
 
     @property
@@ -51,10 +52,12 @@ class Measurer:
             from nasutil.evaluator import Evaluator
             from nasutil.evaluator.cache import MeasurementCache, default_cache_location
 
-            try:
-                cache = MeasurementCache(default_cache_location())  # shared where $NASUTIL_CACHE_URL says
-            except NasutilError:
-                cache = None  # a cache we cannot use is no reason not to measure
+            cache = None
+            if self.use_cache:
+                try:
+                    cache = MeasurementCache(default_cache_location())  # shared where $NASUTIL_CACHE_URL says
+                except NasutilError:
+                    pass  # a cache we cannot use is no reason not to measure
             self._evaluator = Evaluator(self.config, cache=cache, timeout_s=self.timeout_s)
         out: list[dict[str, Any] | NasutilError] = []
         for m in self._evaluator.measure_many([Candidate(space_spec, text) for text in arch_texts]):

@@ -37,18 +37,23 @@ class TrialRunner:
 
     def __init__(self, study: optuna.Study, objective: Objective, *, workers: int = 1, max_trials: int,
                  timeout_s: float | None = None, begin: Begin | None = None,
-                 callbacks: Sequence[Callback] = (), catch: tuple[type[BaseException], ...] = (Exception,)) -> None:
+                 callbacks: Sequence[Callback] = (), catch: tuple[type[BaseException], ...] = (Exception,),
+                 may_ask: Callable[[], bool] | None = None, poll_s: float = 0.5) -> None:
         self.study, self.objective, self.begin = study, objective, begin
+        self.may_ask, self.poll_s = may_ask, poll_s
         self.workers, self.max_trials, self.timeout_s = max(1, int(workers)), int(max_trials), timeout_s
         self.callbacks, self.catch = list(callbacks), catch
         self._ask_turn = threading.Lock()  # one ask (and its parameters) at a time
         self._told = threading.Lock()  # callbacks one at a time
         self._asked = 0
+        self._ended = threading.Condition()  # a trial of this run ended: a place in the budget may be free
         self._stopped = threading.Event()
         self._error: BaseException | None = None
 
     def stop(self) -> None:
         self._stopped.set()
+        with self._ended:
+            self._ended.notify_all()
 
     def run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
@@ -76,20 +81,28 @@ class TrialRunner:
                     return
                 if deadline is not None and time.monotonic() >= deadline:
                     return
-                if heartbeats:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        optuna.storages.fail_stale_trials(self.study)
-                trial = self.study.ask()
-                self._asked += 1
-                try:
-                    begun = self.begin(trial) if self.begin is not None else None
-                    failure = None
-                except Exception as exc:  # the trial fails; the run goes on
-                    begun, failure = None, exc
+                trial = None
+                if self.may_ask is None or self.may_ask():
+                    if heartbeats:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            optuna.storages.fail_stale_trials(self.study)
+                    trial = self.study.ask()
+                    self._asked += 1
+                    try:
+                        begun = self.begin(trial) if self.begin is not None else None
+                        failure = None
+                    except Exception as exc:  # the trial fails; the run goes on
+                        begun, failure = None, exc
+            if trial is None:  # the budget is held by running trials: ask again once one of them ends
+                with self._ended:
+                    self._ended.wait(timeout=self.poll_s)
+                continue
             with get_heartbeat_thread(trial._trial_id, self.study._storage):
                 values, state, failure = self._call(trial, begun, failure)
             frozen = self._tell(trial, values, state, failure)
+            with self._ended:
+                self._ended.notify_all()
             if frozen is None:
                 continue
             with self._told:

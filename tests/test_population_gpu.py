@@ -1,0 +1,108 @@
+"""An asynchronous population on a CUDA device (skipped without one): members captured while others
+train compute what each computes alone, a search with rung cuts runs its budget with no failed trial,
+and a survivor measured while the population trains reads what a quiet device reads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from conftest import Recorder, train_in_threads
+from nasutil.registry import get_space
+from nasutil.search.config import shipped
+
+pytestmark = pytest.mark.gpu
+
+ARCHS = ["|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|",
+         "|nor_conv_1x1~0|+|skip_connect~0|avg_pool_3x3~1|+|none~0|nor_conv_3x3~1|nor_conv_1x1~2|",
+         "|avg_pool_3x3~0|+|nor_conv_3x3~0|nor_conv_1x1~1|+|nor_conv_3x3~0|skip_connect~1|nor_conv_1x1~2|",
+         "|skip_connect~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|avg_pool_3x3~0|nor_conv_1x1~1|nor_conv_3x3~2|",
+         "|nor_conv_3x3~0|+|nor_conv_1x1~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|",
+         "|nor_conv_1x1~0|+|nor_conv_3x3~0|skip_connect~1|+|nor_conv_1x1~0|avg_pool_3x3~1|nor_conv_3x3~2|"]
+SETTINGS = dict(dataset="digits", epochs=3, batch_size=64, lr=0.05, device="cuda")
+
+
+def test_members_captured_while_others_train_compute_what_each_computes_alone():
+    """Six candidates, two places and two prepared ahead: each is captured on its own stream while the
+    others replay theirs, and ends where it ends alone."""
+    alone_trainer = shipped("trainer", "torch", **SETTINGS)
+    alone = {n: alone_trainer.train(get_space("nb201"), a, Recorder(), trial_number=n) for n, a in enumerate(ARCHS)}
+    together_trainer = shipped("trainer", "torch", **SETTINGS, population=2, ahead=2)
+    together = train_in_threads(together_trainer, [(a, Recorder(), n) for n, a in enumerate(ARCHS)], timeout=600)
+    population = together_trainer._population
+    assert population.most_together == 2 and population.most_reserved == 4
+    for n in range(len(ARCHS)):
+        assert not isinstance(together[n], BaseException), together[n]
+        assert together[n].extra["train_loss"] == pytest.approx(alone[n].extra["train_loss"], rel=1e-3), n
+        assert abs(together[n].accuracy - alone[n].accuracy) <= 1.0, (n, together[n].accuracy, alone[n].accuracy)
+
+
+def test_a_population_search_with_rung_cuts_runs_its_budget(tmp_path):
+    import optuna
+
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=halving-gpu", f"hydra.run.dir={run_dir}", "n_trials=24", "predictor=analytical",
+            "plots=false", "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=3",
+            "trainer.batch_size=32", "trainer.population=6", "trainer.device=cuda", "halving=pareto",
+            "evaluator=none", "progress=false"]
+    assert main(args) == 0
+    study = optuna.load_study(study_name="halving-gpu", storage=f"sqlite:///{run_dir / 'study.db'}")
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 0
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) == 24
+    cut = [t for t in finished if str(t.user_attrs.get("prune_policy", "")).startswith("halving:")]
+    trained = [t for t in finished if "accuracy" in t.user_attrs]
+    assert cut and trained and len(cut) + len(trained) == 24
+    assert all(t.user_attrs["training_epochs"] < 3 for t in cut)
+    assert all(len(t.user_attrs["rungs"]) == 2 for t in trained)
+
+
+def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_device_reads():
+    """The measurement queue holds the population quiet while it measures: the latency it reads equals a
+    quiet measurement within 1%, where one taken while the population trains reads the load too."""
+    from nasutil.search.measurer import MeasurementQueue, Measurer
+
+    arch = ARCHS[4]
+    measurer = Measurer("cuda", "fp16", 256, "cudagraph", cache=False)
+    trainer = shipped("trainer", "torch", **{**SETTINGS, "epochs": 200}, population=4)
+    queue = MeasurementQueue(measurer, lambda: trainer.quiet("cuda"), batch=1)
+    recorders = [Recorder() for _ in range(4)]
+    done = threading.Event()
+    readings: dict[str, float] = {}
+
+    def measure_while_training() -> None:
+        try:
+            population = None
+            while population is None or population.most_together < 4:
+                population = trainer._population
+                threading.Event().wait(0.2)
+            readings["queued"] = queue.measure("nb201", arch)["measured_latency_ms"]
+            readings["loaded"] = measurer.measure("nb201", arch)["measured_latency_ms"]
+        finally:
+            done.set()
+
+    class StopWhenMeasured(Recorder):
+        def report(self, step: int, accuracy: float) -> None:
+            super().report(step, accuracy)
+            if done.is_set():
+                from nasutil.search.controller import StoppedEarly
+
+                raise StoppedEarly(step, accuracy, "test")
+
+    watcher = threading.Thread(target=measure_while_training)
+    watcher.start()
+    train_in_threads(trainer, [(ARCHS[n], StopWhenMeasured(), n) for n in range(4)], timeout=600)
+    watcher.join(timeout=600)
+    assert recorders and {"queued", "loaded"} <= set(readings), readings
+    torch.cuda.synchronize()
+    quiet = [measurer.measure("nb201", arch)["measured_latency_ms"] for _ in range(3)]
+    reference = sorted(quiet)[1]
+    print(f"queued {readings['queued']:.4f} ms, quiet {quiet}, while training {readings['loaded']:.4f} ms")
+    assert readings["queued"] == pytest.approx(reference, rel=0.01), (readings, quiet)
+    assert readings["loaded"] > 1.05 * reference, (readings, quiet)  # the test can tell a loaded device
+    measurer.close()
