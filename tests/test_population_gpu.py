@@ -59,7 +59,8 @@ def test_a_population_search_with_rung_cuts_runs_its_budget(tmp_path):
     trained = [t for t in finished if "accuracy" in t.user_attrs]
     assert cut and trained and len(cut) + len(trained) == 24
     assert all(t.user_attrs["training_epochs"] < 3 for t in cut)
-    assert all(len(t.user_attrs["rungs"]) == 2 for t in trained)
+    # trained to the end here (not a repeat of an arch trained before): validated at both rungs
+    assert all(len(t.user_attrs["rungs"]) == 2 for t in trained if "duplicate_of" not in t.user_attrs)
 
 
 def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_device_reads():
