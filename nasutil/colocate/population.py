@@ -168,6 +168,8 @@ class Population:
         try:
             yield place
         finally:
+            if place.stream is not None:
+                place.stream.synchronize()  # nothing of this member's is left on it when the next one has it
             with self._changed:
                 self._reserved.remove(place)
                 if place.stream is not None:
@@ -278,7 +280,8 @@ class Population:
                             m.pending = work
                             m.state = PAUSED if m.error is None and work is not None else DONE
                             changed = True
-                    marks.append(self._mark(together))
+                    with self._changed:  # a member that has left gave its stream back: never mark that one
+                        marks.append(self._mark([m for m in together if m.state != DONE]))
                 self.rounds += 1
                 if changed:
                     with self._changed:

@@ -18,6 +18,7 @@ while the others train.
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import threading
 from collections.abc import Callable, Iterator
@@ -56,6 +57,19 @@ def sgd_nesterov_(params: list[torch.Tensor], grads: list[torch.Tensor], buffers
     torch._foreach_add_(grads, buffers, alpha=momentum)
     torch._foreach_mul_(grads, rate)
     torch._foreach_sub_(params, grads)
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """No garbage collection while a graph is captured: a collection could destroy another candidate's
+    graph from this thread, which a capture does not allow."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class TrainingStep:
@@ -153,6 +167,11 @@ class TrainingStep:
             with self.on_stream():
                 self._capture()
 
+    def release(self) -> None:
+        """Destroy the captured graph now, in this thread: left to the garbage collector, it could be
+        destroyed in whichever thread collects, in the middle of another candidate's capture."""
+        self.graph = None
+
     def take_loss(self, steps: int) -> float:
         """The mean loss of the last `steps` steps (waits for them), and the sum starts again."""
         with self.on_stream():
@@ -213,7 +232,7 @@ class TrainingStep:
         for p in self.params:
             p.grad = None
         graph = torch.cuda.CUDAGraph()
-        with CAPTURE_LOCK:
+        with CAPTURE_LOCK, _no_collection():
             free_before = torch.cuda.mem_get_info(self.device)[0]
             graph.capture_begin(capture_error_mode="thread_local")
             try:

@@ -231,13 +231,19 @@ class TorchTrainer(Trainer):
                 while not run.finished:
                     run.step()
                 return run.result()
-            with population.place(memory) as place:
-                with population.gate.launching():  # moved to the device and captured while the others train
-                    run = _Run(self, model, space.in_channels, reporter, trial_number, data, stream=place.stream,
-                               gate=population.gate)
-                    run.prepare()
-                population.train(place, Member(run.launch, run.total_steps, memory, stream=run.step_unit.stream))
-            return run.result()
+            run = None
+            try:
+                with population.place(memory) as place:
+                    with population.gate.launching():  # moved to the device and captured while the others train
+                        run = _Run(self, model, space.in_channels, reporter, trial_number, data,
+                                   stream=place.stream, gate=population.gate)
+                        run.prepare()
+                    population.train(place, Member(run.launch, run.total_steps, memory,
+                                                   stream=run.step_unit.stream))
+                return run.result()
+            finally:
+                if run is not None:
+                    run.step_unit.release()
 
     def quiet(self, device: str) -> contextlib.AbstractContextManager:
         """The population held quiet while something is measured on the device it trains on."""
