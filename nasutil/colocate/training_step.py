@@ -82,12 +82,19 @@ class TrainingStep:
     never waits. With `compiled=True` the step's forward and backward are compiled by Inductor at the
     first step (`nasutil.colocate.compiled`): fewer, fused kernels, once the compilation is paid for.
     `stream`: the stream to run on (a population lends one); by default a new one where graphs are on.
-    `epoch_batches`: the batches of an epoch, where it takes fewer than the data holds."""
+    `epoch_batches`: the batches of an epoch, where it takes fewer than the data holds.
+    `capture_alone`: a block in which nothing else of this process runs on the device (a population's
+    `Gate.closed`): the capture itself runs inside it, so that no other thread's work (another
+    candidate's steps, its validation or warm-up, the autograd engine's device thread serving them)
+    meets a stream being captured. `launching`: the block the eager warm-up before a capture runs in
+    (a population's `Gate.launching`, which `capture_alone` waits for)."""
 
     def __init__(self, model: nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor], train_x: torch.Tensor,
                  train_y: torch.Tensor, batch_size: int, rates: torch.Tensor, momentum: float, weight_decay: float,
                  autocast_dtype: torch.dtype | None, graph: bool, compiled: bool = False,
-                 stream: torch.cuda.Stream | None = None, epoch_batches: int | None = None) -> None:
+                 stream: torch.cuda.Stream | None = None, epoch_batches: int | None = None,
+                 capture_alone: Callable[[], contextlib.AbstractContextManager] | None = None,
+                 launching: Callable[[], contextlib.AbstractContextManager] | None = None) -> None:
         device = train_x.device
         if graph and device.type != "cuda":
             raise NasutilError("a training step can be captured in a CUDA graph only on a CUDA device")
@@ -127,6 +134,8 @@ class TrainingStep:
             self.loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_bytes = 0  # memory the captured graph keeps for itself
+        self.capture_alone = capture_alone or contextlib.nullcontext
+        self.launching = launching or contextlib.nullcontext
 
     @contextlib.contextmanager
     def on_stream(self) -> Iterator[None]:
@@ -224,15 +233,16 @@ class TrainingStep:
         statistics, momentum, loss, step counter), so that the first replay is the candidate's next step.
         Everything runs on this candidate's stream, without the device-wide synchronize of
         `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
-        with torch.no_grad():
-            saved = [t.detach().clone() for t in self._state()]
-        with self._compiling():
-            for _ in range(WARM_UP_STEPS):
-                self._compute()
-        for p in self.params:
-            p.grad = None
+        with self.launching():
+            with torch.no_grad():
+                saved = [t.detach().clone() for t in self._state()]
+            with self._compiling():
+                for _ in range(WARM_UP_STEPS):
+                    self._compute()
+            for p in self.params:
+                p.grad = None
         graph = torch.cuda.CUDAGraph()
-        with CAPTURE_LOCK, _no_collection():
+        with CAPTURE_LOCK, self.capture_alone(), _no_collection():
             free_before = torch.cuda.mem_get_info(self.device)[0]
             graph.capture_begin(capture_error_mode="thread_local")
             try:
@@ -240,7 +250,7 @@ class TrainingStep:
             finally:
                 graph.capture_end()
             self.graph_bytes = max(0, free_before - torch.cuda.mem_get_info(self.device)[0])
-        with torch.no_grad():
+        with self.launching(), torch.no_grad():
             for t, s in zip(self._state(), saved):
                 t.copy_(s)
         self.graph = graph

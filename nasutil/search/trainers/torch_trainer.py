@@ -33,7 +33,7 @@ import torch.nn as nn
 
 from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
-from nasutil.colocate.training_step import CAPTURE_LOCK, TrainingStep, cosine_rates
+from nasutil.colocate.training_step import TrainingStep, cosine_rates
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil.search.trainers import datasets
@@ -234,16 +234,17 @@ class TorchTrainer(Trainer):
             run = None
             try:
                 with population.place(memory) as place:
-                    with population.gate.launching():  # moved to the device and captured while the others train
-                        run = _Run(self, model, space.in_channels, reporter, trial_number, data,
-                                   stream=place.stream, gate=population.gate)
-                        run.prepare()
+                    # moved to the device and warmed up while the others train; captured while they wait
+                    run = _Run(self, model, space.in_channels, reporter, trial_number, data,
+                               stream=place.stream, gate=population.gate)
+                    run.prepare()
                     population.train(place, Member(run.launch, run.total_steps, memory,
                                                    stream=run.step_unit.stream))
                 return run.result()
             finally:
                 if run is not None:
-                    run.step_unit.release()
+                    with population.gate.launching():
+                        run.step_unit.release()
 
     def quiet(self, device: str) -> contextlib.AbstractContextManager:
         """The population held quiet while something is measured on the device it trains on."""
@@ -329,14 +330,15 @@ class _Run:
                                f"training images of {t.dataset}")
         if t.max_batches:
             self.batches = min(self.batches, t.max_batches)
-        with CAPTURE_LOCK:  # no copy to the device while another candidate's graph is being captured
+        with self._launching():  # no copy to the device while a graph is being captured
             model = model.to(t.device)
             self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
         self.total_steps = t.epochs * self.batches
         self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x, self.train_y,
                                       t.batch_size, cosine_rates(t.lr, self.total_steps), t.momentum,
                                       t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs,
-                                      compiled=t.compile, stream=stream, epoch_batches=self.batches)
+                                      compiled=t.compile, stream=stream, epoch_batches=self.batches,
+                                      capture_alone=gate.closed if gate is not None else None)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         fractions = [float(f) for f in getattr(reporter, "rungs", ()) or () if 0 < float(f) < 1]
         self.rungs = {max(1, math.ceil(f * self.total_steps)): f for f in sorted(fractions, reverse=True)}
@@ -351,8 +353,10 @@ class _Run:
         return self.taken >= self.total_steps
 
     def prepare(self) -> None:
-        """The first epoch's data order on the device, and the step captured (where graphs are on)."""
-        self._start_epoch()
+        """The first epoch's data order on the device, and the step captured (where graphs are on): warmed
+        up beside the others' steps, captured while nothing else of this process runs on the device."""
+        with self._launching():
+            self._start_epoch()
         self.step_unit.capture()
         self.prepared = True
 
@@ -398,7 +402,7 @@ class _Run:
 
     def result(self) -> TrainResult:
         if self.test_acc is None:  # trained without its last checkpoint (none happens without steps)
-            with self.step_unit.on_stream():
+            with self._launching(), self.step_unit.on_stream():
                 correct = self.trainer._correct(self.model, self.data["test"], self.in_channels)
                 self.test_acc = 100.0 * int(correct) / len(self.data["test"][1])
         return TrainResult(self.valid_acc, float(self.trainer.epochs),
@@ -407,10 +411,8 @@ class _Run:
 
     def _start_epoch(self) -> None:
         order = torch.randperm(len(self.train_y), generator=self.generator)
-        with self.step_unit.on_stream():
-            with CAPTURE_LOCK:
-                order = order.to(self.trainer.device)
-            self.step_unit.start_epoch(order)
+        with self.step_unit.on_stream():  # callers hold the launching gate: no capture runs meanwhile
+            self.step_unit.start_epoch(order.to(self.trainer.device))
 
     def _launching(self) -> contextlib.AbstractContextManager:
         return self.gate.launching() if self.gate is not None else contextlib.nullcontext()
