@@ -78,7 +78,7 @@ class ParetoHalving(Halving):
             raise NasutilError(f"halving.min_fraction must be in (0, 1), got {min_fraction}")
         self.reduction_factor, self.min_fraction = float(reduction_factor), float(min_fraction)
         rungs, fraction = [], self.min_fraction
-        while fraction < 1 - 1e-9:
+        while fraction < 1 - 1e-3:  # a rung at the very end would cut a finished training
             rungs.append(round(fraction, 6))
             fraction *= self.reduction_factor
         self.rungs = tuple(rungs)

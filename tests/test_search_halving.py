@@ -1,0 +1,135 @@
+"""Successive halving inside a search: the Pareto-aware cut, its rungs, a search that cuts candidates at
+rungs (their training stops there, they free their place), and the settings a user can get wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import optuna
+import pytest
+
+from nasutil.errors import NasutilError
+from nasutil.search.config import shipped
+from nasutil.search.halving import AccuracyHalving, ParetoHalving, front_indices
+
+MAX = ["maximize", "maximize"]
+
+
+def test_fronts_by_non_dominated_sorting():
+    gains = np.array([[3, 1], [1, 3], [2, 2], [1, 1], [0, 0], [2, 0.5]], dtype=float)
+    assert front_indices(gains).tolist() == [0, 0, 0, 1, 2, 1]
+
+
+def test_rungs_follow_the_reduction_factor():
+    assert ParetoHalving(3, 1 / 9).rungs == pytest.approx((1 / 9, 1 / 3), abs=1e-6)
+    assert ParetoHalving(4, 1 / 16).rungs == pytest.approx((1 / 16, 1 / 4), abs=1e-6)
+    assert ParetoHalving(2, 0.3).rungs == pytest.approx((0.3, 0.6), abs=1e-6)
+
+
+def test_a_fast_slightly_less_accurate_candidate_is_not_cut():
+    """Eight accurate, slow candidates at a rung; a ninth is 2 points less accurate but twice as fast:
+    plain ASHA on accuracy cuts it, the Pareto-aware cut keeps it (it is on the first front)."""
+    fast = [88.0, 2000.0]
+    assert ParetoHalving(3).decide(0, 0, fast, MAX) is None  # alone at its rung
+    pareto, accuracy = ParetoHalving(3), AccuracyHalving(3)
+    for halving in (pareto, accuracy):
+        for n in range(8):
+            halving.decide(0, n, [90.0 + 0.1 * n, 1000.0 - n], MAX)
+    assert pareto.decide(0, 8, fast, MAX) is None
+    cut = accuracy.decide(0, 8, fast, MAX)
+    assert cut is not None and cut.rank == 8 and cut.kept == 3
+
+
+def test_a_dominated_candidate_is_cut_and_says_why():
+    halving = ParetoHalving(3)
+    for n in range(6):
+        halving.decide(0, n, [90.0 + n, 1000.0 + 10 * n], MAX)
+    cut = halving.decide(0, 6, [80.0, 900.0], MAX)  # dominated by all six
+    assert cut is not None and cut.rank == 6 and cut.competitors == 7 and cut.kept == 2
+    assert "rung 1" in str(cut) and "0.111" in str(cut)
+
+
+def test_minimised_objectives_rank_the_other_way():
+    halving = ParetoHalving(3)
+    for n in range(6):
+        halving.decide(0, n, [90.0, 1.0 + n], ["maximize", "minimize"])  # latency 1..6 ms
+    assert halving.decide(0, 6, [90.0, 0.5], ["maximize", "minimize"]) is None  # the fastest
+    assert halving.decide(0, 7, [90.0, 9.0], ["maximize", "minimize"]) is not None  # the slowest
+
+
+@pytest.mark.parametrize("settings", [dict(reduction_factor=1), dict(min_fraction=0), dict(min_fraction=1.5),
+                                      dict(reduction_factor="three"), dict(min_fraction=float("nan"))])
+def test_bad_halving_settings_are_user_errors(settings):
+    with pytest.raises(NasutilError, match="halving"):
+        ParetoHalving(**settings)
+
+
+def _search(tmp_path, *extra: str) -> tuple[int, optuna.Study]:
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=halving", f"hydra.run.dir={run_dir}", "n_trials=12", "predictor=analytical", "plots=false",
+            "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=3", "trainer.batch_size=64",
+            "trainer.max_batches_per_epoch=9", "trainer.threads=1", "progress=false", "halving=pareto", *extra]
+    code = main(args)
+    return code, optuna.load_study(study_name="halving", storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+def test_a_search_cuts_candidates_at_rungs(tmp_path):
+    code, study = _search(tmp_path, "trainer.population=3")
+    assert code == 0
+    trials = study.trials
+    assert [t.state for t in trials].count(optuna.trial.TrialState.FAIL) == 0
+    cut = [t for t in trials if str(t.user_attrs.get("prune_policy", "")).startswith("halving:pareto")]
+    trained = [t for t in trials if "accuracy" in t.user_attrs and "duplicate_of" not in t.user_attrs]
+    assert cut and trained and len(cut) + len(trained) <= 12
+    for t in cut:  # stopped at a rung: a third or a ninth of its 27 steps, with the accuracy there
+        assert t.state == optuna.trial.TrialState.PRUNED and t.user_attrs["prune_stage"] == "during_training"
+        assert t.user_attrs["training_epochs"] in (pytest.approx(1 / 3, abs=1e-3), pytest.approx(1.0, abs=1e-3))
+        assert "cut at rung" in t.user_attrs["prune_reason"]
+        assert set(t.user_attrs["rungs"]) <= {"0.111111", "0.333333"}
+    assert all(set(t.user_attrs["rungs"]) == {"0.111111", "0.333333"} for t in trained)
+
+
+def test_a_resumed_search_ranks_against_the_rungs_it_stored(tmp_path):
+    from nasutil.search.build import build_search
+    from nasutil.search.config import compose
+
+    code, study = _search(tmp_path)
+    assert code == 0
+    cfg = compose(["study_name=halving", f"hydra.run.dir={tmp_path / 'run'}", "predictor=analytical",
+                       "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=3",
+                       "trainer.batch_size=64", "trainer.max_batches_per_epoch=9", "trainer.threads=1",
+                       "halving=pareto", f"storage.url=sqlite:///{tmp_path / 'run' / 'study.db'}"])
+    setup = build_search(cfg, tmp_path / "run")
+    stored = sum(len(t.user_attrs.get("rungs") or {}) for t in study.trials)
+    assert stored and sum(len(board) for board in setup.search.halving._board) == stored
+
+
+def test_halving_needs_a_trainer_that_validates_part_of_the_way(tmp_path, capsys):
+    from nasutil.cli.search_command import main
+
+    assert main([f"hydra.run.dir={tmp_path}", "halving=pareto", "plots=false", "progress=false", "n_trials=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "halving=pareto" in err and "trainer=torch" in err and "\n" not in err
+
+
+def test_the_study_name_of_a_search_without_halving_is_unchanged():
+    from nasutil.search.config import halving_suffix
+
+    assert halving_suffix({"name": "none"}) == ""
+    assert halving_suffix({"name": "pareto", "reduction_factor": 3}).startswith("-h")
+
+
+def test_trainer_settings_of_a_population():
+    trainer = shipped("trainer", "torch", dataset="digits", population=8)
+    assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs
+    assert shipped("trainer", "torch", dataset="digits", population=8, ahead=0).concurrent_trials == 8
+    for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe")):
+        with pytest.raises(NasutilError):
+            shipped("trainer", "torch", dataset="digits", population=8, **bad)
+
+
+def test_compile_auto_stays_off_where_it_cannot_pay():
+    trainer = shipped("trainer", "torch", dataset="digits", epochs=1)
+    trainer._load()
+    assert trainer.compile is False and "off (auto" in trainer.describe()

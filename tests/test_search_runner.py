@@ -1,0 +1,148 @@
+"""The search's own trial runner: one sampler seeded once (a population search proposes what it
+proposed last time from the same seed), no asks past the budget, trial attributes written at once, and
+trained candidates measured in batches inside the trainer's quiet block."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import optuna
+
+from nasutil.search.measurer import MeasurementQueue, Measurer
+from nasutil.search.runner import TrialRunner
+from nasutil.search.storage import rdb_storage, write_user_attrs
+
+
+def _population_search(run_dir, seed: int = 4) -> optuna.Study:
+    from nasutil.cli.search_command import main
+
+    args = ["study_name=repro", f"hydra.run.dir={run_dir}", "n_trials=8", f"seed={seed}", "predictor=analytical",
+            "plots=false", "prune=none", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=1",
+            "trainer.batch_size=64", "trainer.max_batches_per_epoch=3", "trainer.population=3", "trainer.ahead=1",
+            "trainer.threads=1", "progress=false"]
+    assert main(args) == 0
+    return optuna.load_study(study_name="repro", storage=f"sqlite:///{run_dir / 'study.db'}")
+
+
+def test_a_population_search_proposes_from_its_seed(tmp_path):
+    """Optuna's n_jobs reseeds the sampler for every trial; here the first trials (asked before any
+    finished: population + ahead) are the same in two runs, and a trial number's training, the same."""
+    first, second = _population_search(tmp_path / "a"), _population_search(tmp_path / "b")
+    arch = {s: {t.number: t.user_attrs.get("arch") for t in s.trials} for s in (first, second)}
+    assert [arch[first][n] for n in range(4)] == [arch[second][n] for n in range(4)]
+    same = [n for n in arch[first] if arch[first][n] == arch[second].get(n)]
+    results = {s: {t.number: t.user_attrs.get("accuracy") for t in s.trials} for s in (first, second)}
+    assert all(results[first][n] == results[second][n] for n in same)
+    for study in (first, second):  # a population never asks past its budget
+        assert len(study.trials) == 8 and all(t.state.is_finished() for t in study.trials)
+        assert not any(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
+
+
+def test_a_search_one_at_a_time_is_reproducible_from_its_seed(tmp_path):
+    from nasutil.cli.search_command import main
+
+    values = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        assert main(["study_name=one", f"hydra.run.dir={run_dir}", "n_trials=25", "seed=9", "plots=false",
+                     "progress=false"]) == 0
+        study = optuna.load_study(study_name="one", storage=f"sqlite:///{run_dir / 'study.db'}")
+        values.append([(t.user_attrs.get("arch"), t.state, t.values) for t in study.trials])
+    assert values[0] == values[1]
+
+
+def test_the_runner_asks_only_while_the_budget_has_room_and_stops_when_asked():
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    asked, lock = [], threading.Lock()
+    runner: TrialRunner
+
+    def objective(trial, begun):
+        with lock:
+            asked.append(trial.number)
+        return trial.suggest_float("x", 0, 1)
+
+    def after(study, frozen):
+        if len(study.trials) >= 6:
+            runner.stop()
+
+    runner = TrialRunner(study, objective, workers=3, max_trials=100, callbacks=[after],
+                         may_ask=lambda: sum(t.state.is_finished() or t.state.name == "RUNNING"
+                                             for t in study.trials) < 6, poll_s=0.05)
+    runner.run()
+    assert len(study.trials) == 6 and sorted(asked) == list(range(6))
+
+
+def test_a_failing_objective_fails_its_trial_only():
+    study = optuna.create_study()
+
+    def objective(trial, begun):
+        if trial.number == 1:
+            raise ValueError("boom")
+        return 1.0
+
+    TrialRunner(study, objective, workers=2, max_trials=4).run()
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.FAIL) == 1 and states.count(optuna.trial.TrialState.COMPLETE) == 3
+    assert "boom" in next(t for t in study.trials if t.number == 1).system_attrs["fail_reason"]
+
+
+def test_a_trials_attributes_are_written_in_one_transaction(tmp_path):
+    from sqlalchemy import event
+
+    storage = rdb_storage(f"sqlite:///{tmp_path / 'a.db'}").storage
+    study = optuna.create_study(storage=storage, directions=["maximize"])
+    trial = study.ask()
+    commits = []
+    event.listen(storage.engine, "commit", lambda conn: commits.append(1))
+    attrs = {f"figure_{i}": i * 1.5 for i in range(12)} | {"curve": {"1": 50.0}}
+    write_user_attrs(study, trial._trial_id, attrs)
+    assert len(commits) == 1
+    study.tell(trial, 1.0)
+    assert optuna.load_study(study_name=study.study_name, storage=storage).trials[0].user_attrs == attrs
+
+
+def test_a_journal_gets_a_trials_attributes_in_one_append(tmp_path):
+    from nasutil.search.storage import journal_storage
+
+    storage = journal_storage(str(tmp_path / "j.log")).storage
+    study = optuna.create_study(storage=storage, directions=["maximize"])
+    trial = study.ask()
+    before = (tmp_path / "j.log").read_text().count("\n")
+    write_user_attrs(study, trial._trial_id, {"a": 1, "b": [1, 2], "c": "x"})
+    assert (tmp_path / "j.log").read_text().count("\n") == before + 3
+    study.tell(trial, 1.0)
+    assert optuna.load_study(study_name=study.study_name, storage=storage).trials[0].user_attrs == {
+        "a": 1, "b": [1, 2], "c": "x"}
+
+
+def test_trained_candidates_are_measured_together_inside_the_quiet_block():
+    """Real CPU measurements: three threads finish training at once and are measured in one batch, inside
+    the trainer's quiet block; one alone is measured once it has waited its turn."""
+    archs = ["|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|",
+             "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|",
+             "|avg_pool_3x3~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"]
+    entered = []
+
+    @contextlib.contextmanager
+    def quiet():
+        entered.append(1)
+        yield
+
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    queue = MeasurementQueue(measurer, quiet, batch=3, max_wait_s=120)
+    results = {}
+
+    def one(arch):
+        results[arch] = queue.measure("nb201", arch)
+
+    threads = [threading.Thread(target=one, args=(a,)) for a in archs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    assert len(results) == 3 and all(r["measured_latency_ms"] > 0 for r in results.values())
+    assert entered == [1] and queue.batches == 1
+    alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
+    assert alone.measure("nb201", archs[0])["measured_latency_ms"] > 0 and alone.batches == 1
+    measurer.close()
