@@ -121,7 +121,10 @@ def test_a_killed_population_search_resumes(tmp_path):
 
 def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
     """The hand-written update (a learning rate that a CUDA graph can read from the device) against
-    torch.optim.SGD(nesterov) with CosineAnnealingLR, on the same batches, fp32, no autocast."""
+    torch.optim.SGD(nesterov) with CosineAnnealingLR, fp32, no autocast. Each step starts torch from the
+    step's own state (weights, statistics, momentum): over several steps a one-ulp difference in the
+    order of the same arithmetic grows chaotically in this small network, which says nothing about the
+    update rule."""
     import copy
 
     import torch
@@ -139,6 +142,10 @@ def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     losses = []
     for step in range(steps):
+        reference.load_state_dict(model.state_dict())
+        if step:  # torch's buffer is the unit's from the second step on (both start as the first gradient)
+            for p, buffer in zip(reference.parameters(), unit.buffers):
+                optimizer.state[p]["momentum_buffer"] = buffer.clone()
         rows = torch.arange(16) + 16 * (step % 4)
         unit.run(step, rows)
         optimizer.zero_grad()
@@ -147,9 +154,9 @@ def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
-    assert unit.take_loss(steps) == pytest.approx(sum(losses) / steps, rel=1e-5)
-    for (name, a), b in zip(model.state_dict().items(), reference.state_dict().values()):
-        assert torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-6), name
+        for (name, a), b in zip(model.state_dict().items(), reference.state_dict().values()):
+            assert torch.allclose(a.float(), b.float(), rtol=1e-5, atol=1e-7), (step, name)
+    assert unit.take_loss(steps) == pytest.approx(sum(losses) / steps, rel=1e-6)
 
 
 def test_a_training_set_smaller_than_a_batch_is_a_user_error():

@@ -73,6 +73,78 @@ def test_the_runner_asks_only_while_the_budget_has_room_and_stops_when_asked():
     assert len(study.trials) == 6 and sorted(asked) == list(range(6))
 
 
+def test_a_worker_stops_when_other_workers_finish_the_study(tmp_path):
+    """Two workers share a study (with heartbeats, so another worker's running trial holds its place) with
+    a budget of 6. The second finds every place held by the first's running trials; when the first
+    completes the study, the second stops (it once waited for ever)."""
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    release = threading.Event()
+
+    class HeldBack(TabularTrainer):
+        """Six trials at once, each waiting for a signal: the first worker holds the whole budget."""
+        concurrent_trials = 6
+
+        def train(self, space, arch_text, reporter, trial_number=0):
+            release.wait(timeout=60)
+            return super().train(space, arch_text, reporter, trial_number)
+
+    storage = rdb_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=60).storage
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+
+    def worker(trainer, seed):
+        study = optuna.create_study(study_name="shared", storage=storage, directions=["maximize", "maximize"],
+                                    load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=seed))
+        return Search(study, "nb201", predictor, target, shipped("prune", "none"), trainer,
+                      Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+
+    first, second = worker(HeldBack(), 0), worker(TabularTrainer(), 1)
+    holding = threading.Thread(target=first.run, args=(6,), kwargs={"poll_s": 0.05})
+    holding.start()
+    for _ in range(400):
+        if sum(t.state.name == "RUNNING" for t in first.study.get_trials(deepcopy=False)) == 6:
+            break
+        release.wait(0.05)
+    errors = []
+
+    def run_second():
+        try:
+            second.run(6, poll_s=0.05)
+        except BaseException as exc:
+            errors.append(exc)
+            raise
+    waiting = threading.Thread(target=run_second)
+    waiting.start()
+    waiting.join(timeout=0.5)
+    assert waiting.is_alive()  # every place is held by the first worker's trials: it waits
+    release.set()
+    holding.join(timeout=60)
+    waiting.join(timeout=30)
+    assert not waiting.is_alive()
+    trials = second.study.get_trials(deepcopy=False)
+    assert len(trials) == 6 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+
+
+def test_a_trial_failed_as_stale_while_it_ran_does_not_end_the_run():
+    """Another worker failed this trial as stale (its heartbeat was late); telling it then raises
+    UpdateFinishedTrialError, which once ended the whole search with a traceback."""
+    study = optuna.create_study()
+
+    def objective(trial, begun):
+        if trial.number == 1:
+            study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+            raise RuntimeError("its storage writes fail once the trial is finished")
+        return 1.0
+
+    TrialRunner(study, objective, workers=1, max_trials=4).run()
+    states = [t.state for t in study.trials]
+    assert len(states) == 4 and states.count(optuna.trial.TrialState.COMPLETE) == 3
+
+
 def test_a_failing_objective_fails_its_trial_only():
     study = optuna.create_study()
 

@@ -418,7 +418,7 @@ class Search:
         # trains several candidates at once gets that many trials at once (and those it prepares ahead).
         self._runner = TrialRunner(self.study, self.objective, workers=self.workers, max_trials=2 * remaining,
                                    timeout_s=timeout_s, begin=self.begin, callbacks=[after],
-                                   may_ask=lambda: self._open_places(n_trials) > 0, poll_s=poll_s)
+                                   may_ask=lambda: self._may_ask(n_trials), poll_s=poll_s)
         try:
             self._runner.run()
         finally:
@@ -432,13 +432,18 @@ class Search:
         if self._runner is not None:
             self._runner.stop()
 
-    def _open_places(self, n_trials: int) -> int:
-        """Places left in the budget: `n_trials` less the trials that hold one (finished, waiting to be
-        retried, or running: this process's, or another worker's). A worker asks for a trial only where
-        one is open, so a study run by one process never asks past its budget."""
+    def _may_ask(self, n_trials: int) -> bool:
+        """Whether a place is open in the budget: `n_trials` less the trials that hold one (finished,
+        waiting to be retried, or running: this process's, or another worker's). A worker asks for a trial
+        only where one is open, so a study run by one process never asks past its budget; a worker that
+        finds the study complete (other workers finished it) stops."""
         if self._heartbeats:
             fail_stale_and_orphaned_trials(self.study)
-        return n_trials - sum(1 for t in self.study.get_trials(deepcopy=False) if self._holds(t))
+        trials = self.study.get_trials(deepcopy=False)
+        if Counts.of(trials).finished >= n_trials:
+            self.stop()
+            return False
+        return sum(1 for t in trials if self._holds(t)) < n_trials
 
     def _wait_for_others(self, study: optuna.Study, n_trials: int, poll_s: float, max_wait_s: float = 600.0) -> Counts:
         """After a surplus trial: wait until the study is complete, or until a place frees up (a running

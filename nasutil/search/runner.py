@@ -13,6 +13,7 @@ dead workers are failed before each ask, as `optimize` does.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import warnings
@@ -20,7 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
+
+_logger = logging.getLogger(__name__)
 
 # Heartbeats run here as `optimize` runs them: Optuna's notice that they belong to `optimize` does not apply.
 warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
@@ -38,14 +42,19 @@ class TrialRunner:
     def __init__(self, study: optuna.Study, objective: Objective, *, workers: int = 1, max_trials: int,
                  timeout_s: float | None = None, begin: Begin | None = None,
                  callbacks: Sequence[Callback] = (), catch: tuple[type[BaseException], ...] = (Exception,),
-                 may_ask: Callable[[], bool] | None = None, poll_s: float = 0.5) -> None:
+                 may_ask: Callable[[], bool] | None = None, poll_s: float = 0.5,
+                 max_idle_s: float = 600.0) -> None:
         self.study, self.objective, self.begin = study, objective, begin
-        self.may_ask, self.poll_s = may_ask, poll_s
+        self.may_ask, self.poll_s, self.max_idle_s = may_ask, poll_s, max_idle_s
         self.workers, self.max_trials, self.timeout_s = max(1, int(workers)), int(max_trials), timeout_s
         self.callbacks, self.catch = list(callbacks), catch
         self._ask_turn = threading.Lock()  # one ask (and its parameters) at a time
         self._told = threading.Lock()  # callbacks one at a time
         self._asked = 0
+        self._running = 0  # this run's trials between their ask and their tell
+        self._ends = 0  # trials of this run that ended: a refusal older than the last end is looked at again
+        self._refused: tuple[int, float] | None = None  # (ends, time) of the last refusal to ask
+        self._idle_since: float | None = None  # refused with none of this run's trials running, since
         self._ended = threading.Condition()  # a trial of this run ended: a place in the budget may be free
         self._stopped = threading.Event()
         self._error: BaseException | None = None
@@ -72,28 +81,25 @@ class TrialRunner:
             raise self._error
 
     def _work(self, deadline: float | None) -> None:
-        from optuna.storages._heartbeat import get_heartbeat_thread, is_heartbeat_enabled
+        from optuna.storages._heartbeat import get_heartbeat_thread
 
-        heartbeats = is_heartbeat_enabled(self.study._storage)
         while True:
             with self._ask_turn:
                 if self._stopped.is_set() or self._asked >= self.max_trials or self._error is not None:
                     return
                 if deadline is not None and time.monotonic() >= deadline:
                     return
-                trial = None
-                if self.may_ask is None or self.may_ask():
-                    if heartbeats:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            optuna.storages.fail_stale_trials(self.study)
-                    trial = self.study.ask()
-                    self._asked += 1
+                trial = self._ask() if self._allowed() else None
+                if trial is not None:
                     try:
                         begun = self.begin(trial) if self.begin is not None else None
                         failure = None
                     except Exception as exc:  # the trial fails; the run goes on
                         begun, failure = None, exc
+                elif self._running:
+                    self._idle_since = None
+                elif self._idle_too_long():
+                    return  # the budget is held by other workers' trials, and has been for a long time
             if trial is None:  # the budget is held by running trials: ask again once one of them ends
                 with self._ended:
                     self._ended.wait(timeout=self.poll_s)
@@ -102,6 +108,8 @@ class TrialRunner:
                 values, state, failure = self._call(trial, begun, failure)
             frozen = self._tell(trial, values, state, failure)
             with self._ended:
+                self._running -= 1
+                self._ends += 1
                 self._ended.notify_all()
             if frozen is None:
                 continue
@@ -112,6 +120,41 @@ class TrialRunner:
                 except BaseException as exc:  # a callback's own error ends the run
                     self._error = exc
                     return
+
+    def _allowed(self) -> bool:
+        """Whether the budget lets this run ask now. A refusal stands until a trial of this run ends or
+        `poll_s` passes, so that many waiting threads do not each read the whole study."""
+        if self.may_ask is None:
+            return True
+        now = time.monotonic()
+        if self._refused is not None and self._refused[0] == self._ends and now - self._refused[1] < self.poll_s:
+            return False
+        if self.may_ask():
+            self._refused, self._idle_since = None, None
+            return True
+        self._refused = (self._ends, now)
+        return False
+
+    def _idle_too_long(self) -> bool:
+        """Refused while none of this run's trials runs: a worker killed without heartbeats leaves its trials
+        running for ever, so waiting on other workers' trials ends after `max_idle_s`."""
+        now = time.monotonic()
+        if self._idle_since is None:
+            self._idle_since = now
+        return now - self._idle_since > self.max_idle_s
+
+    def _ask(self) -> optuna.Trial:
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        if is_heartbeat_enabled(self.study._storage):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                optuna.storages.fail_stale_trials(self.study)
+        trial = self.study.ask()
+        self._asked += 1
+        with self._ended:
+            self._running += 1
+        return trial
 
     def _call(self, trial: optuna.Trial, begun: Any,
               failure: BaseException | None) -> tuple[Sequence[float] | None, TrialState, BaseException | None]:
@@ -141,6 +184,12 @@ class TrialRunner:
                 text = f"{type(failure).__name__}: {failure}".splitlines()[0]
                 self.study._storage.set_trial_system_attr(trial._trial_id, "fail_reason", text)
             return self.study.tell(trial, state=state)
+        except UpdateFinishedTrialError:
+            # Another worker (or this one, before its ask) failed the trial as stale: its heartbeat missed the
+            # grace period. The storage holds that verdict and the trial is retried; the run goes on.
+            _logger.warning("trial %d was failed as stale while it ran (its heartbeat missed the grace period); "
+                            "its result is not recorded", trial.number)
+            return None
         except Exception as exc:  # the storage itself failed: nothing more can be recorded
             self._error = exc
             self._stopped.set()

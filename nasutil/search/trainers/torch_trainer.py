@@ -182,7 +182,7 @@ class TorchTrainer(Trainer):
             self.compile, self.compile_reason = False, "off (auto: Inductor pays on CUDA only)"
         elif steps < COMPILE_PAYS_AFTER_STEPS:
             self.compile = False
-            self.compile_reason = (f"off (auto: {steps} steps a candidate; compiling one took 14-33 s on an H200, "
+            self.compile_reason = (f"off (auto: {steps} steps a candidate; compiling one took 15-33 s on an H200, "
                                    f"which pays back after about {COMPILE_PAYS_AFTER_STEPS} steps)")
         else:
             from nasutil.colocate.compile_cache import default_workers
@@ -272,7 +272,8 @@ AUTO_BUDGET_SHARE = 0.8
 #: images a validation or test forward takes at once
 EVAL_BATCH = 1024
 #: `compile=auto` compiles where a candidate takes at least this many steps: compiling a candidate's step
-#: took 14-33 s on an H200's 16-core host and saves about 1 ms a step (BENCHMARKS.md)
+#: took 15-33 s on an H200's 16-core host, and saved 0.8 ms (batch 64) to 3.1 ms (batch 256) a
+#: candidate-step in a population (BENCHMARKS.md, cotrain_speed), so it pays back after 5,000-40,000 steps
 COMPILE_PAYS_AFTER_STEPS = 20_000
 
 

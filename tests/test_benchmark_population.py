@@ -1,0 +1,34 @@
+"""The end-to-end population figures in BENCHMARKS.md are those of the committed result files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "h200" / "population"
+
+
+def _runs() -> list[dict]:
+    runs = [json.loads(line) for line in (RESULTS / "population_search_first_b64_t24_s5_runs.jsonl").open()]
+    runs += [json.loads(line) for line in (RESULTS / "population_search_first_b64_t64_s21_printed.jsonl").open()]
+    return runs
+
+
+def test_the_first_end_to_end_table_is_its_result_files():
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    table = text[text.index("**First measurements, H200"):text.index("### A search with a population, before")]
+    runs = _runs()
+    base = {r["seed"]: r for r in runs if r["run"] == "p1"}
+    eager = {r["seed"]: r for r in runs if r["run"] == "p1-eager"}
+    for r in runs:
+        row = next(line for line in table.splitlines()
+                   if f"| {r['run']} | {r['wall_s']:.1f} |" in line)
+        cells = [c.strip().strip("*") for c in row.split("|")]
+        assert cells[4:9] == [str(r["finished"]), str(r["trained"]), str(r["cut_at_rung"]), str(r["failed"]),
+                              f"{r['candidates_per_gpu_hour']:,.0f}"], row
+        if r["run"] != "p1":
+            assert cells[9] == f"{r['candidates_per_gpu_hour'] / base[r['seed']]['candidates_per_gpu_hour']:.2f}x" \
+                or r["run"] == "p1-eager", row
+        if r["seed"] in eager and r["run"] != "p1-eager":
+            assert cells[10] == f"{r['candidates_per_gpu_hour'] / eager[r['seed']]['candidates_per_gpu_hour']:.1f}x", row
