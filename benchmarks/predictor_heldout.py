@@ -2,13 +2,15 @@
 configuration.
 
     python benchmarks/predictor_heldout.py benchmarks/results/h200/heldout --profile h200 \
-        --out benchmarks/results/h200/predictor_heldout.json
+        --fitted benchmarks/results/h200/predictor_data_*.csv --out benchmarks/results/h200/predictor_heldout.json
 
 For every (space, batch, mode) in the measurement files: Kendall tau against the measured latency (and
 FLOPs' tau), the share within +-10%, the median signed and the worst error, for the operator-level
 predictor with the space's own overlap constants, with the constants shared by every space (what a
 space without its own would get), the learned model and `auto`. Measurements below 95% of the highest
 SM clock of their group are left out and repeats of an arch reduced to their median, as the fit does.
+`--fitted` names the measurements the profile was fitted on: an arch among them is left out (a fresh
+seed can draw an arch the fit saw), so every figure is on networks no fit saw.
 """
 
 from __future__ import annotations
@@ -39,22 +41,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("measurements", nargs="+", type=Path)
     parser.add_argument("--profile", default="h200")
+    parser.add_argument("--fitted", nargs="*", type=Path, default=[],
+                        help="the measurements the profile was fitted on: their archs are left out")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     from nasutil.predictor.registry import make_predictor
 
     profile = load_profile(args.profile)
     groups = median_latencies(read_measurements(args.measurements), 0.95)
+    fitted = {(space, arch) for (space, *_), latencies in
+              (median_latencies(read_measurements(args.fitted), 0.0).items() if args.fitted else [])
+              for arch in latencies}
     device = profile.device_name
     results = []
     for (space_name, dtype, batch, mode), latencies in sorted(groups.items()):
         space = get_space(space_name)
-        archs = sorted(latencies)
+        archs = sorted(a for a in latencies if (space_name, a) not in fitted)
+        left_out = len(latencies) - len(archs)
         measured = [float(latencies[a]) for a in archs]
         target = PredictTarget(device, dtype, batch, mode)
         ops = [space.operators(space.parse(a)) for a in archs]
         flops = [sum(o.flops for o in arch_ops) for arch_ops in ops]
         row = {"space": space_name, "dtype": dtype, "batch_size": batch, "mode": mode, "networks": len(archs),
+               "left_out_as_fitted": left_out,
                "flops_kendall_tau": float(kendalltau(flops, measured).statistic)}
         model = profile.op_model
         if model is not None and target.key in model.tables:
@@ -76,7 +85,8 @@ def main() -> int:
         print(json.dumps({k: v for k, v in row.items()}), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"profile": str(args.profile), "device": device,
-                                    "measurements": [str(p) for p in args.measurements], "results": results},
+                                    "measurements": [str(p) for p in args.measurements],
+                                    "fitted": [str(p) for p in args.fitted], "results": results},
                                    indent=1))
     return 0
 

@@ -17,6 +17,7 @@ from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
+from nasutil.search.measurer import Measurer, TableMeasurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 from nasutil.search.storage import StudyStorage
@@ -112,12 +113,20 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if device is not None and "device" in evaluator_node:
         evaluator_node["device"] = device
     measurer = instantiate_group(evaluator_node, "evaluator")
+    if measurer is not None and not isinstance(measurer, (Measurer, TableMeasurer)):
+        raise NasutilError(f"evaluator._target_ made a {type(measurer).__name__}, not a nasutil Measurer or TableMeasurer")
     storage = instantiate_group(plain(cfg.storage), "storage")
     if not isinstance(storage, StudyStorage):
         raise NasutilError(f"storage._target_ made a {type(storage).__name__}, not a nasutil StudyStorage")
     predictor, target = predictor_for(cfg)
     predictor.check(space_spec, target)
-    if measurer is not None and measurer.config.device == "cpu" and lookup(predictor.device_name) is not None:
+    if measurer is not None:
+        measurer.check(space_spec, predictor.device_name)
+    elif objectives.scored_on == "measured":
+        raise NasutilError("objectives.scored_on=measured needs an evaluator that measures: evaluator=auto on a "
+                           "machine with CUDA, or evaluator=table for measurements taken earlier (nb201 on an H200 "
+                           "ships with nasutil)")
+    if isinstance(measurer, Measurer) and measurer.config.device == "cpu" and lookup(predictor.device_name) is not None:
         raise NasutilError(f"the evaluator measures on this machine's CPU but the predictor predicts for "
                            f"{predictor.device_name}: pruned and trained trials would carry figures of two devices "
                            f"(use evaluator=none to search on predictions, or a predictor for this CPU)")

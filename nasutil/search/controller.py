@@ -48,7 +48,7 @@ from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.halving import Halving
-from nasutil.search.measurer import Measurer, MeasurementQueue
+from nasutil.search.measurer import Measurer, MeasurementQueue, TableMeasurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.runner import TrialRunner
@@ -177,7 +177,8 @@ class Search:
     """One study and the parts that score, prune, train and measure its candidates."""
 
     def __init__(self, study: optuna.Study, space_spec: str, predictor: Predictor, target: PredictTarget,
-                 policy: PrunePolicy, trainer: Trainer, objectives: Objectives, measurer: Measurer | None = None,
+                 policy: PrunePolicy, trainer: Trainer, objectives: Objectives,
+                 measurer: Measurer | TableMeasurer | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto", worker: int = 0,
                  device: str | None = None, halving: Halving | None = None) -> None:
         from nasutil.registry import get_space
@@ -191,10 +192,10 @@ class Search:
         self.halving = halving or Halving()
         self.halving.remember(self._rung_values(previous), self.objectives.directions)
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
-        self.measuring: Measurer | MeasurementQueue | None = measurer
+        self.measuring: Measurer | TableMeasurer | MeasurementQueue | None = measurer
         concurrent = int(getattr(trainer, "concurrent_trials", 1))
-        if measurer is not None and concurrent > 1:  # never timed while a population trains on its device
-            self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.config.device),
+        if measurer is not None and measurer.uses_device and concurrent > 1:  # never timed while a population trains
+            self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.quiet_device),
                                               batch=max(1, min(8, concurrent // 4)))
         self.workers = concurrent + (self.measuring.batch if isinstance(self.measuring, MeasurementQueue) else 0)
         self._budget: int | None = None  # n_trials of the run under way
@@ -215,7 +216,8 @@ class Search:
 
     def _rung_objectives(self, record: dict, accuracy: float) -> list[float]:
         """The objective values a candidate has at a rung: the rung's accuracy, predicted hardware figures."""
-        figures = {**record, **hardware_figures({k: v for k, v in record.items() if not k.startswith("measured_")}),
+        predicted = {k: v for k, v in record.items() if not k.startswith("measured_") and k != "hardware_source"}
+        figures = {**record, **hardware_figures(predicted),
                    "accuracy": accuracy}
         return self.objectives.values(figures, missing_as_worst=True)
 
@@ -301,7 +303,7 @@ class Search:
             raise NasutilError("trainer returned no accuracy")
         if self.measuring is not None and "measured_latency_ms" not in record:
             record.update(self.measuring.measure(self.space_spec, text))
-        record["hardware_source"] = "measured" if record.get("measured_latency_ms") is not None else "predicted"
+        record["hardware_source"] = self.objectives.hardware_source(record)
         figures = {**record, **hardware_figures(record)}
         constraints = self.objectives.constraints(figures)
         if constraints:

@@ -22,6 +22,9 @@ from nasutil.errors import NasutilError
 class Measurer:
     """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache)."""
 
+    #: measurements here use a device, which must be quiet while they are taken (`quiet_device`)
+    uses_device = True
+
     def __init__(self, device: str = "cuda", dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph",
                  counters: bool = False, timeout_s: float = 300.0, cache: bool = True) -> None:
         from nasutil.evaluator import MeasureConfig
@@ -36,6 +39,14 @@ class Measurer:
     def description(self) -> str:
         c = self.config
         return f"evaluator on {c.device}, {c.dtype}, batch {c.batch_size}, {c.mode}"
+
+    @property
+    def quiet_device(self) -> str:
+        """The device that must run nothing else while a candidate is measured."""
+        return self.config.device
+
+    def check(self, space_spec: str, device_name: str) -> None:
+        """Nothing to check before the search: the evaluator measures whatever the space builds."""
 
     def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
         """Measured figures (`measured_*` keys); a NasutilError naming the reason if it failed."""
@@ -88,6 +99,65 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
         raise NasutilError("evaluator.measure=true with device cuda, but CUDA is not available "
                            "(use evaluator=auto, evaluator=none or evaluator=cpu)")
     return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s))
+
+
+class TableMeasurer:
+    """Measured figures looked up in a table of earlier measurements (`evaluator=table`): a search scored
+    on what a GPU measured, on a machine without that GPU. The shipped `nb201_h200` table holds every
+    NAS-Bench-201 cell measured on an H200; a CSV the evaluator wrote serves the same way. The table's
+    configuration must be the search's target, so that predicted and measured figures describe one thing."""
+
+    uses_device = False
+
+    def __init__(self, table: str = "nb201_h200", dtype: str = "fp16", batch_size: int = 256,
+                 mode: str = "cudagraph") -> None:
+        from nasutil.data.measured import measured_table
+
+        self.table = measured_table(str(table))
+        differ = [(key, want, have) for key, want, have in (("dtype", str(dtype), self.table.dtype),
+                                                            ("batch_size", int(batch_size), self.table.batch_size),
+                                                            ("mode", str(mode), self.table.mode)) if have and want != have]
+        if differ:
+            key, want, have = differ[0]
+            raise NasutilError(f"evaluator=table: the table {self.table.name} was measured at {key} {have}, the "
+                               f"search's target is {want} (set target.{key}={have}, or use another table)")
+
+    @property
+    def description(self) -> str:
+        return f"measured table {self.table.name}: {self.table.note}"
+
+    def check(self, space_spec: str, device_name: str) -> None:
+        """Before the search: the table's space and device are the search's."""
+        if self.table.space is not None and space_spec != self.table.space:
+            raise NasutilError(f"evaluator=table: the table {self.table.name} holds {self.table.space} networks, "
+                               f"not {space_spec!r}")
+        if device_name and self.table.device_name != device_name:  # a table predictor may not know its device
+            raise NasutilError(f"evaluator=table: the table {self.table.name} was measured on "
+                               f"{self.table.device_name}, the predictor predicts for {device_name}: pruned and "
+                               f"trained trials would carry figures of two devices")
+
+    def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
+        result = self.measure_many(space_spec, [arch_text])[0]
+        if isinstance(result, NasutilError):
+            raise result
+        return result
+
+    def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
+        out: list[dict[str, Any] | NasutilError] = []
+        for text in arch_texts:
+            figures = self.table.figures(text)
+            if figures is None:
+                out.append(NasutilError(f"{text} is not in the measured table {self.table.name}"))
+                continue
+            out.append({"measured_device": self.table.device_name,
+                        "measured_latency_ms": figures["latency_ms"],
+                        "measured_throughput_per_s": figures["throughput_per_s"],
+                        "measured_utilization": figures["utilization"],
+                        "measured_source": f"table:{self.table.name}"})
+        return out
+
+    def close(self) -> None:
+        pass
 
 
 class MeasurementQueue:

@@ -28,6 +28,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 )}
 
 
+#: `objectives.scored_on`: score trained trials on measured figures (a trial that cannot be measured fails),
+#: on predicted ones (measurements, where taken, are recorded beside them), or on measured where measured
+HARDWARE_SOURCES = ("auto", "measured", "predicted")
+
+
 @dataclass(frozen=True)
 class Objectives:
     """Metrics in study order, plus constraints a feasible trial must meet (<= 0 is feasible)."""
@@ -35,6 +40,7 @@ class Objectives:
     metrics: tuple[Metric, ...]
     latency_slo_ms: float | None = None
     min_accuracy: float | None = None
+    scored_on: str = "auto"  # a trained trial's hardware figures: measured, predicted, or auto (measured where measured)
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Objectives:
@@ -52,7 +58,16 @@ class Objectives:
             raise NasutilError(f"objectives.latency_slo_ms must be positive, got {slo}")
         if floor is not None and not 0 <= floor <= 100:
             raise NasutilError(f"objectives.min_accuracy is a percentage in [0, 100], got {floor}")
-        return cls(tuple(METRICS[n] for n in names), slo, floor)
+        scored_on = str(cfg.get("scored_on", "auto"))
+        if scored_on not in HARDWARE_SOURCES:
+            raise NasutilError(f"objectives.scored_on must be one of {', '.join(HARDWARE_SOURCES)}, got {scored_on!r}")
+        return cls(tuple(METRICS[n] for n in names), slo, floor, scored_on)
+
+    def hardware_source(self, record: dict[str, Any]) -> str:
+        """Which figures a trained trial is scored on: `measured` or `predicted`."""
+        if self.scored_on == "auto":
+            return "measured" if record.get("measured_latency_ms") is not None else "predicted"
+        return self.scored_on
 
     @property
     def names(self) -> list[str]:

@@ -28,6 +28,18 @@ class Seen:
     latency_ms: float
     utilization: float | None
     accuracy: float | None = None  # None: pruned before training, stopped early or failed
+    scored_throughput_per_s: float | None = None  # what a trained one was scored on (measured, where measured)
+
+    @property
+    def scored(self) -> float:
+        return self.throughput_per_s if self.scored_throughput_per_s is None else self.scored_throughput_per_s
+
+    @property
+    def measured_error(self) -> float | None:
+        """How much faster than predicted it measured (relative), where it was scored on a measurement."""
+        if self.scored_throughput_per_s is None:
+            return None
+        return self.scored_throughput_per_s / self.throughput_per_s - 1.0
 
 
 @dataclass
@@ -41,9 +53,9 @@ class History:
         return [s for s in self.seen if s.accuracy is not None]
 
     def front(self) -> list[Seen]:
-        """Trained candidates that no other trained one beats on both accuracy and predicted throughput,
-        fastest first."""
-        return front_2d(self.trained, x=lambda s: s.throughput_per_s, y=lambda s: s.accuracy)
+        """Trained candidates that no other trained one beats on both accuracy and the throughput they
+        were scored on (measured where measured, else predicted), fastest first."""
+        return front_2d(self.trained, x=lambda s: s.scored, y=lambda s: s.accuracy)
 
 
 class PrunePolicy(ABC):
@@ -141,16 +153,22 @@ class DominatedThroughput(PrunePolicy):
     `band`, relative, at least `min_neighbours` of them). Neighbours that failed to learn (below
     `degenerate_fraction` of the best accuracy trained so far, such as NAS-Bench-201's cells of
     `none` edges at 10%) say nothing about a working candidate of the same speed, and are not
-    counted. If a trained front member that is faster even where the prediction errs against it (by
-    the predictor's own held-out error, `throughput_error: auto`, or a fixed fraction) already reaches
-    that bound plus `margin` accuracy points, training the candidate is predicted to add nothing.
+    counted. If a trained front member that is faster even where the prediction errs against it already
+    reaches that bound plus `margin` accuracy points, training the candidate is predicted to add nothing.
+
+    Where trained candidates were scored on measurements, the front is their measured front, and the
+    candidate's prediction is raised by the error the predictor showed there: with `throughput_error:
+    auto`, the largest of the predictor's held-out error and how much faster than predicted the trained
+    candidates of about its predicted throughput (within `error_band`, at least `min_neighbours`; else all
+    trained ones) measured. So a candidate whose measured throughput could put it on the front is trained.
+    A fixed fraction replaces all of that.
     """
 
     name = "dominated_throughput"
 
     def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 2,
                  margin: float = 0.0, degenerate_fraction: float = 0.5,
-                 throughput_error: float | str = "auto") -> None:
+                 throughput_error: float | str = "auto", error_band: float = 0.2) -> None:
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
         if not 0 <= degenerate_fraction < 1:
@@ -160,7 +178,10 @@ class DominatedThroughput(PrunePolicy):
             raise NasutilError(f"prune.throughput_error must be auto or a fraction in [0, 1), got {throughput_error!r}")
         self.warmup_trials, self.band = int(warmup_trials), float(band)
         self.min_neighbours, self.margin = int(min_neighbours), float(margin)
+        if isinstance(error_band, bool) or not isinstance(error_band, (int, float)) or not 0 <= error_band < 10:
+            raise NasutilError(f"prune.error_band must be a fraction >= 0, got {error_band!r}")
         self.degenerate_fraction, self.throughput_error = float(degenerate_fraction), throughput_error
+        self.error_band = float(error_band)
 
     def _neighbours(self, candidate: Prediction, history: History) -> list[float]:
         """Accuracies of the working trained candidates of about the candidate's predicted throughput."""
@@ -170,15 +191,23 @@ class DominatedThroughput(PrunePolicy):
         floor = self.degenerate_fraction * max((s.accuracy for s in trained), default=0.0)
         return [s.accuracy for s in trained if lo <= s.throughput_per_s <= hi and s.accuracy >= floor]
 
-    def _error(self, candidate: Prediction) -> float:
-        if self.throughput_error == "auto":
-            return float(candidate.expected_error or 0.0)
-        return float(self.throughput_error)
+    def _error(self, candidate: Prediction, history: History) -> float:
+        """How much faster than predicted the candidate could measure."""
+        if self.throughput_error != "auto":
+            return float(self.throughput_error)
+        held_out = float(candidate.expected_error or 0.0)
+        measured = [(s.throughput_per_s, s.measured_error) for s in history.trained if s.measured_error is not None]
+        if not measured:
+            return held_out
+        t = candidate.throughput_per_s
+        lo, hi = t / (1 + self.error_band), t * (1 + self.error_band)
+        near = [e for p, e in measured if lo <= p <= hi]
+        return max(held_out, max(near if len(near) >= self.min_neighbours else [e for _, e in measured]))
 
     def _faster(self, candidate: Prediction, history: History) -> list[Seen]:
         """Front members faster than the candidate could be: its prediction raised by the predictor's error."""
-        fastest_possible = candidate.throughput_per_s * (1 + self._error(candidate))
-        return [s for s in history.front() if s.throughput_per_s >= fastest_possible]
+        fastest_possible = candidate.throughput_per_s * (1 + self._error(candidate, history))
+        return [s for s in history.front() if s.scored >= fastest_possible]
 
     def estimate(self, candidate: Prediction, history: History) -> float | None:
         """The bound `decide` prunes on (the best accuracy of the candidate's throughput neighbours),
@@ -203,9 +232,9 @@ class DominatedThroughput(PrunePolicy):
         best = max(faster, key=lambda s: s.accuracy)
         if best.accuracy >= bound + self.margin:
             t = candidate.throughput_per_s
-            return (f"predicted dominated: {best.accuracy:.2f}% at {best.throughput_per_s:,.0f}/s on the front "
+            return (f"predicted dominated: {best.accuracy:.2f}% at {best.scored:,.0f}/s on the front "
                     f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{self.band:.0%}"
-                    f" (throughput error allowed {self._error(candidate):.1%})")
+                    f" (throughput error allowed {self._error(candidate, history):.1%})")
         return None
 
 
@@ -215,6 +244,8 @@ def history_from(records: Sequence[dict]) -> History:
     for r in records:
         if r.get("predicted_throughput_per_s") is None:
             continue
+        scored = r.get("measured_throughput_per_s") if r.get("hardware_source") == "measured" else None
         seen.append(Seen(float(r["predicted_throughput_per_s"]), float(r["predicted_latency_ms"]),
-                         r.get("predicted_utilization"), r.get("accuracy")))
+                         r.get("predicted_utilization"), r.get("accuracy"),
+                         float(scored) if scored is not None and r.get("accuracy") is not None else None))
     return History(seen)

@@ -71,8 +71,11 @@ def predicted_figures(p: Prediction) -> TrialRecord:
 
 
 def hardware_figures(attrs: dict[str, Any]) -> dict[str, Any]:
-    """Latency, throughput and utilization of a trial: measured where it was measured, else predicted."""
-    source = "measured" if attrs.get("measured_latency_ms") is not None else "predicted"
+    """Latency, throughput and utilization of a trial: those it was scored on (`hardware_source`), else
+    measured where it was measured, else predicted."""
+    source = attrs.get("hardware_source")
+    if source not in ("measured", "predicted"):
+        source = "measured" if attrs.get("measured_latency_ms") is not None else "predicted"
     return {key: attrs.get(f"{source}_{key}") for key in ("latency_ms", "throughput_per_s", "utilization")}
 
 

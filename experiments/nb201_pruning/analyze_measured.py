@@ -1,0 +1,121 @@
+"""Prune by prediction, score by measurement: the pruning experiment judged on measured H200 throughput.
+
+Reads a sweep's run folders (`RUNS/<sampler>-<prune>/s<seed>/trials.csv`, as `run_measured.sh` writes
+them), pairs each pruned search with the unpruned one of the same sampler and seed, and scores both at
+each budget (the first N trials of a search: a search asks one trial at a time, so its first 150 trials
+are the 150-trial search) twice: on the shipped measured H200 table (`nasutil/data`, the truth) and on
+the predicted throughput the policy saw (`results/predicted_h200.csv`). Hypervolume of the trained
+trials' (200-epoch CIFAR-10 accuracy, throughput) front, reference point (10% accuracy, the worst
+throughput over all 15,625 cells, under each scoring). Writes `measured.csv` (one row a pair and budget)
+and `measured_summary.json` (per sampler and budget) into OUT.
+
+    python experiments/nb201_pruning/analyze_measured.py --runs experiments/nb201_pruning/runs_measured \\
+        --out experiments/nb201_pruning/results/measured
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from nasutil.data.measured import measured_table
+from nasutil.data.nasbench201 import accuracy_table
+from nasutil.errors import fail
+from nasutil.pareto import front_2d, hypervolume_2d
+
+HERE = Path(__file__).resolve().parent
+
+
+def throughputs() -> dict[str, dict[str, float]]:
+    """Scoring name -> arch -> throughput (images/s): measured (the shipped table) and predicted."""
+    with (HERE / "results" / "predicted_h200.csv").open(newline="") as f:
+        predicted = {r["arch"]: float(r["throughput_per_s"]) for r in csv.DictReader(f)}
+    measured = {arch: figures["throughput_per_s"] for arch, figures in measured_table("nb201_h200").rows.items()}
+    return {"measured": measured, "predicted": predicted}
+
+
+def read_run(folder: Path) -> list[dict]:
+    with (folder / "trials.csv").open(newline="") as f:
+        return sorted(csv.DictReader(f), key=lambda r: int(r["number"]))
+
+
+def hypervolume(trials: list[dict], budget: int, speed: dict[str, float], accuracy: dict[str, float],
+                reference: tuple[float, float]) -> float:
+    points = [(speed[t["arch"]], accuracy[t["arch"]]) for t in trials
+              if int(t["number"]) < budget and t["outcome"] == "trained"]
+    return hypervolume_2d(front_2d(points, x=lambda p: p[0], y=lambda p: p[1]), reference)
+
+
+def analyze(runs: Path, budgets: list[int], pruned_arm: str) -> tuple[list[dict], dict]:
+    table = accuracy_table()
+    accuracy = {arch: row["cifar10_test_200ep"] for arch, row in table.items()}
+    scorings = throughputs()
+    references = {name: (min(speed.values()), 10.0) for name, speed in scorings.items()}  # (throughput, accuracy)
+    rows = []
+    for pruned_folder in sorted(runs.glob(f"*-{pruned_arm}/s*")):
+        sampler, seed = pruned_folder.parent.name.split("-")[0], int(pruned_folder.name[1:])
+        baseline_folder = runs / f"{sampler}-none" / pruned_folder.name
+        if not (pruned_folder / "trials.csv").is_file() or not (baseline_folder / "trials.csv").is_file():
+            continue
+        pruned, baseline = read_run(pruned_folder), read_run(baseline_folder)
+        for budget in budgets:
+            if len(pruned) < budget or len(baseline) < budget:
+                continue
+            trained = {arm: sum(int(t["number"]) < budget and t["outcome"] == "trained" for t in trials)
+                       for arm, trials in (("pruned", pruned), ("baseline", baseline))}
+            row = {"sampler": sampler, "seed": seed, "budget": budget, "trainings_pruned": trained["pruned"],
+                   "trainings_baseline": trained["baseline"],
+                   "trainings_saved": round(1 - trained["pruned"] / max(1, trained["baseline"]), 4)}
+            for name, speed in scorings.items():
+                hv = [hypervolume(trials, budget, speed, accuracy, references[name]) for trials in (pruned, baseline)]
+                row[f"hv_ratio_{name}"] = round(hv[0] / hv[1], 5) if hv[1] > 0 else None
+            rows.append(row)
+    summary: dict = {"runs": str(runs), "pruned_arm": pruned_arm, "reference": references, "by_sampler": {}}
+    for sampler in sorted({r["sampler"] for r in rows}):
+        for budget in budgets:
+            group = [r for r in rows if r["sampler"] == sampler and r["budget"] == budget]
+            if not group:
+                continue
+            entry = {"seeds": len(group),
+                     "trainings_saved_mean": round(statistics.mean(r["trainings_saved"] for r in group), 4)}
+            for name in scorings:
+                ratios = [r[f"hv_ratio_{name}"] for r in group]
+                entry[f"hv_ratio_{name}_mean"] = round(statistics.mean(ratios), 5)
+                entry[f"hv_ratio_{name}_min"] = round(min(ratios), 5)
+                entry[f"seeds_below_0.95_{name}"] = sum(r < 0.95 for r in ratios)
+                entry[f"seeds_below_0.90_{name}"] = sum(r < 0.90 for r in ratios)
+            summary["by_sampler"][f"{sampler}@{budget}"] = entry
+    return rows, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[150, 300])
+    parser.add_argument("--pruned-arm", default="dominated_throughput")
+    args = parser.parse_args(argv)
+    if not args.runs.is_dir():
+        fail(f"no sweep folder {args.runs}")
+    rows, summary = analyze(args.runs, args.budgets, args.pruned_arm)
+    if not rows:
+        fail(f"no pairs of pruned and unpruned searches under {args.runs}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with (args.out / "measured.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    (args.out / "measured_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    for key, entry in summary["by_sampler"].items():
+        print(f"{key:>14}: {entry['seeds']} seeds, trainings saved {entry['trainings_saved_mean']:.1%}; HV ratio "
+              f"measured mean {entry['hv_ratio_measured_mean']:.4f} min {entry['hv_ratio_measured_min']:.4f}; "
+              f"predicted mean {entry['hv_ratio_predicted_mean']:.4f} min {entry['hv_ratio_predicted_min']:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
