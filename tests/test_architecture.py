@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,3 +85,124 @@ def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f():\n    from nasutil.cli import main\n")
     assert imports(bad) == {"nasutil.cli", "nasutil.cli.main"}
+
+
+# ---------------------------------------------------------------- dependencies run one way
+
+#: Cycles known and still to be cut: each built-in space builds its networks by importing its `_network`
+#: module inside `build` (so that the space loads without torch), and that module imports the space's
+#: genotype. A cycle not listed here fails the test; one listed that no longer exists fails it too.
+KNOWN_CYCLES = {frozenset({f"nasutil_search_spaces.{name}", f"nasutil_search_spaces.{name}_network"})
+                for name in ("nb201", "nb101", "darts", "mbconv", "cell")}
+
+
+def module_edges(path: Path, known: set[str]) -> set[str]:
+    """The modules `path` imports, at module level or in a function: `from a import b` is an import of the
+    module `a.b` where there is one, else of `a` (a package's face)."""
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in known else resolve(node.module))
+        elif isinstance(node, ast.Import):
+            found.update(resolve(alias.name) for alias in node.names)
+    return {name for name in found if name is not None}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one node (Tarjan), each a set of nodes."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in graph.get(node, ()):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def module_graph(paths: list[Path]) -> dict[str, set[str]]:
+    names = {module_name(p): p for p in paths}
+    return {name: module_edges(path, set(names)) - {name} for name, path in names.items()}
+
+
+def package_of(name: str, table: dict[str, int], packages: set[str]) -> str:
+    """A module's unit in the package graph: the package that holds it, or the module itself where the
+    layer table places it apart from its package (`nasutil.search.__main__` is a front door)."""
+    if name in table and name not in packages:
+        return name
+    holder = name if name in packages else name.rpartition(".")[0]
+    return holder or name
+
+
+def package_graph(graph: dict[str, set[str]], table: dict[str, int]) -> dict[str, set[str]]:
+    packages = {module_name(p.parent / "__init__.py") for p in sources() if p.name == "__init__.py"}
+    out: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        unit = package_of(name, table, packages)
+        out.setdefault(unit, set()).update(package_of(t, table, packages) for t in targets)
+        out[unit].discard(unit)
+    return out
+
+
+def test_no_module_cycle():
+    found = set(cycles(module_graph(sources())))
+    assert not found - KNOWN_CYCLES, f"import cycles between modules: {sorted(map(sorted, found - KNOWN_CYCLES))}"
+    assert not KNOWN_CYCLES - found, f"cut: remove from KNOWN_CYCLES {sorted(map(sorted, KNOWN_CYCLES - found))}"
+
+
+def test_no_package_cycle():
+    found = cycles(package_graph(module_graph(sources()), layers()))
+    assert not found, f"import cycles between packages: {sorted(map(sorted, found))}"
+
+
+def test_the_cycle_check_sees_a_planted_cycle(tmp_path, monkeypatch):
+    """Two modules of a new package importing each other, one of them inside a function; and two packages
+    importing each other through modules that are not in a cycle themselves."""
+    package = tmp_path / "nasutil" / "planted"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from nasutil.planted import b\n")
+    (package / "b.py").write_text("def f():\n    from nasutil.planted.a import thing\n")
+    other = tmp_path / "nasutil" / "other"
+    other.mkdir()
+    (other / "__init__.py").write_text("")
+    (other / "c.py").write_text("from nasutil.planted import d\n")
+    (package / "d.py").write_text("")
+    (package / "e.py").write_text("from nasutil.other.f import g\n")
+    (other / "f.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    paths = sorted(tmp_path.rglob("*.py"))
+    graph = module_graph(paths)
+    assert cycles(graph) == [frozenset({"nasutil.planted.a", "nasutil.planted.b"})]
+    monkeypatch.setattr(sys.modules[__name__], "sources", lambda: paths)
+    assert frozenset({"nasutil.planted", "nasutil.other"}) in cycles(package_graph(graph, {}))

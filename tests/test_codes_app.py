@@ -135,7 +135,7 @@ def test_report_compares_a_sweeps_runs_in_a_table_a_csv_and_two_plots(tmp_path, 
 
 def test_the_shapes_a_report_costs_codes_at_are_the_datasets_own():
     from nasutil.codes.data import load_code_data
-    from nasutil.search.trainers.datasets import SHAPES
+    from nasutil.datasets import SHAPES
 
     data = load_code_data("digits")
     assert SHAPES["digits"] == (data.shape, data.num_classes)

@@ -69,6 +69,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["n_trials=ten"], "n_trials must be a positive integer"),
     (["no_such_key=1"], "no_such_key"),
     (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
+    (["trainer._target_=collections.OrderedDict"], "made a OrderedDict, not a nasutil.search.trainers.Trainer"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
     (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),

@@ -85,7 +85,7 @@ def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
 @pytest.mark.parametrize("dataset, expected", [("cifar10", "cifar-10-batches-bin"), ("mnist", "MNIST"),
                                                ("fashion_mnist", "FashionMNIST")])
 def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected, monkeypatch):
-    from nasutil.search.trainers import datasets
+    from nasutil import datasets
 
     monkeypatch.setattr(datasets, "SYSTEM_IDX", {"fashion_mnist": tmp_path / "no-system-copy"})
     trainer = shipped("trainer", "torch", dataset=dataset, data_dir=str(tmp_path))
@@ -114,7 +114,7 @@ def _write_idx(path, values, shape):
 
 
 def test_idx_files_plain_or_gzipped_and_malformed(tmp_path):
-    from nasutil.search.trainers import datasets
+    from nasutil import datasets
 
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
@@ -134,7 +134,7 @@ def test_idx_files_plain_or_gzipped_and_malformed(tmp_path):
 @pytest.mark.skipif(not Path("/usr/share/datasets/fashion-mnist").is_dir(),
                     reason="needs Debian's dataset-fashion-mnist package")
 def test_fashion_mnist_is_found_where_the_system_package_put_it(tmp_path):
-    from nasutil.search.trainers import datasets
+    from nasutil import datasets
 
     data = datasets.load("fashion_mnist", tmp_path)  # nothing in the data folder
     assert tuple(data.train_x.shape) == (60000, 1, 28, 28) and tuple(data.test_x.shape) == (10000, 1, 28, 28)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from nasutil.search.trainers import datasets
+from nasutil import datasets
 
 
 @dataclass

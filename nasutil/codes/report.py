@@ -46,7 +46,7 @@ def overhead(settings) -> dict[str, float]:
     from nasutil.codes.bases import build_base
     from nasutil.codes.code import Code
     from nasutil.codes.cost import code_cost
-    from nasutil.search.trainers.datasets import SHAPES
+    from nasutil.datasets import SHAPES
 
     shape, classes = SHAPES[settings.dataset]
     with torch.no_grad():

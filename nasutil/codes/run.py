@@ -51,7 +51,7 @@ class RunSettings:
     def check(self) -> RunSettings:
         """Every setting checked before anything is written or trained (the base and parity specs are
         built once on the CPU, so that a bad architecture fails now and not after the base's training)."""
-        from nasutil.search.trainers.datasets import DATASETS, SHAPES
+        from nasutil.datasets import DATASETS, SHAPES
 
         self.code.check()
         if self.dataset not in DATASETS:

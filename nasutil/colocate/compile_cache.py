@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import gc
 import io
 import logging
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -119,6 +120,23 @@ def _apply_settings(settings: dict[str, object]) -> None:
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
 
 
+#: the candidates of a space share one forward code object; each is a recompilation of it
+_MANY = 1 << 16
+
+
+@contextlib.contextmanager
+def many_networks() -> Iterator[None]:
+    """Let Dynamo keep a compiled entry for every network of a group, and fail loudly rather than run a
+    network eagerly once its default limit of a few recompilations is reached."""
+    config = torch._dynamo.config
+    wanted = {"recompile_limit": _MANY, "cache_size_limit": _MANY, "accumulated_recompile_limit": _MANY,
+              "accumulated_cache_size_limit": _MANY, "fail_on_recompile_limit_hit": True,
+              "fail_on_cache_limit_hit": True}
+    known = {name: value for name, value in wanted.items() if hasattr(config, name)}
+    with config.patch(known):
+        yield
+
+
 def _signature(model: nn.Module, job: CompileJob) -> tuple:
     """Networks with one structure, input and mode compile to the same cached code: warm each once."""
     return (repr(model), job.device, job.shape, job.stride, job.dtype, job.training, job.autocast_dtype, job.options)
@@ -129,8 +147,6 @@ def compile_job(job: CompileJob, threads: int) -> float:
     and a backward); return the seconds it took."""
     import torch._inductor.config
     import torch.nn.functional as F
-
-    from nasutil.colocate.compiled import many_networks
 
     torch._inductor.config.compile_threads = threads
     _apply_settings(job.settings)

@@ -20,36 +20,21 @@ for 8 to 32. It pays for a network that runs or trains for long.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn as nn
 
+from nasutil.colocate.compile_cache import many_networks
+
 #: Dynamo is not safe to compile from several threads at once (a population trains in threads)
 COMPILE_LOCK = threading.RLock()
 
-#: the candidates of a space share one forward code object; each is a recompilation of it
-_MANY = 1 << 16
-
 #: Inductor's options for training steps
 TRAINING_OPTIONS: dict[str, object] = {}
-
-
-@contextlib.contextmanager
-def many_networks() -> Iterator[None]:
-    """Let Dynamo keep a compiled entry for every network of a group, and fail loudly rather than run a
-    network eagerly once its default limit of a few recompilations is reached."""
-    config = torch._dynamo.config
-    wanted = {"recompile_limit": _MANY, "cache_size_limit": _MANY, "accumulated_recompile_limit": _MANY,
-              "accumulated_cache_size_limit": _MANY, "fail_on_recompile_limit_hit": True,
-              "fail_on_cache_limit_hit": True}
-    known = {name: value for name, value in wanted.items() if hasattr(config, name)}
-    with config.patch(known):
-        yield
 
 
 def compile_for_inference(models: Sequence[nn.Module], inputs: Sequence[torch.Tensor],

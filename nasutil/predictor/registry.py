@@ -9,9 +9,7 @@ once, so every kind (and the params of every prediction) works from the same lis
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -216,11 +214,12 @@ def _discover() -> None:
     if _discovered:
         return
     _discovered = True
-    from nasutil.predictor import kinds
-
-    for module in pkgutil.iter_modules(kinds.__path__):
-        importlib.import_module(f"{kinds.__name__}.{module.name}")
+    # The built-in kinds are entry points of nasutil itself (pyproject.toml), found as a plugin's are; the
+    # kinds import this module, never the other way round.
     for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.value.startswith("nasutil.predictor.kinds."):
+            register_predictor(entry.load())  # a built-in kind that fails to load is a bug: let it show
+            continue
         try:
             register_predictor(entry.load())
         except Exception as exc:  # a broken plugin must not take the built-in kinds down with it

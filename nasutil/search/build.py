@@ -21,6 +21,7 @@ from nasutil.search.measurer import Measurer, TableMeasurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 from nasutil.search.storage import StudyStorage
+from nasutil.search.trainers import Trainer
 
 
 @dataclass
@@ -102,6 +103,9 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if device is not None and "device" in trainer_node:
         trainer_node["device"] = device
     trainer = instantiate_group(trainer_node, "trainer", seed=seed)
+    if not isinstance(trainer, Trainer):
+        raise NasutilError(f"trainer._target_ made a {type(trainer).__name__}, not a nasutil.search.trainers.Trainer "
+                           "(subclass it: it declares what the search reads, such as concurrent_trials)")
     trainer.check(space_spec)
     early = plain(cfg.early_stopping)
     pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
@@ -140,14 +144,14 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                        str(cfg.sampler.get("name")), resumed, search.counts())
 
 
-def halving_for(node: dict[str, Any], trainer: Any) -> Halving:
+def halving_for(node: dict[str, Any], trainer: Trainer) -> Halving:
     """The `halving` group's policy; one with rungs needs a trainer that validates part of the way."""
     if node.get("name", "none") == "none":
         return Halving()
     halving = instantiate_group(node, "halving")
     if not isinstance(halving, Halving):
         raise NasutilError(f"halving._target_ made a {type(halving).__name__}, not a nasutil.search.halving.Halving")
-    if halving.rungs and not getattr(trainer, "reports_rungs", False):
+    if halving.rungs and not trainer.reports_rungs:
         raise NasutilError(f"halving={node.get('name')} cuts candidates part of the way through their training, and "
                            f"trainer {trainer.name!r} reports only finished ones (use trainer=torch, or halving=none)")
     return halving

@@ -193,7 +193,7 @@ class Search:
         self.halving.remember(self._rung_values(previous), self.objectives.directions)
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
         self.measuring: Measurer | TableMeasurer | MeasurementQueue | None = measurer
-        concurrent = int(getattr(trainer, "concurrent_trials", 1))
+        concurrent = int(trainer.concurrent_trials)
         if measurer is not None and measurer.uses_device and concurrent > 1:  # never timed while a population trains
             self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.quiet_device),
                                               batch=max(1, min(8, concurrent // 4)))
@@ -323,7 +323,7 @@ class Search:
             cut = self.halving.decide(rung, trial.number, self._rung_objectives(record, accuracy),
                                       self.objectives.directions)
             if cut is not None:
-                epochs = fraction * float(getattr(self.trainer, "max_step", 1))
+                epochs = fraction * float(self.trainer.max_step)
                 raise StoppedEarly(int(math.ceil(epochs)), accuracy, f"halving:{self.halving.name}", epochs, str(cut))
 
         reporter = self.early.start(curve, self.halving.rungs, at_rung if self.halving.rungs else None)

@@ -1,1 +1,2 @@
-"""The built-in predictor kinds, one module each; every module here is registered on first use."""
+"""The built-in predictor kinds, one module each, registered on first use as entry points of nasutil
+(`nasutil.predictors` in pyproject.toml), as a plugin's kinds are."""

@@ -36,7 +36,7 @@ from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
-from nasutil.search.trainers import datasets
+from nasutil import datasets
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
 from nasutil.space import SearchSpace
 
