@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +78,8 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise NasutilError(f"seed must be an integer, got {seed!r}")
     timeout = cfg.get("timeout_s")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not math.isfinite(timeout) or timeout <= 0):
         raise NasutilError(f"timeout_s must be positive or null, got {timeout!r}")
     max_trainings = cfg.get("max_trainings")
     if max_trainings is not None and (isinstance(max_trainings, bool) or not isinstance(max_trainings, int)

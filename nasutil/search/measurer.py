@@ -9,6 +9,7 @@ taken on an idle device; trials wait for their figures, the population's places 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -92,6 +93,8 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
     no CUDA on this machine (the predictions then stand in)."""
     if measure not in ("auto", True, False):
         raise NasutilError(f"evaluator.measure must be auto, true or false, got {measure!r}")
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise NasutilError(f"evaluator.timeout_s must be a positive number of seconds, got {timeout_s!r}")
     device = str(device)
     if measure is False or (measure == "auto" and device.startswith("cuda") and not torch.cuda.is_available()):
         return None

@@ -59,7 +59,7 @@ def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 
 def journal_storage(path: str) -> StudyStorage:
     """The `journal` config option: Optuna's JournalStorage on a file that every worker can reach
     (appends with file locks; no heartbeats, so a dead worker's trial stays RUNNING)."""
-    from optuna.storages.journal import JournalFileBackend
+    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
     file = Path(str(path)).expanduser()
     if not file.parent.is_dir():
@@ -67,10 +67,49 @@ def journal_storage(path: str) -> StudyStorage:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # experimental-feature notices
-            storage = optuna.storages.JournalStorage(JournalFileBackend(str(file)))
+            lock = JournalFileSymlinkLock(str(file))  # the lock every writer of the journal takes
+            backend = JournalFileBackend(str(file), lock_obj=lock)
+        _set_aside_a_cut_off_record(file, lock)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            storage = optuna.storages.JournalStorage(backend)
     except (OSError, ValueError) as exc:
         raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
     return StudyStorage(storage, f"journal {file}", str(file))
+
+
+def _set_aside_a_cut_off_record(file: Path, lock: Any) -> None:
+    """A writer killed in the middle of an append leaves a last record without its line end; the next
+    append would join the two into one broken line and make the journal unreadable. Under the writers'
+    lock (no append is then half done), such a tail is moved to `<journal>.cut-off` with a warning; every
+    whole record stays."""
+    lock.acquire()
+    try:
+        size = file.stat().st_size
+        if size == 0:
+            return
+        with file.open("rb") as f:
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(max(0, size - (1 << 20)))
+            chunk = f.read()
+        cut = chunk.rfind(b"\n")
+        keep = size - len(chunk) + cut + 1 if cut >= 0 else (0 if size <= len(chunk) else None)
+        if keep is None:  # a last line longer than 1 MiB: not a journal this can repair
+            raise ValueError("its last record is cut off and longer than 1 MiB")
+        with file.open("rb") as f:
+            f.seek(keep)
+            tail = f.read()
+        aside = file.with_name(file.name + ".cut-off")
+        with aside.open("ab") as f:
+            f.write(tail + b"\n")
+        with file.open("r+b") as f:
+            f.truncate(keep)
+        warnings.warn(f"study journal {file}: its last record was cut off (a writer stopped mid-append); read up to "
+                      f"the last whole record, and the {len(tail)} cut-off bytes moved to {aside}", stacklevel=3)
+    finally:
+        lock.release()
 
 
 def _retry_callback(max_retry: int | None) -> tuple[str, Any]:

@@ -1,0 +1,41 @@
+"""A study journal whose last record was cut off (a writer killed mid-append) is read up to its last whole
+record, with a warning, and the search goes on: it once crashed and left the journal unreadable."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from nasutil.cli.search_command import main
+from nasutil.search.storage import journal_storage
+
+ARGS = ["predictor=analytical", "plots=false", "progress=false", "prune=none", "storage=journal",
+        "study_name=cut"]
+
+
+def trials_in(path) -> list:
+    return optuna.load_study(study_name="cut", storage=journal_storage(str(path)).storage).trials
+
+
+def test_a_cut_off_last_record_is_set_aside_and_the_search_resumes(tmp_path):
+    journal = tmp_path / "study.log"
+    args = [*ARGS, f"storage.path={journal}"]
+    assert main([*args, "n_trials=5", f"hydra.run.dir={tmp_path / 'a'}"]) == 0
+    whole = journal.read_bytes()
+    cut = b'{"op_code": 5, "worker_id": "w", "trial_id": 3, "user_attr": {"accur'
+    journal.write_bytes(whole + cut)
+    with pytest.warns(UserWarning, match="last record was cut off"):
+        assert len(trials_in(journal)) == 5
+    assert journal.read_bytes() == whole
+    assert (tmp_path / "study.log.cut-off").read_bytes() == cut + b"\n"
+    assert main([*args, "n_trials=8", f"hydra.run.dir={tmp_path / 'b'}"]) == 0
+    trials = trials_in(journal)
+    assert len(trials) == 8 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+
+
+def test_a_whole_journal_is_left_as_it_is(tmp_path):
+    journal = tmp_path / "study.log"
+    assert main([*ARGS, f"storage.path={journal}", "n_trials=3", f"hydra.run.dir={tmp_path / 'a'}"]) == 0
+    before = journal.read_bytes()
+    assert len(trials_in(journal)) == 3 and journal.read_bytes() == before
+    assert not (tmp_path / "study.log.cut-off").exists()
