@@ -358,6 +358,13 @@ def _set_learned_param(key, value):
     return change
 
 
+def _set_op_field(name, value):
+    def change(data):
+        table = data["operators"][0]
+        table["ops"][3][table["fields"].index(name)] = value
+    return change
+
+
 @pytest.mark.parametrize("change, field", [
     (_set_learned_param("max_iter", 1e8), "learned[0].model.params.max_iter"),
     (_set_learned_param("max_iter", 2.5), "learned[0].model.params.max_iter"),
@@ -373,6 +380,15 @@ def _set_learned_param(key, value):
     (lambda d: d["analytical"].__setitem__("fp16/cudagraph", {"dense_efficiency": 5.0}),
      "analytical.fp16/cudagraph.dense_efficiency"),
     (lambda d: d.__setitem__("learned", {"a": 1}), "learned must be a list"),
+    (_set_op_field("dilation", float("inf")), "operators[0].ops[3].dilation"),
+    (_set_op_field("dilation", 0), "operators[0].ops[3].dilation"),
+    (_set_op_field("dilation", -3), "operators[0].ops[3].dilation"),
+    (_set_op_field("dilation", 1e300), "operators[0].ops[3].dilation"),
+    (_set_op_field("kernel", -5), "operators[0].ops[3].kernel"),
+    (_set_op_field("groups", 0), "operators[0].ops[3].groups"),
+    (_set_op_field("c_in", 1e300), "operators[0].ops[3].c_in"),
+    (_set_op_field("stride", 1.5), "operators[0].ops[3].stride"),
+    (_set_op_field("bias", "yes"), "operators[0].ops[3].bias"),
 ])
 def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, field):
     r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))

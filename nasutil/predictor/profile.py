@@ -191,15 +191,35 @@ def _table_from_dict(data: Any, where: str = "operators") -> OperatorTable:
         if not isinstance(row, list) or len(row) != len(names) + 1:
             raise check.BadProfile(f"{where}.ops[{i}]", f"must be a list of {len(names) + 1} values")
         us = check.number(row[-1], f"{where}.ops[{i}] time", 1e-6, 1e9)
-        try:
-            times[Op.from_dict(dict(zip(names, row[:-1])))] = us
-        except (TypeError, ValueError) as exc:
-            raise check.BadProfile(f"{where}.ops[{i}]", f"is not an operator: {exc}") from None
+        times[_op_row(dict(zip(names, row[:-1])), f"{where}.ops[{i}]")] = us
     by_space = check.mapping(data.get("by_space", {}), f"{where}.by_space")
     return OperatorTable(check.text(data.get("dtype"), f"{where}.dtype", DTYPES),
                          check.number(data.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
                          check.text(data.get("mode"), f"{where}.mode", MODES), times, _overlap(data, where),
                          {str(k): _overlap(v, f"{where}.by_space.{k}") for k, v in by_space.items()})
+
+
+#: the range of each whole-number field of an operator row: wide enough for any network a space builds,
+#: narrow enough that no value can overflow the predictor's arithmetic or read as a plausible other op
+OP_FIELD_RANGES = {"c_in": (1, 2**20), "h_in": (1, 2**16), "w_in": (1, 2**16), "c_out": (1, 2**20),
+                   "h_out": (1, 2**16), "w_out": (1, 2**16), "kernel": (1, 1024), "stride": (1, 1024),
+                   "groups": (1, 2**20), "dilation": (1, 1024)}
+
+
+def _op_row(row: dict[str, Any], where: str) -> Op:
+    """An operator row of a profile, every field checked: a dilation of 0 or a negative kernel would
+    otherwise change predictions silently, and an infinite or huge one would crash them."""
+    fields = {"family": check.text(row.get("family"), f"{where}.family"),
+              "variant": check.text(row.get("variant", ""), f"{where}.variant")}
+    for name, (low, high) in OP_FIELD_RANGES.items():
+        if name in row or name != "dilation":
+            fields[name] = check.number(row.get(name), f"{where}.{name}", low, high, integer=True)
+    bias = row.get("bias", False)
+    if not isinstance(bias, bool):
+        raise check.BadProfile(f"{where}.bias", f"must be true or false, got {bias!r}")
+    if fields["groups"] > min(fields["c_in"], fields["c_out"]):
+        raise check.BadProfile(f"{where}.groups", f"must be at most the op's channels, got {fields['groups']}")
+    return Op.from_dict({**fields, "bias": bias})
 
 
 def _overlap(data: Any, where: str) -> Overlap:
