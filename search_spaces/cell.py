@@ -243,10 +243,71 @@ def load_config(option: str) -> CellConfig:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())  # plain data only: no tags that construct objects
+        data = _bounded_yaml(path.read_text(), str(path))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise NasutilError(f"cannot read cell space config {str(path)!r}: {str(exc).splitlines()[0]}") from None
     return CellConfig.from_dict(data, str(path))
+
+
+#: the deepest nesting and the most values (aliases counted as often as they are used) a config may hold
+MAX_CONFIG_DEPTH = 32
+MAX_CONFIG_VALUES = 100_000
+
+
+def _bounded_yaml(text: str, where: str) -> object:
+    """Plain YAML data (no tags that construct objects), refused before it is built where it nests deeper
+    than MAX_CONFIG_DEPTH or would expand, aliases included, to more than MAX_CONFIG_VALUES values: a
+    few hundred bytes of aliases can otherwise stand for billions of them."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):  # noqa: ANN001 (PyYAML's signature)
+            self.depth += 1
+            if self.depth > MAX_CONFIG_DEPTH:
+                raise NasutilError(f"cell space config {where!r} nests deeper than {MAX_CONFIG_DEPTH} levels")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        if _expanded_size(root) > MAX_CONFIG_VALUES:
+            raise NasutilError(f"cell space config {where!r} expands to more than {MAX_CONFIG_VALUES:,} values "
+                               f"(aliases counted as often as they are used)")
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: object) -> int:
+    """How many values a YAML node graph stands for once every alias is replaced by what it names: each
+    node sized once (post-order, without recursion), a use of it counted each time."""
+    import yaml
+
+    def children(node: object) -> list:
+        if isinstance(node, yaml.MappingNode):
+            return [part for pair in node.value for part in pair]
+        return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+    sizes: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in sizes and not ready:
+            continue
+        if ready:
+            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 0) for c in children(node)), 1 << 62)
+            continue
+        sizes[id(node)] = 0  # placeholder: a node inside itself adds nothing more
+        stack.append((node, True))
+        stack.extend((c, False) for c in children(node) if id(c) not in sizes)
+    return sizes[id(root)]
 
 
 class CellSpace(SearchSpace[CellArch]):

@@ -177,6 +177,11 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
     ("stages: 6\ninput_size: 8\n", "too small for 6 stages"),
     ("- a list\n", "must be a mapping"),
     ("ops: !!python/object/apply:os.system ['true']\n", "cannot read cell space config"),
+    ("a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nchannels: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+     "expands to more than 100,000 values"),
+    ("merge: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than 32 levels"),
 ])
 def test_bad_cell_configs_are_one_line_errors(cli, tmp_path, config, message):
     path = tmp_path / "space.yaml"
