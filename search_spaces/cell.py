@@ -54,6 +54,8 @@ REDUCTIONS = ("residual", "cell")
 MAX_CHOSEN_INPUTS = 2  # the first node of a DARTS-style cell has two states to choose from
 MAX_NODES = 8
 MAX_CONFIG_BYTES = 64 * 1024
+#: the most parameters a generated network may hold (about 8 GB in fp32): larger ones are refused unbuilt
+MAX_NETWORK_PARAMS = 2e9
 
 
 @dataclass(frozen=True)
@@ -129,10 +131,30 @@ class CellConfig:
                     why = "outputs zeros" if op.zero else "has no stride-2 form (CellOp.reduce)"
                     raise NasutilError(f"{where}: op {op.name!r} {why}, so it cannot be in a space with reduction "
                                        f"cells")
-            return self
+            return self.check_size(where)
         if self.input_size < 2 ** (self.stages - 1):
             raise NasutilError(f"{where}: input_size {self.input_size} is too small for {self.stages} stages")
+        return self.check_size(where)
+
+    def check_size(self, where: str) -> CellConfig:
+        """Refuse, before anything is built, a network far larger than a search could train: the settings'
+        ranges alone allow convolutions 131,072 channels wide."""
+        bound = self.params_bound()
+        if bound > MAX_NETWORK_PARAMS:
+            raise NasutilError(f"{where}: these settings allow networks of up to about {bound:.2g} parameters, over "
+                               f"the {MAX_NETWORK_PARAMS:.2g} a cell space may build (fewer channels, stages, nodes "
+                               f"or cells)")
         return self
+
+    def params_bound(self) -> float:
+        """An upper bound on a network's parameters, counting every edge of every cell as a 3x3 convolution
+        with its batch norm at the cell's width (more than any built-in op holds)."""
+        per_cell = len(self.edges) * 9
+        if self.chosen:  # DARTS's skeleton: channels double at the two reduction cells, from C x multiplier
+            widest = self.channels * max(4, self.stem_multiplier)
+            return float(self.layers * self.nodes * self.inputs * (9 * widest * widest + 2 * widest))
+        return float(sum(self.cells_per_stage * (per_cell * (self.channels * 2 ** s) ** 2)
+                         for s in range(self.stages)))
 
     @property
     def edges(self) -> tuple[tuple[int, int], ...]:

@@ -182,6 +182,9 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nchannels: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
      "expands to more than 100,000 values"),
     ("merge: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than 32 levels"),
+    ("channels: 4096\nstages: 6\nnodes: 8\ncells_per_stage: 64\ninput_size: 1024\n", "parameters, over the 2e+09"),
+    ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nchannels: 4096\nlayers: 64\nnodes: 8\n",
+     "parameters, over the 2e+09"),
 ])
 def test_bad_cell_configs_are_one_line_errors(cli, tmp_path, config, message):
     path = tmp_path / "space.yaml"
