@@ -150,3 +150,24 @@ def test_report_refuses_damaged_scores_and_an_out_that_is_a_file(tmp_path, cli):
     (folder / "scores.json").write_text('{"reconstruction_accuracy": 0.5}')
     r = cli("codes", "report", str(tmp_path / "runs"))
     assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("record, text", [
+    ("scores.json", "[" * 100_000 + "]" * 100_000),                         # nested too deep to read
+    ("scores.json", '{"reconstruction_accuracy": 1' + "0" * 5000 + "}"),    # a number too long to convert
+    ("scores.json", '{"reconstruction_accuracy": "high", "degraded_accuracy": 0.5, "normal_accuracy": 0.5, '
+                    '"rebuilt": 10}'),                                          # a score that is text
+    ("scores.json", '{"reconstruction_accuracy": 1e400, "degraded_accuracy": 0.5, "normal_accuracy": 0.5, '
+                    '"rebuilt": 10}'),                                          # an infinite score
+    ("run.json", "[" * 100_000 + "]" * 100_000),
+], ids=["deep-scores", "long-number", "text-score", "infinite-score", "deep-run"])
+def test_report_and_eval_refuse_a_damaged_record_in_one_line(tmp_path, cli, record, text):
+    """A run's JSON records are read by one reader that bounds them: each case once ended in a traceback."""
+    assert main([f"runs={tmp_path / 'runs'}", "epochs=1", *SMALL]) == 0
+    [folder] = _runs(tmp_path / "runs")
+    (folder / record).write_text(text)
+    for command in (["codes", "report", str(tmp_path / "runs")], ["codes", "eval", str(folder)]):
+        if (record == "scores.json") != (command[1] == "report"):
+            continue  # report reads scores.json (which holds its settings); eval reads run.json
+        r = cli(*command)
+        assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-600:]

@@ -9,7 +9,6 @@ reconstruction accuracy per k (one bar per design) and degraded-mode accuracy ag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -57,18 +56,23 @@ def overhead(settings) -> dict[str, float]:
 
 def collect(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per finished run under `paths`: settings, test scores and cost."""
-    from nasutil.codes.run import RunSettings, read_settings
+    from nasutil.codes.run import RunSettings, read_record, read_settings
 
     rows = []
     for folder in run_folders(paths):
         path = folder / "scores.json"
-        try:
-            scores = json.loads(path.read_text())
-            figures = {key: scores[key] for key in ("reconstruction_accuracy", "degraded_accuracy", "normal_accuracy",
-                                                    "rebuilt")}
-            # the settings the scores were taken with (run.json moves on when a run is continued)
+        scores = read_record(path)
+        figures = {}
+        for key, high in (("reconstruction_accuracy", 1.0), ("degraded_accuracy", 1.0), ("normal_accuracy", 1.0),
+                          ("rebuilt", float(2**53))):
+            value = scores.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= high:
+                raise NasutilError(f"{str(path)!r} is damaged ({key} must be a number from 0 to {high:g}, got "
+                                   f"{str(value)[:40]!r})")
+            figures[key] = value
+        try:  # the settings the scores were taken with (run.json moves on when a run is continued)
             settings = RunSettings.from_dict(scores["settings"]) if "settings" in scores else read_settings(folder)
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise NasutilError(f"{str(path)!r} is damaged ({type(exc).__name__}: {exc})") from None
         code = settings.code.to_dict()
         rows.append({"run": str(folder), "dataset": settings.dataset, "base": settings.base, "k": code["k"],

@@ -91,9 +91,9 @@ def _check_against_folder(folder: Path, settings: RunSettings) -> None:
     path = folder / "run.json"
     if path.is_file():
         try:
-            stored = RunSettings.from_dict(json.loads(path.read_text()))
-        except (json.JSONDecodeError, NasutilError) as exc:
-            raise NasutilError(f"{str(path)!r} is damaged ({exc}); use another folder") from None
+            stored = RunSettings.from_dict(read_record(path))
+        except NasutilError as exc:
+            raise NasutilError(f"{exc}; use another folder") from None
         if replace(stored, epochs=settings.epochs) != settings:
             changed = [k for k, v in settings.to_dict().items() if stored.to_dict()[k] != v and k not in GROWABLE]
             raise NasutilError(f"{str(folder)!r} holds a run with other settings ({', '.join(changed)}); "
@@ -190,15 +190,33 @@ def _resume(code: Code, optimizer: torch.optim.Optimizer | None, path: Path, sta
     return epochs
 
 
+#: the largest run.json or scores.json read: a run writes a few kilobytes
+MAX_RECORD_BYTES = 1 << 20
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """A run's JSON record (run.json, scores.json) as a mapping, or a one-line NasutilError saying it is
+    damaged: too large, not UTF-8, not JSON, nested too deep to read, or a number too long to convert."""
+    try:
+        if path.stat().st_size > MAX_RECORD_BYTES:
+            raise NasutilError(f"{str(path)!r} is damaged (larger than {MAX_RECORD_BYTES:,} bytes)")
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:120]
+        raise NasutilError(f"{str(path)!r} is damaged ({type(exc).__name__}: {reason})") from None
+    except OSError as exc:
+        raise NasutilError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise NasutilError(f"{str(path)!r} is damaged (not a JSON object)")
+    return data
+
+
 def read_settings(folder: Path) -> RunSettings:
     """The settings of the run in `folder`."""
     path = folder / "run.json"
     if not path.is_file():
         raise NasutilError(f"{str(folder)!r} is not a codes run (no run.json)")
-    try:
-        return RunSettings.from_dict(json.loads(path.read_text()))
-    except json.JSONDecodeError as exc:
-        raise NasutilError(f"{str(path)!r} is damaged: {exc}") from None
+    return RunSettings.from_dict(read_record(path))
 
 
 def load_run(folder: Path, settings: RunSettings, data: CodeData, device: torch.device,
