@@ -101,13 +101,26 @@ def test_two_jobs_never_train_one_folder_at_once(tmp_path, capsys):
     [folder] = _runs(tmp_path)
     import socket
 
-    (folder / LOCK).write_text(f"{socket.gethostname()} {os.getpid()}")  # a live job holds it
+    (folder / LOCK).write_text(f"{socket.gethostname()} {os.getppid()}")  # another live job holds it
     assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 2
     assert "being trained by another job" in capsys.readouterr().err
     assert len(_history(folder)) == 1 and (folder / LOCK).exists()
     (folder / LOCK).write_text(f"{socket.gethostname()} 999999999")  # a job that died: taken over
     assert main([f"runs={tmp_path}", "epochs=2", *SMALL]) == 0
     assert len(_history(folder)) == 2 and not (folder / LOCK).exists()
+
+
+def test_the_other_front_door_respects_the_lock_too(tmp_path, cli):
+    """`nasutil codes train --out FOLDER` once trained into a folder that a live `nasutil-codes` job held."""
+    import socket
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / LOCK).write_text(f"{socket.gethostname()} {os.getppid()}")  # a live job: this test's parent
+    r = cli("codes", "train", "--out", str(folder), "--dataset", "digits", "--device", "cpu", "--epochs", "1",
+            "--base-epochs", "1", "--train-images", "300", "--test-images", "120")
+    assert r.returncode == 2 and "being trained by another job" in r.stderr, r.stderr[-600:]
+    assert len(r.stderr.strip().splitlines()) == 1 and not (folder / "run.json").exists()
 
 
 def test_a_sweep_in_worker_processes_still_reports_a_refused_job(tmp_path, capsys):

@@ -17,12 +17,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
-import socket
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
+from nasutil.codes.lock import LOCK, training_lock
 
 PROG = "nasutil-codes"
 CONFIG_PATH = "pkg://nasutil_conf"
@@ -41,8 +40,6 @@ SETTINGS = ("base", "dataset", "data_dir", "k", "r", "encoder", "decoder", "pari
 NAMED = ("dataset", "base", "k", "r", "encoder", "decoder", "parity", "loss", "seed", "base_epochs", "batch_size",
          "train_images", "test_images")
 #: what a run writes; a folder holding any of them holds a run, and is never removed
-RESULTS = ("run.json", "base.safetensors", "code.safetensors", "history.jsonl", "scores.json")
-LOCK = ".training.lock"
 
 
 def slug(text: Any) -> str:
@@ -80,7 +77,7 @@ def run_codes(cfg: DictConfig) -> dict[str, Any]:
 
     hydra_config = HydraConfig.get()
     folder = Path(hydra_config.runtime.output_dir)
-    with _locked(folder) as fresh:
+    with training_lock(folder) as fresh:
         try:
             values = OmegaConf.to_container(cfg, resolve=True)
             unknown = sorted(set(values) - set(SETTINGS))
@@ -102,49 +99,6 @@ def run_codes(cfg: DictConfig) -> dict[str, Any]:
             raise
     print_scores(scores, False, folder)
     return scores.to_dict()
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[bool]:
-    """Hold the folder's training lock (another live job holding it is a user error); yields whether the
-    folder held no run when the job started."""
-    from nasutil.errors import NasutilError
-
-    lock = folder / LOCK
-    mine = f"{socket.gethostname()} {os.getpid()}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileNotFoundError:  # a refused job removed the folder just now
-        folder.mkdir(parents=True, exist_ok=True)
-        handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        holder = lock.read_text().strip() if lock.is_file() else ""
-        host, _, pid = holder.partition(" ")
-        if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
-            lock.unlink(missing_ok=True)  # left by a job that died: taken over
-            handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        else:
-            raise NasutilError(f"{str(folder)!r} is being trained by another job ({holder or 'unknown'}); "
-                               f"wait for it, or remove {LOCK} there if that job is gone") from None
-    os.write(handle, mine.encode())
-    os.close(handle)
-    fresh = not any((folder / name).exists() for name in RESULTS)
-    try:
-        yield fresh
-    finally:
-        if lock.is_file() and lock.read_text().strip() == mine:
-            lock.unlink()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove_fresh(folder: Path, runs: Path, records: str | None) -> None:

@@ -89,6 +89,7 @@ def train_with_progress(settings, folder: Path, data_dir: str, device: str, show
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from nasutil.codes import train_run
+    from nasutil.codes.lock import training_lock
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
                TimeElapsedColumn())
@@ -110,7 +111,8 @@ def train_with_progress(settings, folder: Path, data_dir: str, device: str, show
         bar.update(tasks[stage], completed=done, note=note)
 
     try:
-        return train_run(settings, folder, data_dir, device, progress)
+        with training_lock(folder):  # the lock `nasutil-codes` takes too: never two jobs on one folder
+            return train_run(settings, folder, data_dir, device, progress)
     finally:
         if bar is not None:
             bar.stop()
