@@ -29,3 +29,38 @@ def first_line(exc: BaseException) -> str:
     if cause is not None and str(cause).strip():
         reason = f"{reason}: {str(cause).strip().splitlines()[0]}"
     return reason
+
+
+#: how long a connection to a database server may take before it is given up: a host that never answers
+#: would otherwise hold a worker for minutes. $NASUTIL_CONNECT_TIMEOUT_S sets it for every connection;
+#: `storage.connect_timeout_s` for a search's study.
+CONNECT_TIMEOUT_S = 5.0
+
+
+def default_connect_timeout_s() -> float:
+    """$NASUTIL_CONNECT_TIMEOUT_S where it is a positive number, else CONNECT_TIMEOUT_S."""
+    import math
+    import os
+
+    try:
+        value = float(os.environ.get("NASUTIL_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
+    except ValueError:
+        return CONNECT_TIMEOUT_S
+    return value if 0 < value < math.inf else CONNECT_TIMEOUT_S
+
+
+def connect_args(url: str, connect_timeout_s: float | None = None) -> dict[str, object]:
+    """The driver's connection arguments for an SQLAlchemy URL: a bounded connect for a server, and for
+    SQLite a wait for a concurrent writer instead of failing at once."""
+    import math
+
+    if url.startswith("sqlite"):
+        return {"timeout": 30}
+    if connect_timeout_s is None:
+        connect_timeout_s = default_connect_timeout_s()
+    if not (isinstance(connect_timeout_s, (int, float)) and not isinstance(connect_timeout_s, bool)
+            and 0 < connect_timeout_s < math.inf):
+        raise ValueError(f"a connect timeout must be a positive number of seconds, got {connect_timeout_s!r}")
+    if url.startswith(("postgresql", "mysql")):
+        return {"connect_timeout": max(1, math.ceil(connect_timeout_s))}  # libpq and MySQL take whole seconds
+    return {}

@@ -27,7 +27,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from nasutil.databases import first_line, safe_url, sqlalchemy_url
+from nasutil.databases import connect_args, first_line, safe_url, sqlalchemy_url
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
@@ -82,19 +82,22 @@ def _tables(metadata):
 
 
 class MeasurementCache:
-    """`location` is a file path (SQLite) or an SQLAlchemy URL."""
+    """`location` is a file path (SQLite) or an SQLAlchemy URL; a server that does not answer within
+    `connect_timeout_s` (default $NASUTIL_CONNECT_TIMEOUT_S, else 5 s) is given up."""
 
-    def __init__(self, location: str | os.PathLike) -> None:
+    def __init__(self, location: str | os.PathLike, connect_timeout_s: float | None = None) -> None:
         from sqlalchemy import MetaData, create_engine, event, text
         from sqlalchemy.exc import SQLAlchemyError
 
         location = str(location)
         self.is_url = "://" in location
         if self.is_url:
-            url, self.path, engine_kwargs = sqlalchemy_url(location), None, {"pool_pre_ping": True}
+            url, self.path = sqlalchemy_url(location), None
+            engine_kwargs: dict = {"pool_pre_ping": True, "connect_args": connect_args(url, connect_timeout_s)}
         else:
             self.path = Path(location).expanduser()
-            url, engine_kwargs = f"sqlite:///{self.path}", {"connect_args": {"timeout": 30}}
+            url = f"sqlite:///{self.path}"
+            engine_kwargs = {"connect_args": connect_args(url)}
         self.name = safe_url(url) if self.is_url else str(self.path)
         self._lock = threading.Lock()
         self._broken = False
@@ -126,8 +129,10 @@ class MeasurementCache:
             try:
                 self._results.metadata.create_all(self._engine)
                 return
-            except (IntegrityError, ProgrammingError, OperationalError):
-                if attempt == attempts - 1:
+            except (IntegrityError, ProgrammingError, OperationalError) as exc:
+                # SQLite reports a concurrent creator as an operational error; a server's operational
+                # error is one of reaching it (a timeout, a refusal), which trying again only prolongs
+                if attempt == attempts - 1 or (isinstance(exc, OperationalError) and self.is_url):
                     raise
                 time.sleep(0.5 * (attempt + 1))
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import optuna
 
-from nasutil.databases import first_line, safe_url, sqlalchemy_url
+from nasutil.databases import connect_args, first_line, safe_url, sqlalchemy_url
 from nasutil.errors import NasutilError
 
 
@@ -36,15 +36,15 @@ class StudyStorage:
 
 
 def rdb_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
-                max_retry: int | None = 2) -> StudyStorage:
+                max_retry: int | None = 2, connect_timeout_s: float | None = None) -> StudyStorage:
     """The `sqlite` and `url` config options: an SQLAlchemy URL."""
-    storage = open_storage(url, heartbeat_interval, grace_period, max_retry)
+    storage = open_storage(url, heartbeat_interval, grace_period, max_retry, connect_timeout_s)
     browse = url if safe_url(url) == url else None  # a URL with a password is not printed
     return StudyStorage(storage, safe_url(url), browse)
 
 
 def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
-                       max_retry: int | None = 2) -> StudyStorage:
+                       max_retry: int | None = 2, connect_timeout_s: float | None = None) -> StudyStorage:
     """The `postgresql` config option: `storage.url`, or the URL in $NASUTIL_STORAGE_URL (which keeps a
     password out of command lines and of the run folder's saved config)."""
     url = url or os.environ.get(URL_VARIABLE)
@@ -53,7 +53,7 @@ def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 
                            f"or storage.url=...")
     if not url.startswith(("postgresql://", "postgresql+")):
         raise NasutilError(f"storage=postgresql needs a postgresql:// URL, got {safe_url(url)}")
-    return rdb_storage(sqlalchemy_url(url), heartbeat_interval, grace_period, max_retry)
+    return rdb_storage(sqlalchemy_url(url), heartbeat_interval, grace_period, max_retry, connect_timeout_s)
 
 
 def journal_storage(path: str) -> StudyStorage:
@@ -121,7 +121,7 @@ def _retry_callback(max_retry: int | None) -> tuple[str, Any]:
 
 
 def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
-                 max_retry: int | None = 2) -> optuna.storages.RDBStorage:
+                 max_retry: int | None = 2, connect_timeout_s: float | None = None) -> optuna.storages.RDBStorage:
     """Connect (creating the schema where needed); a one-line NasutilError if the URL cannot be used."""
     if not isinstance(url, str) or "://" not in url:
         raise NasutilError(f"storage.url must be an SQLAlchemy URL such as sqlite:///study.db, got {url!r}")
@@ -136,9 +136,10 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
         kwargs.update(heartbeat_interval=int(heartbeat_interval), grace_period=grace_period and int(grace_period))
         keyword, callback = _retry_callback(max_retry)
         kwargs[keyword] = callback
-    engine_kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        engine_kwargs["connect_args"] = {"timeout": 30}  # wait for a concurrent writer instead of failing
+    try:
+        engine_kwargs: dict[str, Any] = {"connect_args": connect_args(url, connect_timeout_s)}
+    except ValueError as exc:
+        raise NasutilError(f"storage.connect_timeout_s: {exc}") from None
     try:
         storage = _connect(url, engine_kwargs, kwargs)
         if url.startswith("sqlite"):
