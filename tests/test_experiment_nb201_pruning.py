@@ -157,3 +157,23 @@ def test_the_300_trial_evaluation_is_what_its_committed_trials_say(tmp_path):
                    f"{100 * float(row['saved_min']):.1f}% | {float(row['hv_ratio_mean']):.3f}, "
                    f"{float(row['hv_ratio_min']):.3f} |")
         assert figures in readme, figures
+
+
+def test_the_measured_scoring_is_what_its_committed_trials_say_and_the_readme_quotes_it(tmp_path, readme):
+    """Prune by prediction, score by measurement: the committed trials of the 120 searches give the
+    committed summary, and the README's table quotes it."""
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    folder = RESULTS / "measured"
+    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
+                                     "dominated_throughput")
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
+    assert len(rows) == 120 and {r["seed"] for r in rows} == set(range(400, 420))
+    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
+    for key, e in summary["by_sampler"].items():
+        sampler, budget = key.split("@")
+        line = (f"| {names[sampler]} | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+        assert line in readme, line

@@ -218,3 +218,51 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
     assert alone.measure("nb201", archs[0])["measured_latency_ms"] > 0 and alone.batches == 1
     measurer.close()
+
+
+def test_an_architecture_another_trial_is_training_is_not_trained_twice(tmp_path):
+    """Two workers on one study are given the same architecture at once (enqueued, as a sampler might
+    propose it): the second waits for the first's training and records a repeat of it."""
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    trained, started = [], threading.Event()
+
+    class Slow(TabularTrainer):
+        def train(self, space, arch_text, reporter, trial_number=0):
+            trained.append(trial_number)
+            started.set()
+            threading.Event().wait(1.5)
+            return super().train(space, arch_text, reporter, trial_number)
+
+    storage = rdb_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat_interval=1, grace_period=60).storage
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    arch = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+    edges = [token.split("~")[0] for part in arch.strip("|").split("|+|") for token in part.split("|")]
+    names = ["edge_1<-0", "edge_2<-0", "edge_2<-1", "edge_3<-0", "edge_3<-1", "edge_3<-2"]
+
+    def worker(seed):
+        study = optuna.create_study(study_name="twins", storage=storage, directions=["maximize", "maximize"],
+                                    load_if_exists=True, sampler=optuna.samplers.RandomSampler(seed=seed))
+        search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Slow(),
+                        Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+        search.twin_poll_s = 0.1
+        return search
+
+    first, second = worker(0), worker(1)
+    for _ in range(2):
+        first.study.enqueue_trial(dict(zip(names, edges)))
+    one = threading.Thread(target=first.run, args=(2,), kwargs={"poll_s": 0.05})
+    one.start()
+    started.wait(30)
+    two = threading.Thread(target=second.run, args=(2,), kwargs={"poll_s": 0.05})
+    two.start()
+    one.join(60)
+    two.join(60)
+    trials = first.study.get_trials(deepcopy=False)
+    assert len(trials) == 2 and [t.user_attrs["arch"] for t in trials] == [arch, arch]
+    assert len(trained) == 1
+    assert trials[1].user_attrs["duplicate_of"] == 0 and trials[1].values == trials[0].values

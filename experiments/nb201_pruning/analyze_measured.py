@@ -1,22 +1,25 @@
 """Prune by prediction, score by measurement: the pruning experiment judged on measured H200 throughput.
 
-Reads a sweep's run folders (`RUNS/<sampler>-<prune>/s<seed>/trials.csv`, as `run_measured.sh` writes
-them), pairs each pruned search with the unpruned one of the same sampler and seed, and scores both at
-each budget (the first N trials of a search: a search asks one trial at a time, so its first 150 trials
-are the 150-trial search) twice: on the shipped measured H200 table (`nasutil/data`, the truth) and on
-the predicted throughput the policy saw (`results/predicted_h200.csv`). Hypervolume of the trained
-trials' (200-epoch CIFAR-10 accuracy, throughput) front, reference point (10% accuracy, the worst
-throughput over all 15,625 cells, under each scoring). Writes `measured.csv` (one row a pair and budget)
-and `measured_summary.json` (per sampler and budget) into OUT.
+Reads the trials of every search (`OUT/trials.csv.gz`; with `--runs`, first consolidated from a sweep's
+run folders `RUNS/<sampler>-<prune>/s<seed>/trials.csv`, as `run_measured.sh` does), pairs each pruned
+search with the unpruned one of the same sampler and seed, and scores both at each budget (the first N
+trials of a search: a search asks one trial at a time, so its first 150 trials are the 150-trial search)
+twice: on the shipped measured H200 table (`nasutil/data`, the truth) and on the predicted throughput
+the policy saw (`results/predicted_h200.csv`). Hypervolume of the trained trials' (200-epoch CIFAR-10
+accuracy, throughput) front, reference point (10% accuracy, the worst throughput over all 15,625 cells,
+under each scoring). It also counts the pruned candidates that no trained candidate of their search
+dominates on measured throughput: trained, they would have joined its front. Writes `measured.csv` (one
+row a pair and budget) and `measured_summary.json` (per sampler and budget) into OUT.
 
-    python experiments/nb201_pruning/analyze_measured.py --runs experiments/nb201_pruning/runs_measured \\
-        --out experiments/nb201_pruning/results/measured
+    python experiments/nb201_pruning/analyze_measured.py --out experiments/nb201_pruning/results/measured
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import gzip
+import io
 import json
 import statistics
 import sys
@@ -38,9 +41,32 @@ def throughputs() -> dict[str, dict[str, float]]:
     return {"measured": measured, "predicted": predicted}
 
 
-def read_run(folder: Path) -> list[dict]:
-    with (folder / "trials.csv").open(newline="") as f:
-        return sorted(csv.DictReader(f), key=lambda r: int(r["number"]))
+KEPT = ("arm", "seed", "number", "outcome", "arch")  # what the analysis reads of each trial
+
+
+def consolidate(runs: Path, out: Path) -> None:
+    """Every trial of the sweep's run folders, one gzip CSV (the same trials give the same bytes)."""
+    rows = []
+    for path in sorted(runs.glob("*/s*/trials.csv")):
+        arm, seed = path.parent.parent.name, int(path.parent.name[1:])
+        with path.open(newline="") as f:
+            rows += [{"arm": arm, "seed": seed, **{k: r[k] for k in KEPT[2:]}} for r in csv.DictReader(f)]
+    rows.sort(key=lambda r: (r["arm"], r["seed"], int(r["number"])))
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=KEPT, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(text.getvalue().encode(), 9, mtime=0))
+
+
+def read_trials(path: Path) -> dict[tuple[str, int], list[dict]]:
+    """(arm, seed) -> its trials in order, from a consolidated file."""
+    out: dict[tuple[str, int], list[dict]] = {}
+    with gzip.open(path, "rt", newline="") as f:
+        for r in csv.DictReader(f):
+            out.setdefault((r["arm"], int(r["seed"])), []).append(r)
+    return {key: sorted(trials, key=lambda r: int(r["number"])) for key, trials in out.items()}
 
 
 def hypervolume(trials: list[dict], budget: int, speed: dict[str, float], accuracy: dict[str, float],
@@ -50,18 +76,27 @@ def hypervolume(trials: list[dict], budget: int, speed: dict[str, float], accura
     return hypervolume_2d(front_2d(points, x=lambda p: p[0], y=lambda p: p[1]), reference)
 
 
-def analyze(runs: Path, budgets: list[int], pruned_arm: str) -> tuple[list[dict], dict]:
+def wrongly_pruned(trials: list[dict], budget: int, speed: dict[str, float], accuracy: dict[str, float]) -> int:
+    """Candidates pruned before training that no trained candidate of the search dominates: trained, they
+    would have joined its front."""
+    trained = [(speed[t["arch"]], accuracy[t["arch"]]) for t in trials
+               if int(t["number"]) < budget and t["outcome"] == "trained"]
+    pruned = [t["arch"] for t in trials if int(t["number"]) < budget and t["outcome"] == "pruned_before_training"]
+    return sum(not any(x >= speed[a] and y >= accuracy[a] for x, y in trained) for a in pruned)
+
+
+def analyze(searches: dict[tuple[str, int], list[dict]], budgets: list[int],
+            pruned_arm: str) -> tuple[list[dict], dict]:
     table = accuracy_table()
     accuracy = {arch: row["cifar10_test_200ep"] for arch, row in table.items()}
     scorings = throughputs()
     references = {name: (min(speed.values()), 10.0) for name, speed in scorings.items()}  # (throughput, accuracy)
     rows = []
-    for pruned_folder in sorted(runs.glob(f"*-{pruned_arm}/s*")):
-        sampler, seed = pruned_folder.parent.name.split("-")[0], int(pruned_folder.name[1:])
-        baseline_folder = runs / f"{sampler}-none" / pruned_folder.name
-        if not (pruned_folder / "trials.csv").is_file() or not (baseline_folder / "trials.csv").is_file():
+    for (arm, seed), pruned in sorted(searches.items()):
+        sampler, _, prune = arm.partition("-")
+        baseline = searches.get((f"{sampler}-none", seed))
+        if prune != pruned_arm or baseline is None:
             continue
-        pruned, baseline = read_run(pruned_folder), read_run(baseline_folder)
         for budget in budgets:
             if len(pruned) < budget or len(baseline) < budget:
                 continue
@@ -73,15 +108,20 @@ def analyze(runs: Path, budgets: list[int], pruned_arm: str) -> tuple[list[dict]
             for name, speed in scorings.items():
                 hv = [hypervolume(trials, budget, speed, accuracy, references[name]) for trials in (pruned, baseline)]
                 row[f"hv_ratio_{name}"] = round(hv[0] / hv[1], 5) if hv[1] > 0 else None
+            row["pruned"] = sum(int(t["number"]) < budget and t["outcome"] == "pruned_before_training" for t in pruned)
+            row["pruned_on_front_measured"] = wrongly_pruned(pruned, budget, scorings["measured"], accuracy)
             rows.append(row)
-    summary: dict = {"runs": str(runs), "pruned_arm": pruned_arm, "reference": references, "by_sampler": {}}
+    summary: dict = {"pruned_arm": pruned_arm, "reference": references, "by_sampler": {}}
     for sampler in sorted({r["sampler"] for r in rows}):
         for budget in budgets:
             group = [r for r in rows if r["sampler"] == sampler and r["budget"] == budget]
             if not group:
                 continue
             entry = {"seeds": len(group),
-                     "trainings_saved_mean": round(statistics.mean(r["trainings_saved"] for r in group), 4)}
+                     "trainings_saved_mean": round(statistics.mean(r["trainings_saved"] for r in group), 4),
+                     "trainings_saved_min": round(min(r["trainings_saved"] for r in group), 4),
+                     "pruned": sum(r["pruned"] for r in group),
+                     "pruned_on_front_measured": sum(r["pruned_on_front_measured"] for r in group)}
             for name in scorings:
                 ratios = [r[f"hv_ratio_{name}"] for r in group]
                 entry[f"hv_ratio_{name}_mean"] = round(statistics.mean(ratios), 5)
@@ -94,16 +134,21 @@ def analyze(runs: Path, budgets: list[int], pruned_arm: str) -> tuple[list[dict]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--runs", type=Path, help="a sweep's run folders: consolidated into OUT/trials.csv.gz first")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budgets", type=int, nargs="+", default=[150, 300])
     parser.add_argument("--pruned-arm", default="dominated_throughput")
     args = parser.parse_args(argv)
-    if not args.runs.is_dir():
-        fail(f"no sweep folder {args.runs}")
-    rows, summary = analyze(args.runs, args.budgets, args.pruned_arm)
+    trials = args.out / "trials.csv.gz"
+    if args.runs is not None:
+        if not args.runs.is_dir():
+            fail(f"no sweep folder {args.runs}")
+        consolidate(args.runs, trials)
+    if not trials.is_file():
+        fail(f"no {trials}: name the sweep's folder with --runs")
+    rows, summary = analyze(read_trials(trials), args.budgets, args.pruned_arm)
     if not rows:
-        fail(f"no pairs of pruned and unpruned searches under {args.runs}")
+        fail(f"no pairs of pruned and unpruned searches in {trials}")
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "measured.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")

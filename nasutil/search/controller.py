@@ -202,6 +202,8 @@ class Search:
         self._started = datetime.datetime.now()  # when it began (Optuna stamps trials in local time)
         self._heartbeats = has_heartbeats(study)
         self._runner: TrialRunner | None = None
+        # a trial whose architecture another trial is training waits this long for that result
+        self.twin_wait_s, self.twin_poll_s = 6 * 3600.0, 1.0
 
     def _rung_values(self, trials: list[FrozenTrial]) -> list[tuple[int, int, list[float]]]:
         """(rung, trial, objective values there) of earlier trials, for the halving policy to rank against."""
@@ -293,6 +295,8 @@ class Search:
             raise _Pruned(reason)
 
         same = next((t for t in earlier if outcome(t) == "trained" and t.user_attrs.get("arch") == text), None)
+        if same is None:
+            same = self._result_of_a_running_twin(trial, text)
         if same is not None:  # the sampler proposed an arch the study already trained: reuse, do not retrain
             keep = ("accuracy", "accuracy_detail", *(k for k in same.user_attrs if k.startswith("measured_")))
             record.update({k: same.user_attrs[k] for k in keep if k in same.user_attrs})
@@ -314,6 +318,26 @@ class Search:
             for key, value in constraints.items():
                 trial.set_constraint(key, value)
         return values
+
+    def _result_of_a_running_twin(self, trial: optuna.Trial, text: str) -> FrozenTrial | None:
+        """Another trial (this process's or another worker's) numbered before this one is training the same
+        architecture right now: wait for it and reuse its result, rather than train it twice. None where
+        there is no such trial, or it ended without a full training (then this trial trains)."""
+        def twin() -> FrozenTrial | None:
+            running = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            return next((t for t in running if t.number < trial.number and t.user_attrs.get("arch") == text
+                         and "prune_stage" not in t.user_attrs), None)
+
+        waiting = twin()
+        if waiting is None:
+            return None
+        deadline = time.monotonic() + self.twin_wait_s
+        while time.monotonic() < deadline:
+            time.sleep(self.twin_poll_s)
+            now = self.study._storage.get_trial(waiting._trial_id)
+            if now.state != TrialState.RUNNING:
+                return now if outcome(now) in ("trained", "repeat") else None
+        return None  # it runs on past the wait: train this one after all
 
     def _train(self, trial: optuna.Trial, text: str, record: TrialRecord) -> None:
         curve: dict[str, float] = {}
@@ -435,8 +459,8 @@ class Search:
             self._runner.stop()
 
     def _may_ask(self, n_trials: int) -> bool:
-        """Whether a place is open in the budget: `n_trials` less the trials that hold one (finished,
-        waiting to be retried, or running: this process's, or another worker's). A worker asks for a trial
+        """Whether a place is open in the budget: `n_trials` less the trials that hold one (finished, or
+        running: this process's, or another worker's). A worker asks for a trial
         only where one is open, so a study run by one process never asks past its budget; a worker that
         finds the study complete (other workers finished it) stops."""
         if self._heartbeats:
@@ -445,7 +469,8 @@ class Search:
         if Counts.of(trials).finished >= n_trials:
             self.stop()
             return False
-        return sum(1 for t in trials if self._holds(t)) < n_trials
+        # a WAITING trial (a retry, or one enqueued) is what the next ask returns: it holds no place yet
+        return sum(1 for t in trials if self._holds(t) and t.state != TrialState.WAITING) < n_trials
 
     def _wait_for_others(self, study: optuna.Study, n_trials: int, poll_s: float, max_wait_s: float = 600.0) -> Counts:
         """After a surplus trial: wait until the study is complete, or until a place frees up (a running
