@@ -22,7 +22,7 @@ from nasutil.space import SearchSpace
 ENTRY_POINT_GROUP = "nasutil.search_spaces"
 
 _runtime: dict[str, type[SearchSpace]] = {}
-_instances: dict[str, SearchSpace] = {}  # spaces are reused: some (NNI's) are costly to set up
+_instances: dict[tuple[str, object], SearchSpace] = {}  # spaces are reused: some (NNI's) are costly to set up
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,9 @@ def get_space(spec: str) -> SearchSpace:
     if not spec or not spec.strip():
         raise UnknownSpaceError("empty search-space name")
     spec = spec.strip()
-    if spec not in _instances:
-        name, sep, option = spec.partition(":")
-        cls = space_class(name)
-        _instances[spec] = cls.from_option(option) if sep else cls()
-    return _instances[spec]
+    name, sep, option = spec.partition(":")
+    cls = space_class(name)
+    key = (spec, cls.option_version(option) if sep else None)  # a file behind the option may have changed
+    if key not in _instances:
+        _instances[key] = cls.from_option(option) if sep else cls()
+    return _instances[key]

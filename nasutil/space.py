@@ -94,6 +94,19 @@ class SearchSpace(ABC, Generic[A]):
     #: channels of the input images
     in_channels: ClassVar[int] = 3
 
+    @classmethod
+    def option_version(cls, option: str) -> object:
+        """What tells two loads of the same option apart (a file's modification time and size, where the
+        option names a file): the registry builds the space again when it changes."""
+        return None
+
+    @property
+    def fingerprint(self) -> str | None:
+        """A digest of what defines this space's networks beyond its name (a generated space's settings,
+        a file's content), or None where the name says it all. A study remembers it, so that a search
+        resumed after the space changed under the same name is refused rather than mixed."""
+        return None
+
     @abstractmethod
     def sample(self, rng: np.random.Generator) -> A:
         """Draw one valid architecture."""

@@ -347,6 +347,18 @@ class CellSpace(SearchSpace[CellArch]):
     def from_option(cls, option: str) -> CellSpace:
         return cls(load_config(option))
 
+    @property
+    def fingerprint(self) -> str:
+        return self.config.identity
+
+    @classmethod
+    def option_version(cls, option: str) -> object:
+        path = Path(option).expanduser()
+        if option in PRESETS or option.lstrip().startswith("{") or not path.is_file():
+            return None
+        stat = path.stat()
+        return stat.st_mtime_ns, stat.st_size
+
     def sample(self, rng: np.random.Generator) -> CellArch | ChosenCellArch:
         if self.config.chosen:
             normal, reduce = sample_cells(rng, self.config.shape)

@@ -254,3 +254,24 @@ def test_profile_build_can_time_every_op_a_generated_space_lists():
         ops = {op for arch in space.sample_many(2, seed=0) for op in space.operators(arch, input_size=16)}
         for op in ops:
             op_callable(op, 1, torch.device("cpu"), torch.float32)()
+
+
+def test_a_study_over_an_edited_cell_file_is_refused_not_mixed(tmp_path, capsys):
+    """Editing a cell YAML file and re-running the same command once resumed the old study, recording the
+    new networks as repeats of the old ones with their accuracies."""
+    import optuna
+
+    from nasutil.cli.search_command import main
+
+    space = tmp_path / "space.yaml"
+    space.write_text("nodes: 2\ncells_per_stage: 1\nops: [none, skip_connect, nor_conv_3x3]\n")
+    common = [f"hydra.run.dir={tmp_path / 'run'}", f"search_space.name=cell:{space}",
+              "trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "prune=none", "evaluator=none",
+              "plots=false", "progress=false", "study_name=edited"]
+    assert main(common + ["n_trials=2"]) == 0
+    assert main(common + ["n_trials=3"]) == 0  # unchanged: resumed
+    space.write_text("nodes: 2\ncells_per_stage: 1\nops: [none, skip_connect, nor_conv_3x3]\nchannels: 8\n")
+    assert main(common + ["n_trials=5"]) == 2
+    assert "was made over another version of this search space" in capsys.readouterr().err
+    study = optuna.load_study(study_name="edited", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
+    assert len(study.trials) == 3  # nothing added, nothing lost

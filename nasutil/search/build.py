@@ -139,7 +139,8 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     sampler = _sampler(plain(cfg.sampler), seed + 7919 * worker, constrained)  # worker 0 keeps `seed`
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
-    study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler)
+    study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
+                                get_space(space_spec).fingerprint)
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
                     worker=worker, device=device, halving=halving)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
@@ -210,8 +211,9 @@ def _sampler(node: dict[str, Any], seed: int, constraints_needed: bool) -> optun
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str], metrics: list[str],
-               sampler: optuna.samplers.BaseSampler) -> tuple[optuna.Study, bool]:
-    """The study `name` (created if new), refusing one that optimises other objectives; True if it existed."""
+               sampler: optuna.samplers.BaseSampler, space_fingerprint: str | None = None) -> tuple[optuna.Study, bool]:
+    """The study `name` (created if new), refusing one that optimises other objectives, or that was made
+    over another version of a space of the same name (a cell config edited since); True if it existed."""
     try:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
@@ -222,10 +224,17 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list
         if existing != directions or (stored is not None and list(stored) != metrics):
             raise NasutilError(f"study {name!r} in this storage optimises {stored or existing}, not {metrics} "
                                "(choose another study_name or the same objectives)")
+        made_over = storage.get_study_user_attrs(study_id).get("space_fingerprint")
+        if made_over is not None and made_over != space_fingerprint:
+            raise NasutilError(f"study {name!r} was made over another version of this search space (its settings "
+                               f"or file changed since: {made_over} then, {space_fingerprint} now); choose another "
+                               f"study_name, or restore the space")
     study = optuna.create_study(storage=storage, sampler=sampler, study_name=name, directions=directions,
                                 load_if_exists=True)
     if study_id is None:
         study.set_user_attr("metrics", metrics)
+        if space_fingerprint is not None:
+            study.set_user_attr("space_fingerprint", space_fingerprint)
     if study.metric_names is None:
         with warnings.catch_warnings():  # "experimental" notices, also in launcher processes
             warnings.simplefilter("ignore")
