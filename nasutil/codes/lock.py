@@ -22,8 +22,8 @@ def training_lock(folder: Path) -> Iterator[bool]:
     it already is not); yields whether the folder held no run when the job started."""
     lock = folder / LOCK
     mine = f"{socket.gethostname()} {os.getpid()}"
+    folder.mkdir(parents=True, exist_ok=True)  # an OSError here (a file in the way, say) names the path given
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileNotFoundError:  # a refused job removed the folder just now
         folder.mkdir(parents=True, exist_ok=True)
