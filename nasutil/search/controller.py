@@ -460,9 +460,9 @@ class Search:
 
     def _may_ask(self, n_trials: int) -> bool:
         """Whether a place is open in the budget: `n_trials` less the trials that hold one (finished, or
-        running: this process's, or another worker's). A worker asks for a trial
-        only where one is open, so a study run by one process never asks past its budget; a worker that
-        finds the study complete (other workers finished it) stops."""
+        running: this process's, or another worker's). A worker asks for a trial only where one is open,
+        so a study run by one process never asks past its budget; a worker that finds the study complete
+        (other workers finished it) stops."""
         if self._heartbeats:
             fail_stale_and_orphaned_trials(self.study)
         trials = self.study.get_trials(deepcopy=False)
