@@ -6,14 +6,23 @@ from dataclasses import dataclass
 
 import torch.nn as nn
 
+from nasutil.arch import Arch
 from nasutil.counting import ModelCounts
+from nasutil.errors import NasutilError
 from nasutil.zoo import build_zoo_model, check_zoo_model, is_zoo, split_model_spec, zoo_input_size
 
 
 @dataclass(frozen=True)
 class Candidate:
     space: str  # a space spec (e.g. "nb201", "nni:ProxylessNAS") or a zoo ("torchvision", "timm")
-    arch: str  # the arch string, or the zoo model name
+    arch: str  # the arch string, or the zoo model name (an `Arch` given here is kept as its string)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arch, Arch):  # what a space's `sample` or `parse` returns: take it as it is meant
+            object.__setattr__(self, "arch", self.arch.to_string())
+        if not isinstance(self.space, str) or not isinstance(self.arch, str):
+            raise NasutilError(f"a Candidate is a space name and an arch string (or Arch), got "
+                               f"{type(self.space).__name__} and {type(self.arch).__name__}")
 
     @classmethod
     def model(cls, spec: str) -> Candidate:

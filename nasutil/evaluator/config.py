@@ -46,10 +46,14 @@ def chosen_device(spec: str, setting: str) -> str:
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    device: str = "cuda"
-    dtype: str = "fp16"
-    batch_size: int = 256
-    mode: str = "cudagraph"
+    """What a measurement runs. Left out, `device` is `auto` (CUDA where it is available, else the CPU),
+    and `dtype`, `batch_size` and `mode` are the device's defaults, as `nasutil measure` takes them: fp16,
+    256 and a CUDA graph on a GPU; fp32, 8 and eager on the CPU."""
+
+    device: str = "auto"
+    dtype: str = None  # type: ignore[assignment]  (resolved from the device)
+    batch_size: int = None  # type: ignore[assignment]
+    mode: str = None  # type: ignore[assignment]
     channels_last: bool = True
     input_size: int | None = None  # None: the space's default
     num_classes: int = 10
@@ -68,6 +72,12 @@ class MeasureConfig:
     eager_warm_up: bool = True
 
     def __post_init__(self) -> None:
+        if self.device == "auto":
+            object.__setattr__(self, "device", chosen_device("auto", "device"))
+        on_cpu = self.device == "cpu"
+        for name, gpu, cpu in (("dtype", "fp16", "fp32"), ("batch_size", 256, 8), ("mode", "cudagraph", "eager")):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, cpu if on_cpu else gpu)
         check_run_settings(self.dtype, self.mode, self.batch_size)
         if not re.fullmatch(DEVICE_PATTERN, self.device):
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")

@@ -1,0 +1,46 @@
+"""The Python API takes what the CLI takes: CPU defaults on a CPU, an `Arch` where a string is expected,
+and the README's evaluator snippet runs as the script it is (it once ended in an EOFError traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nasutil import get_space
+from nasutil.errors import NasutilError
+from nasutil.evaluator import Candidate, MeasureConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_measure_config_for_the_cpu_takes_the_cpus_defaults():
+    config = MeasureConfig(device="cpu")
+    assert (config.dtype, config.batch_size, config.mode) == ("fp32", 8, "eager")
+    gpu = MeasureConfig(device="cuda")
+    assert (gpu.dtype, gpu.batch_size, gpu.mode) == ("fp16", 256, "cudagraph")
+    assert MeasureConfig(device="cpu", batch_size=2).batch_size == 2
+    with pytest.raises(NasutilError, match="needs a CUDA device"):
+        MeasureConfig(device="cpu", mode="cudagraph")
+
+
+def test_a_candidate_takes_an_arch_as_its_string():
+    arch = get_space("nb201").sample(np.random.default_rng(0))
+    assert Candidate("nb201", arch) == Candidate("nb201", arch.to_string())
+    with pytest.raises(NasutilError, match="a space name and an arch string"):
+        Candidate("nb201", 5)
+
+
+def test_the_readmes_evaluator_snippet_runs_as_a_script(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    snippet = text.split("From Python (a whole script")[1].split("```python\n")[1].split("```")[0]
+    script = tmp_path / "measure_four.py"
+    script.write_text(snippet)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    assert len(lines) == 4 and all(float(line.split()[1]) > 0 for line in lines)
