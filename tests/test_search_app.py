@@ -210,3 +210,15 @@ def test_a_budget_of_trainings_stops_the_search_and_a_larger_one_resumes_it(tmp_
     assert main([*args, "max_trainings=18"]) == 0
     again = Counts.of(optuna.load_study(study_name="budget", storage=f"sqlite:///{tmp_path / 'study.db'}").trials)
     assert again.trainings == 18 and again.finished > first.finished
+
+
+def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
+    """darts was never measured eagerly: its eager predictions are unvalidated, and a search that prunes
+    on them says so in its summary, as `nasutil predict` does."""
+    assert main(["search_space=darts", "trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1",
+                 "n_trials=1", "evaluator=none", "target.mode=eager", "plots=false", "progress=false",
+                 f"hydra.run.dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 1 of 1 candidates were predicted by a model never validated for them" in out
+    assert main(["plots=false", "progress=false", "n_trials=3", f"hydra.run.dir={tmp_path / 'validated'}"]) == 0
+    assert "never validated" not in capsys.readouterr().out

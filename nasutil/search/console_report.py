@@ -28,6 +28,18 @@ def _fmt(name: str, value) -> str:
     return f"{value}"
 
 
+def unvalidated_note(trials: list) -> str | None:
+    """A warning line where candidates were predicted by a model never validated for them: the pruning
+    and every predicted figure rest on those predictions (`nasutil predict` says so per candidate)."""
+    unvalidated = [t for t in trials if t.user_attrs.get("prediction_validated") is False]
+    if not unvalidated:
+        return None
+    scored = sum(1 for t in trials if "prediction_validated" in t.user_attrs)
+    reason = str(unvalidated[0].user_attrs.get("unvalidated_reason") or "no validation on record")
+    return (f"warning: {len(unvalidated)} of {scored} candidates were predicted by a model never validated for "
+            f"them ({reason}): pruning before training and the predicted figures rest on those predictions")
+
+
 def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: StudyStorage, wall_s: float,
                   lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15) -> None:
     console = console or Console(file=sys.stdout, soft_wrap=False, highlight=False,
@@ -60,6 +72,9 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
     if seen:
         console.print(f"trainings: {counts.trainings} of {seen} candidates ({saved / seen:.0%} skipped before "
                       f"training); {counts.epochs:,.0f} epochs spent; wall time {wall_s:.1f} s")
+    note = unvalidated_note(study.get_trials(deepcopy=False))
+    if note:
+        console.print(note, markup=False)
     console.print(f"results: {folder}")
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:
