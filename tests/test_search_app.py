@@ -70,6 +70,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["no_such_key=1"], "no_such_key"),
     (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
     (["trainer._target_=collections.OrderedDict"], "made a OrderedDict, not a nasutil.search.trainers.Trainer"),
+    (["+n_trails=5"], "+n_trails=5: nasutil-search has no setting 'n_trails' (did you mean n_trials?)"),
     (["timeout_s=nan"], "timeout_s must be positive or null, got nan"),
     (["evaluator.timeout_s=nan"], "evaluator.timeout_s must be a positive number of seconds, got nan"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),

@@ -39,6 +39,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     from nasutil.search.report import report_search
 
     started = time.perf_counter()
+    refuse_added_keys(list(HydraConfig.get().overrides.task))
     setup = build_search(cfg, Path(HydraConfig.get().runtime.output_dir))
     interrupted = False
     try:
@@ -55,6 +56,29 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     if interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+def refuse_added_keys(overrides: list[str]) -> None:
+    """`+key=value` adds a key Hydra did not know, which is how Hydra's own hint answers a typo
+    (`n_trails=5`): nasutil reads no such key, so the search would run as if the setting were not
+    there. Any key a `+` override adds outside the shipped settings is refused, naming the closest one."""
+    import difflib
+
+    from nasutil.errors import NasutilError
+    from nasutil.search.config import shipped_keys
+
+    known = shipped_keys()
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++"):
+            continue
+        key = override[1:].split("=", 1)[0].strip()
+        top = key.split(".", 1)[0].split("@", 1)[0]
+        if top in known:
+            continue  # a setting or group it has; inside a part, the part's class names what it does not take
+        close = difflib.get_close_matches(top, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise NasutilError(f"{override}: nasutil-search has no setting {top!r}{hint}; a '+' override adds a key "
+                           f"that nothing reads, so the search would run without it")
 
 
 def renamed_overrides(args: list[str]) -> tuple[list[str], list[str]]:

@@ -138,6 +138,21 @@ def check_one_target(predicted: dict[str, Any], evaluator: dict[str, Any]) -> No
                            f"with target.{differ[0]}=..., or evaluator=none to use predictions only")
 
 
+def shipped_keys() -> set[str]:
+    """The top-level settings and config groups of the shipped `config.yaml`, as a user can set them."""
+    import importlib.resources
+
+    text = importlib.resources.files("nasutil_conf").joinpath("config.yaml").read_text()
+    node = OmegaConf.create(text)
+    groups = set()
+    for entry in node.get("defaults", []):
+        if isinstance(entry, str):
+            groups.add(entry)
+        else:
+            groups.update(str(k).split("@", 1)[0].split("/")[-1] for k in entry)
+    return {str(k) for k in node if k != "defaults"} | groups - {"_self_"}
+
+
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The config `nasutil-search OVERRIDES` runs with, composed from the shipped groups (for use from Python;
     nodes that read Hydra's run folder, such as `storage`, resolve only inside a run)."""
