@@ -184,3 +184,13 @@ def test_report_and_eval_refuse_a_damaged_record_in_one_line(tmp_path, cli, reco
             continue  # report reads scores.json (which holds its settings); eval reads run.json
         r = cli(*command)
         assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-600:]
+
+
+def test_help_lists_the_codes_settings_not_the_searchs_groups(capsys):
+    try:
+        code = main(["--help"])
+    except SystemExit as stop:  # Hydra may end a --help run itself
+        code = stop.code
+    out = capsys.readouterr().out
+    assert code in (0, None) and out.startswith("nasutil-codes: train a learned code")
+    assert "encoder: mlp" in out and "sampler:" not in out and "search_space" not in out
