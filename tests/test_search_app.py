@@ -132,13 +132,17 @@ def test_multirun_sweeps_write_one_study_per_job(tmp_path):
     sweep = tmp_path / "sweep"
     assert main(["-m", "seed=0,1", "prune=none,utilization_threshold", "n_trials=6", f"hydra.sweep.dir={sweep}",
                  *FAST]) == 0
-    jobs = sorted(p.parent for p in sweep.glob("*/summary.json"))
+    jobs = sorted(p.parent for p in sweep.glob("*/*/summary.json"))
     assert len(jobs) == 4
     summaries = [json.loads((j / "summary.json").read_text()) for j in jobs]
     assert sorted((s["seed"], s["prune"].split(" ")[0]) for s in summaries) == [
         (0, "none"), (0, "utilization_threshold"), (1, "none"), (1, "utilization_threshold")]
     assert all(len(rows(j / "trials.csv")) == 6 for j in jobs)
     assert len({s["study_name"] for s in summaries}) == 4  # the default name differs per job, as do the folders
+    assert main(["-m", "seed=0,1", "prune=none,utilization_threshold", "n_trials=8", f"hydra.sweep.dir={sweep}",
+                 *FAST]) == 0  # the same sweep, a larger budget: every job resumes its study in its folder
+    assert sorted(p.parent for p in sweep.glob("*/*/summary.json")) == jobs
+    assert all(len(rows(j / "trials.csv")) == 8 for j in jobs)
 
 
 def test_constraint_and_other_samplers(tmp_path):
