@@ -1,0 +1,58 @@
+"""README.md's figures that come from committed result files are checked against those files: a figure
+that drifts from its data fails here (the experiments' own READMEs have their tests beside them)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme() -> str:
+    return " ".join((ROOT / "README.md").read_text().split())  # line breaks do not matter
+
+
+def test_the_survey_line_quotes_its_data():
+    summary = json.loads((ROOT / "experiments" / "survey" / "results" / "summary.json").read_text())
+    with (ROOT / "experiments" / "survey" / "results" / "counters_b256.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    sm = statistics.median(float(r["counter_sm_activity"]) for r in rows)
+    gpu_util = {float(r["counter_nvml_gpu_util"]) for r in rows}
+    text = readme()
+    assert f"SM activity has a median of {sm:.1f}%" in text
+    assert f"`utilization.gpu` reads {min(gpu_util):.0f}%" in text and len(gpu_util) == 1
+    worst = summary["worst_util_b256"].split(" ")
+    best = summary["best_util_b256"].split(" ")
+    assert f"runs from {worst[0]} {worst[1]} to {best[0]} {best[1]}, with a median of {summary['median_util_b256']}" in text
+
+
+def test_the_nb201_study_line_quotes_its_data():
+    batch = json.loads((ROOT / "experiments" / "nb201_study" / "results" / "summary.json").read_text())["batches"]["256"]
+    at_20 = next(t for t in batch["thresholds"] if abs(t["quantile"] - 0.2) < 1e-9)
+    error = batch["prediction_error"]
+    text = readme()
+    assert f"all {batch['measured_cells']:,} NAS-Bench-201 cells measured at batch 256" in text
+    assert f"No cell exceeds {100 * batch['utilization']['max']:.2f}% utilization (median " \
+           f"{100 * batch['utilization']['median']:.2f}%)" in text
+    assert at_20["pareto_kept"] == at_20["pareto_total"] == batch["pareto_cells"]
+    assert f"threshold at {100 * at_20['threshold']:.2f}% removes {at_20['removed']:.0%} of the space and keeps all " \
+           f"{batch['pareto_cells']} Pareto-optimal cells" in text
+    assert error["within_10pct"] == 1.0
+    assert f"within +-10% on all {error['cells']:,} cells it was not fitted on (MAPE {100 * error['mape']:.2f}%)" in text
+
+
+def test_the_pruning_line_quotes_the_measured_scoring():
+    summary = json.loads((ROOT / "experiments" / "nb201_pruning" / "results" / "measured" /
+                          "measured_summary.json").read_text())["by_sampler"]
+    saved = [summary[f"random@{b}"]["trainings_saved_mean"] for b in (150, 300)]
+    worst = min(summary[f"random@{b}"]["hv_ratio_measured_min"] for b in (150, 300))
+    others = [summary[f"{s}@{b}"] for s in ("nsga2", "tpe") for b in (150, 300)]
+    text = readme()
+    assert f"random search keeps that promise ({100 * min(saved):.1f}-{100 * max(saved):.1f}% fewer trainings, no seed " \
+           f"below {worst:.3f})" in text
+    low, high = min(e["trainings_saved_mean"] for e in others), max(e["trainings_saved_mean"] for e in others)
+    lowest, highest = min(e["hv_ratio_measured_min"] for e in others), max(e["hv_ratio_measured_min"] for e in others)
+    assert f"NSGA-II and TPE save only {100 * low:.0f}-{100 * high:.0f}% and fall to {lowest:.2f}-{highest:.2f}" in text
