@@ -56,3 +56,17 @@ def test_the_pruning_line_quotes_the_measured_scoring():
     low, high = min(e["trainings_saved_mean"] for e in others), max(e["trainings_saved_mean"] for e in others)
     lowest, highest = min(e["hv_ratio_measured_min"] for e in others), max(e["hv_ratio_measured_min"] for e in others)
     assert f"NSGA-II and TPE save only {100 * low:.0f}-{100 * high:.0f}% and fall to {lowest:.2f}-{highest:.2f}" in text
+
+
+def test_the_packing_figures_are_the_colocation_experiments():
+    """The experiment's own README is checked against packing.csv by its test; this one keeps README.md
+    in step with it."""
+    table = (ROOT / "experiments" / "colocation" / "README.md").read_text()
+    gains = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in ("1", "32") and cells[3].endswith("x"):
+            gains[cells[0]] = cells[3]
+    assert set(gains) == {"1", "32"}
+    assert (f"ran every candidate once {gains['1']} faster than random groups of 8 at batch 1 and {gains['32']} at "
+            f"batch 32") in readme()
