@@ -322,18 +322,22 @@ class Search:
     def _result_of_a_running_twin(self, trial: optuna.Trial, text: str) -> FrozenTrial | None:
         """Another trial (this process's or another worker's) numbered before this one is training the same
         architecture right now: wait for it and reuse its result, rather than train it twice. None where
-        there is no such trial, or it ended without a full training (then this trial trains)."""
+        there is no such trial, it ended without a full training, or its worker died (then this trial
+        trains), and where the storage keeps no heartbeats (a dead worker's trial would be waited for)."""
         def twin() -> FrozenTrial | None:
             running = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
             return next((t for t in running if t.number < trial.number and t.user_attrs.get("arch") == text
                          and "prune_stage" not in t.user_attrs), None)
 
+        if not self._heartbeats:  # a twin whose worker died would stay RUNNING: nothing tells it from a slow one
+            return None
         waiting = twin()
         if waiting is None:
             return None
         deadline = time.monotonic() + self.twin_wait_s
         while time.monotonic() < deadline:
             time.sleep(self.twin_poll_s)
+            fail_stale_and_orphaned_trials(self.study)  # a twin whose worker died is failed: this trial trains
             now = self.study._storage.get_trial(waiting._trial_id)
             if now.state != TrialState.RUNNING:
                 return now if outcome(now) in ("trained", "repeat") else None
