@@ -3,6 +3,9 @@ of every message."""
 
 from __future__ import annotations
 
+import math
+import os
+
 
 def sqlalchemy_url(url: str) -> str:
     """`postgresql://...` names the psycopg (3) driver that the `postgres` extra installs; SQLAlchemy's own
@@ -39,9 +42,6 @@ CONNECT_TIMEOUT_S = 5.0
 
 def default_connect_timeout_s() -> float:
     """$NASUTIL_CONNECT_TIMEOUT_S where it is a positive number, else CONNECT_TIMEOUT_S."""
-    import math
-    import os
-
     try:
         value = float(os.environ.get("NASUTIL_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
     except ValueError:
@@ -52,8 +52,6 @@ def default_connect_timeout_s() -> float:
 def connect_args(url: str, connect_timeout_s: float | None = None) -> dict[str, object]:
     """The driver's connection arguments for an SQLAlchemy URL: a bounded connect for a server, and for
     SQLite a wait for a concurrent writer instead of failing at once."""
-    import math
-
     if url.startswith("sqlite"):
         return {"timeout": 30}
     if connect_timeout_s is None:

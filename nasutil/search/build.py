@@ -18,7 +18,7 @@ from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
-from nasutil.search.measurer import Measurer, TableMeasurer
+from nasutil.search.measurer import HardwareMeasurer, Measurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 from nasutil.search.storage import StudyStorage
@@ -119,8 +119,9 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if device is not None and "device" in evaluator_node:
         evaluator_node["device"] = device
     measurer = instantiate_group(evaluator_node, "evaluator")
-    if measurer is not None and not isinstance(measurer, (Measurer, TableMeasurer)):
-        raise NasutilError(f"evaluator._target_ made a {type(measurer).__name__}, not a nasutil Measurer or TableMeasurer")
+    if measurer is not None and not isinstance(measurer, HardwareMeasurer):
+        raise NasutilError(f"evaluator._target_ made a {type(measurer).__name__}, not a "
+                           f"nasutil.search.measurer.HardwareMeasurer")
     storage = instantiate_group(plain(cfg.storage), "storage")
     if not isinstance(storage, StudyStorage):
         raise NasutilError(f"storage._target_ made a {type(storage).__name__}, not a nasutil StudyStorage")

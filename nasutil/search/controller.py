@@ -48,7 +48,7 @@ from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.halving import Halving
-from nasutil.search.measurer import Measurer, MeasurementQueue, TableMeasurer
+from nasutil.search.measurer import HardwareMeasurer, MeasurementQueue
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.runner import TrialRunner
@@ -178,7 +178,7 @@ class Search:
 
     def __init__(self, study: optuna.Study, space_spec: str, predictor: Predictor, target: PredictTarget,
                  policy: PrunePolicy, trainer: Trainer, objectives: Objectives,
-                 measurer: Measurer | TableMeasurer | None = None,
+                 measurer: HardwareMeasurer | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto", worker: int = 0,
                  device: str | None = None, halving: Halving | None = None) -> None:
         from nasutil.registry import get_space
@@ -192,7 +192,7 @@ class Search:
         self.halving = halving or Halving()
         self.halving.remember(self._rung_values(previous), self.objectives.directions)
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
-        self.measuring: Measurer | TableMeasurer | MeasurementQueue | None = measurer
+        self.measuring: HardwareMeasurer | MeasurementQueue | None = measurer
         concurrent = int(trainer.concurrent_trials)
         if measurer is not None and measurer.uses_device and concurrent > 1:  # never timed while a population trains
             self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.quiet_device),

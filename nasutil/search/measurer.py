@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from abc import ABC, abstractmethod
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -20,11 +21,37 @@ import torch
 from nasutil.errors import NasutilError
 
 
-class Measurer:
-    """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache)."""
+class HardwareMeasurer(ABC):
+    """Where a search's trained candidates get their measured figures (the `evaluator` group)."""
 
-    #: measurements here use a device, which must be quiet while they are taken (`quiet_device`)
-    uses_device = True
+    #: whether measurements here use a device, which must be quiet while they are taken (`quiet_device`)
+    uses_device: bool = True
+
+    @property
+    @abstractmethod
+    def description(self) -> str:
+        """One line for the search's summary."""
+
+    def check(self, space_spec: str, device_name: str) -> None:
+        """Refuse, in one line before the search starts, a space or device this cannot measure for."""
+
+    def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
+        """Measured figures (`measured_*` keys); a NasutilError naming the reason if it failed."""
+        result = self.measure_many(space_spec, [arch_text])[0]
+        if isinstance(result, NasutilError):
+            raise result
+        return result
+
+    @abstractmethod
+    def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
+        """Each candidate's measured figures, or the NasutilError that says why it could not be measured."""
+
+    def close(self) -> None:
+        """Release what measuring holds (worker processes, say)."""
+
+
+class Measurer(HardwareMeasurer):
+    """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache)."""
 
     def __init__(self, device: str = "cuda", dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph",
                  counters: bool = False, timeout_s: float = 300.0, cache: bool = True) -> None:
@@ -46,18 +73,7 @@ class Measurer:
         """The device that must run nothing else while a candidate is measured."""
         return self.config.device
 
-    def check(self, space_spec: str, device_name: str) -> None:
-        """Nothing to check before the search: the evaluator measures whatever the space builds."""
-
-    def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
-        """Measured figures (`measured_*` keys); a NasutilError naming the reason if it failed."""
-        result = self.measure_many(space_spec, [arch_text])[0]
-        if isinstance(result, NasutilError):
-            raise result
-        return result
-
     def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
-        """Each candidate's measured figures, or the NasutilError that says why it could not be measured."""
         from nasutil.evaluator import Candidate
 
         if self._evaluator is None:
@@ -104,7 +120,7 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
     return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s))
 
 
-class TableMeasurer:
+class TableMeasurer(HardwareMeasurer):
     """Measured figures looked up in a table of earlier measurements (`evaluator=table`): a search scored
     on what a GPU measured, on a machine without that GPU. The shipped `nb201_h200` table holds every
     NAS-Bench-201 cell measured on an H200; a CSV the evaluator wrote serves the same way. The table's
@@ -139,12 +155,6 @@ class TableMeasurer:
                                f"{self.table.device_name}, the predictor predicts for {device_name}: pruned and "
                                f"trained trials would carry figures of two devices")
 
-    def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
-        result = self.measure_many(space_spec, [arch_text])[0]
-        if isinstance(result, NasutilError):
-            raise result
-        return result
-
     def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
         out: list[dict[str, Any] | NasutilError] = []
         for text in arch_texts:
@@ -159,9 +169,6 @@ class TableMeasurer:
                         "measured_source": f"table:{self.table.name}"})
         return out
 
-    def close(self) -> None:
-        pass
-
 
 class MeasurementQueue:
     """Candidates wait here to be measured together while `quiet()` holds the device idle.
@@ -170,7 +177,7 @@ class MeasurementQueue:
     the first of them has waited `max_wait_s` (whichever thread notices measures for all). One batch is
     measured at a time."""
 
-    def __init__(self, measurer: Measurer, quiet: Callable[[], contextlib.AbstractContextManager],
+    def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
                  batch: int = 8, max_wait_s: float = 5.0) -> None:
         self.measurer, self.quiet = measurer, quiet
         self.batch, self.max_wait_s = max(1, int(batch)), float(max_wait_s)
