@@ -63,6 +63,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
     started = time.perf_counter()
     code = search_main(overrides)
     wall = time.perf_counter() - started
+    if not (run_dir / "study.db").exists():
+        raise SystemExit(f"run {study_name}: the search stopped before it made its study (exit code {code})")
     study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{run_dir / 'study.db'}")
     finished = [t for t in study.trials if t.state.is_finished() and not t.user_attrs.get("surplus")]
     done = [t for t in finished if t.state == optuna.trial.TrialState.COMPLETE and "accuracy" in t.user_attrs]

@@ -35,6 +35,23 @@ def test_a_population_trains_each_candidate_exactly_as_alone():
         assert results[n].accuracy == result.accuracy and results[n].extra == result.extra
 
 
+def test_building_a_candidate_seeds_the_cpu_generator_alone(monkeypatch):
+    """Weights are drawn on the CPU; seeding the CUDA generators too queries the legacy stream, which on a GPU
+    breaks the graph capture another member's thread runs at that moment (a failed trial, then a poisoned
+    device). The same seed still gives the same weights."""
+    import torch
+
+    def refuse(seed: int) -> None:
+        raise AssertionError("a trial seeded the CUDA generators")
+
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", refuse)
+    monkeypatch.setattr(torch.cuda, "manual_seed", refuse)
+    trainer = shipped("trainer", "torch", **SETTINGS)
+    first = trainer.train(get_space("nb201"), ARCHS[0], Recorder(), trial_number=3)
+    again = trainer.train(get_space("nb201"), ARCHS[0], Recorder(), trial_number=3)
+    assert first.accuracy == again.accuracy and first.extra == again.extra
+
+
 def test_a_stopped_candidate_leaves_and_its_place_is_taken():
     trainer = shipped("trainer", "torch", **SETTINGS, population=2)
     recorders = [Recorder(stop_at=1), Recorder(), Recorder()]

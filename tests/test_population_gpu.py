@@ -101,9 +101,12 @@ def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_devi
     watcher.join(timeout=600)
     assert recorders and {"queued", "loaded"} <= set(readings), readings
     torch.cuda.synchronize()
-    quiet = [measurer.measure("nb201", arch)["measured_latency_ms"] for _ in range(3)]
-    reference = sorted(quiet)[1]
-    print(f"queued {readings['queued']:.4f} ms, quiet {quiet}, while training {readings['loaded']:.4f} ms")
+    quiet = [measurer.measure("nb201", arch) for _ in range(5)]
+    # interference only adds time, so the fastest quiet reading is the undisturbed device's latency; the
+    # others vary by a few percent with the SM clock the device settles at once the training has stopped
+    reference = min(q["measured_latency_ms"] for q in quiet)
+    quiet = [(round(q["measured_latency_ms"], 4), q["measured_sm_clock_mhz"]) for q in quiet]
+    print(f"queued {readings['queued']:.4f} ms, quiet (ms, MHz) {quiet}, while training {readings['loaded']:.4f} ms")
     assert readings["queued"] == pytest.approx(reference, rel=0.01), (readings, quiet)
     assert readings["loaded"] > 1.05 * reference, (readings, quiet)  # the test can tell a loaded device
     measurer.close()

@@ -220,7 +220,9 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
                                f"{self.memory_budget / 2**30:g}")
         with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
-            torch.manual_seed(self.seed * 100_003 + trial_number)
+            # the CPU generator alone (the weights are drawn on the CPU): torch.manual_seed would also seed
+            # the CUDA generators, a query on the legacy stream that breaks another member's graph capture
+            torch.default_generator.manual_seed(self.seed * 100_003 + trial_number)
             model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
                                 input_size=data["input_size"])
         with _threads(self.threads):
@@ -335,11 +337,13 @@ class _Run:
             model = model.to(t.device)
             self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
         self.total_steps = t.epochs * self.batches
-        self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x, self.train_y,
-                                      t.batch_size, cosine_rates(t.lr, self.total_steps), t.momentum,
-                                      t.weight_decay, t._amp_dtype if t.amp else None, graph=t.graphs,
-                                      compiled=t.compile, stream=stream, epoch_batches=self.batches,
-                                      capture_alone=gate.closed if gate is not None else None)
+        with self._launching():  # its buffers are allocated on the device: never during another's capture
+            self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x,
+                                          self.train_y, t.batch_size, cosine_rates(t.lr, self.total_steps),
+                                          t.momentum, t.weight_decay, t._amp_dtype if t.amp else None,
+                                          graph=t.graphs, compiled=t.compile, stream=stream,
+                                          epoch_batches=self.batches,
+                                          capture_alone=gate.closed if gate is not None else None)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         fractions = [float(f) for f in getattr(reporter, "rungs", ()) or () if 0 < float(f) < 1]
         self.rungs = {max(1, math.ceil(f * self.total_steps)): f for f in sorted(fractions, reverse=True)}
