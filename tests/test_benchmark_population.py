@@ -12,6 +12,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "h200" / "population"
 def _runs() -> list[dict]:
     runs = [json.loads(line) for line in (RESULTS / "population_search_first_b64_t24_s5_runs.jsonl").open()]
     runs += [json.loads(line) for line in (RESULTS / "population_search_first_b64_t64_s21_printed.jsonl").open()]
+    runs += [json.loads(line) for line in (RESULTS / "population_search_b64_s22_runs.jsonl").open()]
     return runs
 
 
@@ -32,3 +33,17 @@ def test_the_first_end_to_end_table_is_its_result_files():
                 or r["run"] == "p1-eager", row
         if r["seed"] in eager and r["run"] != "p1-eager":
             assert cells[10] == f"{r['candidates_per_gpu_hour'] / eager[r['seed']]['candidates_per_gpu_hour']:.1f}x", row
+
+
+def test_seed_22s_front_figures_are_its_points():
+    from nasutil.pareto import hypervolume_2d
+
+    runs = [json.loads(line) for line in (RESULTS / "population_search_b64_s22_runs.jsonl").open()]
+    top = max(p[1] for r in runs for p in r["points"])
+    volume = {r["run"]: hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0)) for r in runs}
+    best = {r["run"]: max(r["points"], key=lambda p: p[1]) for r in runs}
+    text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"hypervolume against `p1` {volume['p16-pareto'] / volume['p1']:.2f} (`p16-pareto`) and "
+            f"{volume['p64-pareto'] / volume['p1']:.2f} (`p64-pareto`)") in text
+    assert f"a cell at {best['p1'][1]:,.0f} images/s ({best['p1'][0]:.1f}%)" in text
+    assert f"reach {best['p16-pareto'][1]:,.0f} and {best['p64-pareto'][1]:,.0f} images/s" in text

@@ -70,3 +70,28 @@ def test_the_packing_figures_are_the_colocation_experiments():
     assert set(gains) == {"1", "32"}
     assert (f"ran every candidate once {gains['1']} faster than random groups of 8 at batch 1 and {gains['32']} at "
             f"batch 32") in readme()
+
+
+def test_the_population_line_quotes_its_runs():
+    folder = ROOT / "benchmarks" / "results" / "h200" / "population"
+    runs = [json.loads(line) for name in ("population_search_first_b64_t64_s21_printed.jsonl",
+                                          "population_search_b64_s22_runs.jsonl")
+            for line in (folder / name).open()]
+
+    def rate(run: str, seed: int) -> float:
+        return next(r["candidates_per_gpu_hour"] for r in runs if r["run"] == run and r["seed"] == seed)
+
+    def over(run: str, base: str) -> str:
+        return " and ".join(f"{rate(run, s) / rate(base, s):.2f}x" for s in (21, 22))
+
+    text = readme()
+    assert f"16 at once with `halving=pareto` ended {over('p16-pareto', 'p1')} as many candidates" in text
+    eager = " and ".join(f"{rate('p16-pareto', s) / rate('p1-eager', s):.1f}x" for s in (21, 22))
+    assert f"{eager} a plain eager loop one at a time; 64 at once {over('p64-pareto', 'p1')}" in text
+    seed22 = [r for r in runs if r["seed"] == 22]
+    top = max(p[1] for r in seed22 for p in r["points"])
+    from nasutil.pareto import hypervolume_2d
+
+    volume = {r["run"]: hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0)) for r in seed22}
+    ratios = f"{volume['p16-pareto'] / volume['p1']:.2f} and {volume['p64-pareto'] / volume['p1']:.2f}"
+    assert f"the populations' hypervolume was {ratios} of one-at-a-time's" in text
