@@ -47,3 +47,41 @@ def test_seed_22s_front_figures_are_its_points():
             f"{volume['p64-pareto'] / volume['p1']:.2f} (`p64-pareto`)") in text
     assert f"a cell at {best['p1'][1]:,.0f} images/s ({best['p1'][0]:.1f}%)" in text
     assert f"reach {best['p16-pareto'][1]:,.0f} and {best['p64-pareto'][1]:,.0f} images/s" in text
+
+
+def test_the_front_replay_table_is_its_result_file():
+    summary = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "population_front" /
+                          "population_front.json").read_text())["summary"]
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    section = text[text.index("### Why a population with halving loses the front"):]
+    rows = [line for line in section.splitlines() if line.startswith("| p")]
+    assert len(rows) == 24
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        got = summary[f"{cells[0]}/t{cells[1]}"]
+        assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
+                             str(got["seeds_below_0.95"]), f"{got['trained']:.1f}", f"{got['trainings_spent']:.1f}"]
+    for way, trials, figure in (("p1-other-seed", 64, "worst 0.598"), ("p1-other-seed", 128, "worst 0.710"),
+                                ("p16-pareto", 64, "0.570"), ("p16-pareto-tellcut", 128, "0.912")):
+        key = "worst_hypervolume_ratio" if figure.startswith("worst") else "mean_hypervolume_ratio"
+        assert f"{summary[f'{way}/t{trials}'][key]:.3f}" == figure.split()[-1]
+
+
+def test_the_front_replay_cuts_at_rungs_and_spreads_its_start():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import population_front as replay
+
+    tables = replay.Tables()
+    plain = replay.search(replay.parse_way("p4"), 3, 16, tables)
+    halved = replay.search(replay.parse_way("p4-pareto"), 3, 16, tables)
+    assert plain["trained"] == plain["trainings_spent"] and plain["trained"] >= 14  # repeats cost nothing
+    assert halved["trained"] < plain["trained"] and halved["trainings_spent"] < plain["trainings_spent"]
+    from nasutil.registry import get_space
+
+    start = replay._spread_start(get_space("nb201"), tables, 0, 8)
+    speeds = sorted(tables.throughput[a] for a in start)
+    everything = sorted(tables.throughput.values())
+    quartile, upper = everything[len(everything) // 4], everything[3 * len(everything) // 4]
+    assert len(set(start)) == 8 and speeds[0] < quartile and speeds[-1] > upper  # one from each slice

@@ -1,0 +1,199 @@
+"""How a population's way of searching shapes the front, with no GPU: the search's own sampler and halving
+policy driven by NAS-Bench-201's tables instead of training, one candidate at a time against P at once.
+
+    python benchmarks/population_front.py --trials 64 --seeds 20 --out benchmarks/results/cpu/population_front
+
+A candidate's accuracy is its CIFAR-10 200-epoch test accuracy, its rung accuracy (at 1/9 and 1/3 of the
+training) the 12-epoch validation accuracy, and its throughput the H200 measurement shipped with the
+package (`nb201_h200`, batch 256). The search asks through Optuna's TPE configured as `sampler=tpe`
+(multivariate, 10 random start-up trials) with the space's own `suggest`, and cuts with
+`nasutil.search.halving.ParetoHalving`. A population of P keeps P + P/4 trials asked (as the trainer's
+`ahead` default): P train at once and each holds its place for the share of a training it takes (1 to
+the end, the rung's fraction if cut), and a trial is told when its training ends, in that order.
+
+What it shows is the front's hypervolume (accuracy, throughput divided by the largest in the table,
+reference (0, 0)) of the trials trained to the end, over the same-seed search one at a time with no
+halving, and the trainings spent (the sum of the shares). It does not time anything: the rates are the
+GPU benchmark's (`population_search.py`). The tables stand in for Fashion-MNIST training, whose rung
+and final accuracies are not tabulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import optuna
+
+from nasutil.data.measured import measured_table
+from nasutil.data.nasbench201 import accuracy_table
+from nasutil.pareto import hypervolume_2d
+from nasutil.registry import get_space
+from nasutil.search.halving import ParetoHalving
+
+DIRECTIONS = ["maximize", "maximize"]
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way of searching: P trained at once, `ahead` (P/4) more asked, ParetoHalving with its reduction
+    factor and first rung (or none), and the start-up proposals spread over throughput (`spread`)."""
+
+    name: str
+    population: int
+    halving: bool
+    spread: bool = False
+    reduction_factor: float = 3
+    min_fraction: float = 0.111111
+    tell_cut: bool = False  # a cut trial told to the sampler with its rung accuracy, not as pruned
+
+    @property
+    def asked_at_once(self) -> int:
+        return 1 if self.population == 1 else self.population + max(1, self.population // 4)
+
+
+WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
+                 r"(?P<spread>-spread)?(?P<tell>-tellcut)?$")
+
+
+def parse_way(name: str) -> Way:
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut]`: P at once; halving with reduction factor R (3) and its
+    first rung at 1/M of the training (1/9); `tellcut` tells the sampler a cut trial's rung accuracy
+    instead of a pruned state; `other-seed` is one at a time on another seed (the noise floor)."""
+    match = WAY.match(name)
+    if match is None:
+        raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut], e.g. p16-pareto-r2")
+    return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
+               float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]))
+
+
+DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-spread",
+                "p64-pareto-spread", "p16-pareto-m3", "p16-pareto-r2-m4", "p16-pareto-m3-spread",
+                "p64-pareto-m3-spread", "p16-pareto-tellcut", "p64-pareto-tellcut"]
+
+
+class Tables:
+    def __init__(self) -> None:
+        accuracy = accuracy_table()
+        measured = measured_table("nb201_h200")
+        self.final = {a: r["cifar10_test_200ep"] for a, r in accuracy.items()}
+        self.rung = {a: r["cifar10_valid_12ep"] for a, r in accuracy.items()}
+        self.throughput = {a: measured.figures(a)["throughput_per_s"] for a in accuracy}
+        self.top = max(self.throughput.values())
+
+
+def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
+    """One search: the front of the trials trained to the end, and the trainings it spent."""
+    space = get_space("nb201")
+    sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=10, seed=seed)
+    study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
+    halving = ParetoHalving(way.reduction_factor, way.min_fraction) if way.halving else None
+    spread = _spread_start(space, tables, seed, min(trials, way.asked_at_once)) if way.spread else []
+    for arch in spread:
+        study.enqueue_trial(_params(space, arch))
+    asked, clock, spent = 0, 0.0, 0.0
+    waiting: list[tuple[optuna.Trial, str]] = []  # asked, not yet training
+    events: list[tuple[float, int, int, optuna.Trial, str, float]] = []  # (when, number, rung, trial, arch, start)
+    done: dict[str, tuple[float, float]] = {}
+    rungs = halving.rungs if halving is not None else ()
+    while asked < trials or waiting or events:
+        while asked < trials and len(waiting) + len(events) < way.asked_at_once:
+            trial = study.ask()
+            arch = space.suggest(trial).to_string()
+            asked += 1
+            if arch in done:  # a repeat of a trained architecture: its result, no training
+                study.tell(trial, list(done[arch]))
+                continue
+            waiting.append((trial, arch))
+        while waiting and len(events) < way.population:
+            trial, arch = waiting.pop(0)
+            first = rungs[0] if rungs else 1.0
+            heapq.heappush(events, (clock + first, trial.number, 0, trial, arch, clock))
+        if not events:
+            continue
+        clock, number, rung, trial, arch, start = heapq.heappop(events)
+        if rung < len(rungs):  # at a rung: cut, or on to the next rung (or the end)
+            values = [tables.rung[arch], tables.throughput[arch]]
+            if halving.decide(rung, number, values, DIRECTIONS) is not None:
+                if way.tell_cut:
+                    study.tell(trial, values)
+                else:
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                spent += clock - start
+                continue
+            after = rungs[rung + 1] if rung + 1 < len(rungs) else 1.0
+            heapq.heappush(events, (start + after, number, rung + 1, trial, arch, start))
+            continue
+        values = (tables.final[arch], tables.throughput[arch])
+        done[arch] = values
+        study.tell(trial, list(values))
+        spent += clock - start
+    points = [(a, t / tables.top) for a, t in done.values()]
+    return {"way": way.name, "seed": seed, "trials": trials, "trained": len(done), "trainings_spent": spent,
+            "makespan": clock, "hypervolume": hypervolume_2d(points, (0.0, 0.0)),
+            "fastest_trained": max(t for _, t in done.values())}
+
+
+def _spread_start(space, tables: Tables, seed: int, count: int) -> list[str]:
+    """`count` architectures drawn at random, one from each of `count` equal slices of predicted throughput."""
+    rng = np.random.default_rng(seed)
+    pool = sorted({space.sample(rng).to_string() for _ in range(20 * count)}, key=lambda a: (tables.throughput[a], a))
+    slices = np.array_split(np.arange(len(pool)), count)
+    chosen = [pool[int(rng.choice(s))] for s in slices if len(s)]
+    rng.shuffle(chosen)  # asked in no order of throughput: rung decisions see them in the order they come
+    return chosen
+
+
+def _params(space, arch: str) -> dict:
+    """The trial parameters that make the space's `suggest` return `arch` (one per edge)."""
+    from nasutil_search_spaces.nb201 import EDGES
+
+    return {f"edge_{i}<-{j}": op for (i, j), op in zip(EDGES, space.parse(arch).ops)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ways", nargs="+", default=DEFAULT_WAYS)
+    parser.add_argument("--baseline", default="p1")
+    parser.add_argument("--trials", type=int, nargs="+", default=[64])
+    parser.add_argument("--seeds", type=int, default=20, help="seeds 1000..1000+N-1")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tables = Tables()
+    rows = []
+    for trials in args.trials:
+        for seed in range(1000, 1000 + args.seeds):
+            mine = {name: search(parse_way(name), seed + (10_000 if "other-seed" in name else 0), trials, tables)
+                    for name in dict.fromkeys([args.baseline, *args.ways])}
+            base = mine[args.baseline]["hypervolume"]
+            for r in mine.values():
+                r["hypervolume_ratio"] = r["hypervolume"] / base
+            rows += [mine[name] for name in args.ways]
+    summary = {}
+    for trials in args.trials:
+        for name in args.ways:
+            mine = [r for r in rows if r["way"] == name and r["trials"] == trials]
+            ratios = [r["hypervolume_ratio"] for r in mine]
+            summary[f"{name}/t{trials}"] = {
+                "mean_hypervolume_ratio": statistics.fmean(ratios), "worst_hypervolume_ratio": min(ratios),
+                "seeds_below_0.95": sum(x < 0.95 for x in ratios),
+                "trainings_spent": statistics.fmean(r["trainings_spent"] for r in mine),
+                "trained": statistics.fmean(r["trained"] for r in mine)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "population_front.json").write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()},
+                                                                 "summary": summary, "runs": rows}, indent=1))
+    for key, s in summary.items():
+        print(f"{key:28s} hv ratio mean {s['mean_hypervolume_ratio']:.3f} worst {s['worst_hypervolume_ratio']:.3f} "
+              f"below 0.95: {s['seeds_below_0.95']:2d}  trained {s['trained']:.1f}  trainings {s['trainings_spent']:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
