@@ -194,3 +194,16 @@ def test_help_lists_the_codes_settings_not_the_searchs_groups(capsys):
     out = capsys.readouterr().out
     assert code in (0, None) and out.startswith("nasutil-codes: train a learned code")
     assert "encoder: mlp" in out and "sampler:" not in out and "search_space" not in out
+
+
+def test_a_reports_bars_never_average_runs_of_other_epochs_or_data():
+    from nasutil.codes.report import bars
+
+    def row(epochs: int, dataset: str, accuracy: float) -> dict:
+        return {"design": "learned code", "dataset": dataset, "base": "mlp", "r": 1, "k": 2, "epochs": epochs,
+                "reconstruction_accuracy": accuracy}
+
+    heights = bars([row(1, "digits", 0.5), row(1, "digits", 0.7), row(20, "digits", 0.9), row(1, "fashion_mnist", 0.3)])
+    assert heights == {("learned code", "digits", "mlp", 1, 1.0): {2: 60.0},
+                       ("learned code", "digits", "mlp", 1, 20.0): {2: 90.0},
+                       ("learned code", "fashion_mnist", "mlp", 1, 1.0): {2: 30.0}}

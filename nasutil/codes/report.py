@@ -84,37 +84,33 @@ def collect(paths: Sequence[Path]) -> list[dict[str, Any]]:
 def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     """reconstruction_by_k.png (a bar per design and k; the mean where several runs share both) and
     accuracy_vs_overhead.png (a point per run) in `out`. Runs of several datasets, bases or r are told
-    apart in the legend."""
+    apart in the legend, and so are runs trained for different numbers of epochs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    groups = sorted({(r["dataset"], r["base"], int(r["r"])) for r in rows})
-    def kind(row: dict[str, Any]) -> tuple:
-        return row["design"], row["dataset"], row["base"], int(row["r"])
+    groups = sorted({(r["dataset"], r["base"], int(r["r"]), _epochs(r)) for r in rows})
+
+    def kind(row: dict[str, Any]) -> tuple:  # runs averaged into one bar differ by seed alone
+        return row["design"], row["dataset"], row["base"], int(row["r"]), _epochs(row)
 
     series = {kind(r) for r in rows}
 
     def label(key: tuple) -> str:
-        name, dataset, base, r = key
-        return name if len(groups) == 1 else f"{name}; {dataset}, base {base}, r={r}"
+        name, dataset, base, r, epochs = key
+        return name if len(groups) == 1 else f"{name}; {dataset}, base {base}, r={r}, {epochs:g} epochs"
 
     ordered = sorted(series)
     ks = sorted({int(r["k"]) for r in rows})
     title = ", ".join(f"{d}, base {b}" for d, b in sorted({(g[0], g[1]) for g in groups}))
     fig, ax = plt.subplots(figsize=(7, 3.8))
     width = 0.8 / max(1, len(ordered))
+    heights = bars(rows)
     for i, key in enumerate(ordered):
-        xs, values = [], []
-        for j, k in enumerate(ks):
-            mine = [100 * float(r["reconstruction_accuracy"]) for r in rows
-                    if kind(r) == key and int(r["k"]) == k]
-            if mine:  # several runs of one kind (seeds, epochs): their mean
-                xs.append(j + i * width)
-                values.append(sum(mine) / len(mine))
-        ax.bar(xs, values, width, label=label(key))
+        xs = [j + i * width for j, k in enumerate(ks) if k in heights[key]]
+        ax.bar(xs, [heights[key][k] for k in ks if k in heights[key]], width, label=label(key))
     ax.set_xticks([j + width * (len(ordered) - 1) / 2 for j in range(len(ks))], [f"k = {k}" for k in ks])
     ax.set_ylabel("reconstruction accuracy (%)")
     ax.set_ylim(0, 100)
@@ -133,6 +129,20 @@ def plot(rows: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     ax.set_ylabel("degraded-mode accuracy (%)")
     versus = _save(fig, ax, title, out / "accuracy_vs_overhead.png")
     return [by_k, versus]
+
+
+def bars(rows: Sequence[dict[str, Any]]) -> dict[tuple, dict[int, float]]:
+    """Reconstruction accuracy (%) per kind of run (design, dataset, base, r, epochs) and k: the mean of the
+    runs that differ by seed alone, never of runs trained on other data or for other epochs."""
+    sums: dict[tuple, dict[int, list[float]]] = {}
+    for r in rows:
+        key = (r["design"], r["dataset"], r["base"], int(r["r"]), _epochs(r))
+        sums.setdefault(key, {}).setdefault(int(r["k"]), []).append(100 * float(r["reconstruction_accuracy"]))
+    return {key: {k: sum(v) / len(v) for k, v in by_k.items()} for key, by_k in sums.items()}
+
+
+def _epochs(row: dict[str, Any]) -> float:
+    return float(row["epochs"])
 
 
 def _save(fig, ax, title: str, path: Path) -> Path:
