@@ -55,16 +55,25 @@ def test_the_front_replay_table_is_its_result_file():
     text = (ROOT / "BENCHMARKS.md").read_text()
     section = text[text.index("### Why a population with halving loses the front"):]
     rows = [line for line in section.splitlines() if line.startswith("| p")]
-    assert len(rows) == 24
+    assert len(rows) == 38
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         got = summary[f"{cells[0]}/t{cells[1]}"]
         assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
-                             str(got["seeds_below_0.95"]), f"{got['trained']:.1f}", f"{got['trainings_spent']:.1f}"]
+                             str(got["seeds_below_0.95"]), f"{got['mean_ratio_to_first_budget']:.3f}",
+                             f"{got['worst_ratio_to_first_budget']:.3f}", f"{got['trained']:.1f}",
+                             f"{got['trainings_spent']:.1f}"]
     for way, trials, figure in (("p1-other-seed", 64, "worst 0.598"), ("p1-other-seed", 128, "worst 0.710"),
-                                ("p16-pareto", 64, "0.570"), ("p16-pareto-tellcut", 128, "0.912")):
+                                ("p16-pareto", 64, "0.570"), ("p16-pareto-tellcut", 128, "0.912"),
+                                ("p16-pareto-m3", 64, "0.807")):
         key = "worst_hypervolume_ratio" if figure.startswith("worst") else "mean_hypervolume_ratio"
         assert f"{summary[f'{way}/t{trials}'][key]:.3f}" == figure.split()[-1]
+    equal_work = summary["p16-pareto/t128"], summary["p16-pareto/t192"], summary["p1/t64"]
+    assert (f"at 128 trials spends {equal_work[0]['trainings_spent']:.1f} trainings (one at a time at 64 trials: "
+            f"{equal_work[2]['trainings_spent']:.1f}) and reaches {equal_work[0]['mean_ratio_to_first_budget']:.3f}"
+            in " ".join(section.split()))
+    assert f"at 192 trials ({equal_work[1]['trainings_spent']:.1f} trainings) " \
+           f"{equal_work[1]['mean_ratio_to_first_budget']:.3f}" in " ".join(section.split())
 
 
 def test_the_front_replay_cuts_at_rungs_and_spreads_its_start():
