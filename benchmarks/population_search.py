@@ -7,8 +7,9 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
 A run is named `pP[-eager][-HALVING]`: P candidates trained at once, `eager` for `trainer.graphs=false`
-(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`). `p1` is the project's
-default: one candidate at a time, each step a CUDA graph.
+(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `@TRIALS` a trial
+budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less per trial, so compare where
+the work is alike). `p1` is the project's default: one candidate at a time, each step a CUDA graph.
 
 Per run, from its study: trials finished (trained to the end, cut at a rung, pruned before training),
 failed trials, wall time from the search's start to its end (Hydra, data loading and all), candidates
@@ -35,23 +36,23 @@ import optuna
 
 from nasutil.pareto import hypervolume_2d
 
-RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?$")
+RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:@(?P<trials>\d+))?$")
 
 
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy], e.g. p16-pareto")
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][@TRIALS], e.g. p16-pareto@128")
     return {"population": int(match["population"]), "eager": bool(match["eager"]),
-            "halving": match["halving"] or "none"}
+            "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
 
 
 def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Path) -> dict:
     from nasutil.cli.search_command import main as search_main
 
     spec = parse_run(name)
-    run_dir = work / f"{name}-s{seed}"
-    study_name = f"{name}-s{seed}"
+    run_dir = work / f"{name.replace('@', '-t')}-s{seed}"
+    study_name = f"{name.replace('@', '-t')}-s{seed}"
     overrides = [f"study_name={study_name}", f"hydra.run.dir={run_dir}", f"n_trials={trials}", f"seed={seed}",
                  "prune=none", "evaluator=none", "plots=false", "progress=false", "trainer=torch",
                  f"trainer.dataset={args.dataset}", f"trainer.epochs={args.epochs}",
@@ -148,7 +149,8 @@ def main() -> int:
     results = []
     for index, seed in enumerate(args.seeds):
         for name in order_for(args.runs, index):
-            trials = args.eager_trials if parse_run(name)["eager"] else args.trials
+            spec = parse_run(name)
+            trials = spec["budget"] or (args.eager_trials if spec["eager"] else args.trials)
             results.append(search(name, seed, trials, args, work))
             with (args.out / f"{args.name}_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
                 fh.write(json.dumps({**results[-1], "settings": args.settings, "batch_size": args.batch_size}) + "\n")

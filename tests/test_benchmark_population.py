@@ -94,3 +94,17 @@ def test_the_front_replay_cuts_at_rungs_and_spreads_its_start():
     everything = sorted(tables.throughput.values())
     quartile, upper = everything[len(everything) // 4], everything[3 * len(everything) // 4]
     assert len(set(start)) == 8 and speeds[0] < quartile and speeds[-1] > upper  # one from each slice
+
+
+def test_a_population_run_may_have_a_trial_budget_of_its_own():
+    import sys
+
+    import pytest
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import parse_run
+
+    assert parse_run("p16-pareto@128") == {"population": 16, "eager": False, "halving": "pareto", "budget": 128}
+    assert parse_run("p1-eager")["budget"] is None
+    with pytest.raises(SystemExit, match="@TRIALS"):
+        parse_run("p16@x")
