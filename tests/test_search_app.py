@@ -143,6 +143,29 @@ def test_multirun_sweeps_write_one_study_per_job(tmp_path):
                  *FAST]) == 0  # the same sweep, a larger budget: every job resumes its study in its folder
     assert sorted(p.parent for p in sweep.glob("*/*/summary.json")) == jobs
     assert all(len(rows(j / "trials.csv")) == 8 for j in jobs)
+    table = rows(sweep / "sweep_summary.csv")  # the sweep's jobs side by side, written as it ended
+    assert sorted(r["folder"] for r in table) == sorted(str(j) for j in jobs)
+    for r in table:
+        assert r["finished"] == "8" and r["settings"].startswith("seed=") and " prune=" in r["settings"]
+        assert "n_trials" not in r["settings"]  # shared by every job: it tells none apart
+        assert 0 < float(r["hypervolume"]) <= 1 and int(r["front"]) >= 1 and float(r["best_accuracy"]) > 0
+
+
+def test_a_sweep_summary_leaves_out_jobs_of_earlier_sweeps(tmp_path):
+    from nasutil.search.sweep_summary import sweep_rows
+
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "seed=0,1", "n_trials=3", f"hydra.sweep.dir={sweep}", *FAST]) == 0
+    import time
+
+    began = time.time() + 1.0
+    time.sleep(1.5)
+    assert main(["-m", "seed=2", "n_trials=3", f"hydra.sweep.dir={sweep}", *FAST]) == 0
+    assert len(sweep_rows(sweep)) == 3
+    [only] = sweep_rows(sweep, since=began)
+    assert "seed=2" in only["settings"]
+    [written] = rows(sweep / "sweep_summary.csv")
+    assert written["settings"].split()[:2] == ["seed=2", "n_trials=3"]
 
 
 def test_constraint_and_other_samplers(tmp_path):
