@@ -95,3 +95,13 @@ def test_the_population_line_quotes_its_runs():
     volume = {r["run"]: hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0)) for r in seed22}
     ratios = f"{volume['p16-pareto'] / volume['p1']:.2f} and {volume['p64-pareto'] / volume['p1']:.2f}"
     assert f"the populations' hypervolume was {ratios} of one-at-a-time's" in text
+
+
+def test_the_command_costs_are_the_measured_ones():
+    with (ROOT / "benchmarks" / "results" / "cpu" / "command_cost" / "command_cost.csv").open(newline="") as f:
+        measured = list(csv.DictReader(f))
+    text = readme()
+    assert measured and all(r["exit_code"] == "0" for r in measured)
+    for r in measured:
+        assert (f"| `{r['command']}` | {float(r['wall_s']):.0f} s | {r['trials']} | {float(r['s_per_trial']):.2f} |"
+                in text), r["command"]
