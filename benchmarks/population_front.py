@@ -1,7 +1,7 @@
 """How a population's way of searching shapes the front, with no GPU: the search's own sampler and halving
 policy driven by NAS-Bench-201's tables instead of training, one candidate at a time against P at once.
 
-    python benchmarks/population_front.py --trials 64 --seeds 20 --out benchmarks/results/cpu/population_front
+    python benchmarks/population_front.py --trials 64 128 192 --seeds 20 --out benchmarks/results/cpu/population_front
 
 A candidate's accuracy is its CIFAR-10 200-epoch test accuracy, its rung accuracy (at 1/9 and 1/3 of the
 training) the 12-epoch validation accuracy, and its throughput the H200 measurement shipped with the
@@ -15,8 +15,8 @@ What it shows is the front's hypervolume (accuracy, throughput divided by the la
 reference (0, 0)) of the trials trained to the end, over the same-seed search one at a time with no
 halving, and the trainings spent (the sum of the shares); and, since halving spends less on each trial,
 the same against one at a time at the smallest trial budget asked (the equal-work view: compare where
-the trainings spent are alike). It does not time anything: the rates are the
-GPU benchmark's (`population_search.py`). The tables stand in for Fashion-MNIST training, whose rung
+the trainings spent are alike). It does not time anything: the rates are the GPU benchmark's
+(`population_search.py`). The tables stand in for Fashion-MNIST training, whose rung
 and final accuracies are not tabulated.
 """
 
@@ -81,6 +81,8 @@ DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto",
 
 
 class Tables:
+    """What training would have told: final and rung accuracy, and measured throughput, per cell."""
+
     def __init__(self) -> None:
         accuracy = accuracy_table()
         measured = measured_table("nb201_h200")
