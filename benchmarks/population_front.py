@@ -141,7 +141,7 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     points = [(a, t / tables.top) for a, t in done.values()]
     return {"way": way.name, "seed": seed, "trials": trials, "trained": len(done), "trainings_spent": spent,
             "makespan": clock, "hypervolume": hypervolume_2d(points, (0.0, 0.0)),
-            "fastest_trained": max(t for _, t in done.values())}
+            "fastest_trained": max((t for _, t in done.values()), default=0.0)}
 
 
 def _spread_start(space, tables: Tables, seed: int, count: int) -> list[str]:

@@ -47,6 +47,8 @@ def test_seed_22s_front_figures_are_its_points():
             f"{volume['p64-pareto'] / volume['p1']:.2f} (`p64-pareto`)") in text
     assert f"a cell at {best['p1'][1]:,.0f} images/s ({best['p1'][0]:.1f}%)" in text
     assert f"reach {best['p16-pareto'][1]:,.0f} and {best['p64-pareto'][1]:,.0f} images/s" in text
+    assert all(f"{r['span_s']:.1f} of {r['wall_s']:.1f}" in text for r in runs)
+    assert all(0.95 < r["span_s"] / r["wall_s"] <= 1 for r in runs)  # the two clocks agree
 
 
 def test_the_front_replay_table_is_its_result_file():

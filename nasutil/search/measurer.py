@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from abc import ABC, abstractmethod
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
