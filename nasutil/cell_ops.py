@@ -12,18 +12,19 @@ A package adds ops by naming `CellOp` values in its pyproject.toml::
     [project.entry-points."nasutil.cell_ops"]
     my_conv = "my_package.ops:MY_CONV"
 
-or at run time with `register_cell_op`. The built-in ops register through the same group.
+or at run time with `register_cell_op` (an op so registered reaches the evaluator's worker processes
+where the module of its build function binds it to a name). The built-in ops register through the same
+group; a broken plugin behaves as every kind's does (`nasutil.plugins`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
-from nasutil.errors import NasutilError
 from nasutil.ops import Op
+from nasutil.plugins import Registry, global_path
 
 ENTRY_POINT_GROUP = "nasutil.cell_ops"
 
@@ -38,39 +39,30 @@ class CellOp:
     reduce: Callable[[int], Any] | None = None  # channels -> the op at stride 2 (half the resolution)
 
 
-_runtime: dict[str, CellOp] = {}
-_loaded: dict[str, CellOp] | None = None
+def _accept(value: object, name: str) -> CellOp:
+    if not isinstance(value, CellOp):
+        raise TypeError(f"it is a {type(value).__name__}, not a CellOp")
+    if value.name != name:
+        raise TypeError(f"it is a CellOp called {value.name!r}, not {name!r}")
+    return value
+
+
+def _path(op: CellOp) -> str | None:
+    """Where a worker finds a run-time op again: a global bound to it in the module of its build function
+    (or of its listing or stride-2 form)."""
+    return global_path(op, (getattr(f, "__module__", None) for f in (op.build, op.listing, op.reduce)))
+
+
+OPS: Registry[CellOp] = Registry(ENTRY_POINT_GROUP, "cell op", _accept, owner=__name__, path_of=_path)
 
 
 def register_cell_op(op: CellOp) -> CellOp:
-    if not isinstance(op, CellOp):
-        raise NasutilError(f"register_cell_op takes a CellOp, got {type(op).__name__}")
-    _runtime[op.name] = op
-    return op
-
-
-def _entry_point_ops() -> dict[str, CellOp]:
-    global _loaded
-    if _loaded is None:
-        found: dict[str, CellOp] = {}
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                op = ep.load()
-            except Exception as exc:  # a broken plugin is named, not a traceback
-                raise NasutilError(f"cell op {ep.name!r} could not be imported ({ep.value}): {exc}") from None
-            if not isinstance(op, CellOp) or op.name != ep.name:
-                raise NasutilError(f"entry point {ep.name!r} ({ep.value}) must name a CellOp called {ep.name!r}")
-            found[ep.name] = op
-        _loaded = found
-    return _loaded
+    return OPS.register(getattr(op, "name", repr(op)), op)
 
 
 def cell_op_names() -> list[str]:
-    return sorted({**_entry_point_ops(), **_runtime})
+    return sorted(OPS.names())
 
 
 def cell_op(name: str) -> CellOp:
-    ops = {**_entry_point_ops(), **_runtime}
-    if name not in ops:
-        raise NasutilError(f"unknown cell op {name!r} (known: {', '.join(sorted(ops))})")
-    return ops[name]
+    return OPS.get(name)

@@ -7,21 +7,31 @@ adds a space by declaring, in its own pyproject.toml::
     myspace = "my_package.spaces:MySpace"
 
 Spaces can also be registered at run time with `register` (handy in notebooks
-and tests). Entry points are loaded lazily: listing names imports nothing heavy.
+and tests). A space's module is imported when it is first asked for (listing
+every name imports every space's module, which loads without torch); a broken
+plugin behaves as every kind's does (`nasutil.plugins`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Callable
 
-from nasutil.errors import NasutilError, UnknownSpaceError
+from nasutil.errors import UnknownSpaceError
+from nasutil.plugins import Registry
 from nasutil.space import SearchSpace
 
 ENTRY_POINT_GROUP = "nasutil.search_spaces"
 
-_runtime: dict[str, type[SearchSpace]] = {}
+
+def _accept(value: object, name: str) -> type[SearchSpace]:
+    if not (isinstance(value, type) and issubclass(value, SearchSpace)):
+        raise TypeError("it is not a nasutil SearchSpace subclass")
+    return value
+
+
+SPACES: Registry[type[SearchSpace]] = Registry(ENTRY_POINT_GROUP, "search space", _accept, owner=__name__,
+                                               error=UnknownSpaceError)
 _instances: dict[tuple[str, object], SearchSpace] = {}  # spaces are reused: some (NNI's) are costly to set up
 
 
@@ -34,62 +44,45 @@ class SpaceEntry:
     _loader: Callable[[], type[SearchSpace]]
 
     def load(self) -> type[SearchSpace]:
-        try:
-            cls = self._loader()
-        except Exception as exc:  # a broken plugin must not break the listing of the others
-            raise NasutilError(f"search space {self.name!r} could not be imported ({self.origin}): {exc}") from exc
-        if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-            raise NasutilError(f"entry point {self.name!r} ({self.origin}) is not a nasutil SearchSpace subclass")
-        return cls
+        return self._loader()
 
 
 def register(cls: type[SearchSpace], name: str | None = None) -> type[SearchSpace]:
     """Register a space class at run time (usable as a decorator)."""
-    if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-        raise TypeError(f"{cls!r} is not a SearchSpace subclass")
-    _runtime[name or cls.name] = cls
+    SPACES.register(name or getattr(cls, "name", repr(cls)), cls)
     _instances.clear()
     return cls
 
 
 def unregister(name: str) -> None:
-    _runtime.pop(name, None)
+    SPACES.unregister(name)
     _instances.clear()
 
 
 def runtime_registrations() -> dict[str, str]:
-    """Run-time registrations as `module:qualname` paths, so worker processes can repeat them."""
-    return {name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _runtime.items()
-            if cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__}
+    """Run-time space registrations as `module:qualname` paths (all kinds at once: `nasutil.plugins`)."""
+    return {name: path for name, path in SPACES.runtime_paths().items() if path}
 
 
 def register_path(name: str, path: str) -> None:
     """Import `module:qualname` and register it under `name` (the worker side of `runtime_registrations`)."""
-    import pkgutil
-
-    register(pkgutil.resolve_name(path), name)
+    SPACES.register_path(name, path)
+    _instances.clear()
 
 
 def entries() -> dict[str, SpaceEntry]:
-    """All registered spaces by name; run-time registrations shadow entry points."""
-    found: dict[str, SpaceEntry] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, SpaceEntry(ep.name, ep.value, ep.load))
-    for name, cls in _runtime.items():
-        found[name] = SpaceEntry(name, "runtime", lambda cls=cls: cls)
-    return dict(sorted(found.items()))
+    """All registered spaces by name, loading none; run-time registrations shadow entry points."""
+    return {name: SpaceEntry(name, origin, lambda name=name: SPACES.get(name))
+            for name, origin in SPACES.origins().items()}
 
 
 def list_spaces() -> list[str]:
-    return list(entries())
+    """The names of the spaces that load (a broken plugin is left out, with a warning)."""
+    return SPACES.names()
 
 
 def space_class(name: str) -> type[SearchSpace]:
-    known = entries()
-    if name not in known:
-        choices = ", ".join(known) or "none"
-        raise UnknownSpaceError(f"unknown search space {name!r} (known: {choices})")
-    return known[name].load()
+    return SPACES.get(name)
 
 
 def get_space(spec: str) -> SearchSpace:

@@ -288,11 +288,23 @@ class LastFirst(Strategy):
         return Prepared(lambda: [m(x) for m, x in reversed(list(zip(models, inputs)))][::-1])
 
 
-def test_a_strategy_registered_at_run_time_reaches_the_worker(monkeypatch):
+@pytest.fixture
+def registered_strategies():
+    """Strategies registered by a test are gone after it."""
+    from nasutil.colocate.strategies import REGISTRY
+
+    def registered() -> set[str]:
+        return {name for name, origin in REGISTRY.origins().items() if origin == "runtime"}
+
+    before = registered()
+    yield
+    for name in registered() - before:
+        REGISTRY.unregister(name)
+
+
+def test_a_strategy_registered_at_run_time_reaches_the_worker(registered_strategies):
     from nasutil.colocate import measure_group_isolated, register_strategy, strategies
 
-    monkeypatch.setattr(strategies, "STRATEGIES", dict(strategies.STRATEGIES))
-    monkeypatch.setattr(strategies, "_registered_here", set())
     register_strategy(LastFirst())
     assert strategies.registered_paths() == {"last-first": f"{__name__}:LastFirst"}
     m = measure_group_isolated([Candidate("nb201", CELL)] * 2, CPU, "last-first", timeout_s=300)
@@ -309,11 +321,9 @@ class NeedsAKnob(Strategy):
         return Prepared(lambda: [m(x) for m, x in zip(models, inputs)])
 
 
-def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it(monkeypatch):
-    from nasutil.colocate import measure_group_isolated, register_strategy, strategies
+def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it(registered_strategies):
+    from nasutil.colocate import measure_group_isolated, register_strategy
 
-    monkeypatch.setattr(strategies, "STRATEGIES", dict(strategies.STRATEGIES))
-    monkeypatch.setattr(strategies, "_registered_here", set())
     register_strategy(NeedsAKnob(3))
     group = [Candidate("nb201", CELL)] * 2
     assert measure_group_isolated(group, CPU, "sequential", timeout_s=300).ok

@@ -20,8 +20,7 @@ from nasutil.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
     from nasutil.colocate.engine import CoLocated, check_strategy, colocate
-    from nasutil.colocate.isolated import measure_group_isolated
-    from nasutil.colocate.measure import GroupMeasurement, measure_group
+    from nasutil.colocate.measure import GroupMeasurement, measure_group, measure_group_isolated
     from nasutil.colocate.population import Member, Population
     from nasutil.colocate.strategies import STRATEGIES, Strategy, register_strategy
 
@@ -33,9 +32,9 @@ __getattr__, __dir__ = lazy_attributes(__name__, {
     'CoLocated': 'nasutil.colocate.engine',
     'check_strategy': 'nasutil.colocate.engine',
     'colocate': 'nasutil.colocate.engine',
-    'measure_group_isolated': 'nasutil.colocate.isolated',
     'GroupMeasurement': 'nasutil.colocate.measure',
     'measure_group': 'nasutil.colocate.measure',
+    'measure_group_isolated': 'nasutil.colocate.measure',
     'Member': 'nasutil.colocate.population',
     'Population': 'nasutil.colocate.population',
     'STRATEGIES': 'nasutil.colocate.strategies',

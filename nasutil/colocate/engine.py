@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from nasutil.colocate.strategies import Prepared, Runner, available
+from nasutil.colocate.strategies import Prepared, Runner, strategy_named
 from nasutil.errors import NasutilError
 
 
@@ -29,8 +29,8 @@ class CoLocated:
 
 
 def check_strategy(name: str) -> None:
-    if name not in available():
-        raise NasutilError(f"unknown strategy {name!r} (choose from {', '.join(available())})")
+    """A one-line NasutilError for a strategy that is unknown (naming the others) or cannot be loaded."""
+    strategy_named(name)
 
 
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
@@ -49,9 +49,9 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
     inputs = [inputs] * len(models) if isinstance(inputs, torch.Tensor) else list(inputs)
     if len(inputs) != len(models):
         raise NasutilError(f"{len(models)} networks but {len(inputs)} inputs")
-    strategies = available()
-    reason = strategies[strategy].why_not(models, inputs)
-    if reason is None and compiled and not strategies[strategy].runs_compiled:
+    requested = strategy_named(strategy)
+    reason = requested.why_not(models, inputs)
+    if reason is None and compiled and not requested.runs_compiled:
         reason = f"{strategy} builds its own networks and does not run compiled ones"
     if reason is not None and not fallback:
         raise NasutilError(f"strategy {strategy!r} does not apply: {reason}")
@@ -61,5 +61,5 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
             from nasutil.colocate.compiled import compile_for_inference
 
             models = compile_for_inference(models, inputs, progress, freezing=freezing)
-        prepared = strategies[chosen].prepare(models, inputs)
+        prepared = strategy_named(chosen).prepare(models, inputs)
     return CoLocated(chosen, strategy, reason, prepared, compiled)

@@ -1,7 +1,9 @@
-"""Measure a co-located group: its strategy against `sequential`, timed in the same process and run."""
+"""Measure a co-located group: its strategy against `sequential`, timed in the same process and run, here
+(`measure_group`) or in a worker process of the evaluator (`measure_group_isolated`)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import statistics
@@ -12,14 +14,16 @@ from typing import Any
 import torch
 
 from nasutil.colocate.engine import check_strategy, colocate
-from nasutil.colocate.strategies import available
+from nasutil.colocate.strategies import strategy_named
 from nasutil.evaluator import Candidate, MeasureConfig
 from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import build
 from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_counters
 from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
 from nasutil.evaluator.run_model import device_name, resolve_device
+from nasutil.evaluator.task import Task
 from nasutil.evaluator.timing import time_windows
+from nasutil.evaluator.worker import IsolatedWorker
 
 
 @dataclass
@@ -113,7 +117,7 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     key = None
     if cache is not None and all(b.arch_hash for b in built):
         compiled_as = "+compiled" if freezing else "+compiled-weights-as-inputs"
-        cached_as = available()[strategy].cache_name + (compiled_as if config.mode == "compile" else "")
+        cached_as = strategy_named(strategy).cache_name + (compiled_as if config.mode == "compile" else "")
         key = cache.group_key(candidates[0].space, [b.arch_hash for b in built], cached_as,
                               fallback, device_name(device), torch.__version__, config, built[0].input_size)
         stored = None if remeasure else cache.get_group(key)
@@ -192,3 +196,44 @@ def _peak(device: torch.device, name: str, dtype: str) -> float | None:
     if device.type == "cuda":
         return datasheet_peak_tflops(name, dtype) or measured_peak_tflops(str(device), dtype)
     return measured_peak_tflops(str(device), dtype)
+
+
+def group_task(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
+               fallback: bool = True, cache_location: str | None = None, remeasure: bool = False,
+               freezing: bool = False) -> Task[GroupMeasurement]:
+    """`measure_group` as a task for the evaluator's worker (`IsolatedWorker.run`): a user error is raised in
+    the caller, any other failure is a failed group."""
+    payload = {"candidates": [asdict(c) for c in candidates], "config": config.to_dict(), "strategy": strategy,
+               "fallback": fallback, "cache_location": cache_location, "remeasure": remeasure, "freezing": freezing}
+    return Task("nasutil.colocate.measure:run_group", payload, GroupMeasurement.from_dict,
+                lambda why, _device_name: GroupMeasurement.failed(candidates, config, strategy, why),
+                raise_user_errors=True)
+
+
+def run_group(payload: dict[str, Any], exclusive=None) -> GroupMeasurement:
+    """A group task's work in the worker, holding the device against sibling workers where there are any."""
+    location = payload["cache_location"]
+    cache = MeasurementCache(location) if location is not None else None
+    try:
+        with exclusive if exclusive is not None else contextlib.nullcontext():
+            return measure_group([Candidate(**c) for c in payload["candidates"]], MeasureConfig(**payload["config"]),
+                                 payload["strategy"], fallback=payload["fallback"], cache=cache,
+                                 remeasure=payload["remeasure"], freezing=payload["freezing"])
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def measure_group_isolated(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
+                           fallback: bool = True, timeout_s: float = 600.0, cache_location: str | None = None,
+                           remeasure: bool = False, freezing: bool = False) -> GroupMeasurement:
+    """`measure_group` in a fresh worker process of the evaluator with a time limit: an out-of-memory error, a
+    crash or a hang fails that group, never the caller. A user error (unknown arch, a strategy that does not
+    apply with fallback=False) is raised here as NasutilError."""
+    resolve_device(config.device)  # a device this machine lacks is the user's error, before a worker starts
+    worker = IsolatedWorker(config.device, timeout_s)
+    try:
+        return worker.run(group_task(candidates, config, strategy, fallback=fallback, cache_location=cache_location,
+                                     remeasure=remeasure, freezing=freezing))
+    finally:
+        worker.stop()

@@ -16,17 +16,15 @@ at run time. `available()` lists them all.
 from __future__ import annotations
 
 import copy
-import logging
-import pkgutil
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Protocol
 
 import torch
 import torch.nn as nn
+
+from nasutil.plugins import Registry, class_path
 
 Runner = Callable[[], list[torch.Tensor]]
 
@@ -232,61 +230,51 @@ class Fused(Strategy):
         return eager, (params, buffers, template)
 
 
-#: every strategy known so far, by name; `available()` adds the installed ones first
+#: the built-in strategies, by name
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Sequential(), Streams(), Fused())}
 
 #: the entry-point group through which an installed package offers strategies
 ENTRY_POINT_GROUP = "nasutil.colocate_strategies"
 
-_installed_loaded = False
-_loading = threading.Lock()
-_registered_here: set[str] = set()  # by `register_strategy`: what a worker process must repeat
-log = logging.getLogger(__name__)
+
+def _accept(value: object, name: str) -> Strategy:
+    strategy = value() if isinstance(value, type) else value
+    if not isinstance(strategy, Strategy):
+        raise TypeError("it is not a nasutil.colocate.Strategy")
+    return strategy
+
+
+REGISTRY: Registry[Strategy] = Registry(
+    ENTRY_POINT_GROUP, "strategy", _accept, owner=__name__, builtin=STRATEGIES,
+    path_of=lambda strategy: class_path(type(strategy)), unknown="unknown {kind} {name!r} (choose from {known})",
+    rebuild_hint="its class must be importable and take no arguments")
 
 
 def available() -> dict[str, Strategy]:
     """The built-in strategies, those installed packages offer, and those registered in this process."""
-    global _installed_loaded
-    with _loading:
-        if not _installed_loaded:
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                if ep.name in STRATEGIES:
-                    continue
-                try:
-                    STRATEGIES[ep.name] = _as_strategy(ep.load(), ep.value)
-                except Exception as error:  # one broken package must not take the others away
-                    log.warning("co-location strategy %r (%s) not loaded: %s", ep.name, ep.value, error)
-            _installed_loaded = True
-    return STRATEGIES
+    return REGISTRY.items()
 
 
-def _as_strategy(obj: object, where: str) -> Strategy:
-    strategy = obj() if isinstance(obj, type) else obj
-    if not isinstance(strategy, Strategy):
-        raise TypeError(f"{where} is not a nasutil.colocate.Strategy")
-    return strategy
+def strategy_named(name: str) -> Strategy:
+    """The strategy called `name`; a one-line error for an unknown one (naming the others) or a broken one."""
+    return REGISTRY.get(name)
 
 
 def register_strategy(strategy: Strategy) -> None:
     """Make `strategy` available by its name to `colocate` and `nasutil colocate --strategy`. A worker
-    process (`measure_group_isolated`) asked for it repeats the registration by building the strategy's
-    class again without arguments: that class must be importable (not defined in `__main__` or in a
-    function) and take none, else the worker says it could not rebuild it."""
-    STRATEGIES[strategy.name] = strategy
-    _registered_here.add(strategy.name)
+    process (`measure_group_isolated`) repeats the registration by building the strategy's class again
+    without arguments: that class must be importable (not defined in `__main__` or in a function) and take
+    none, else asking the worker for it says it could not rebuild it."""
+    REGISTRY.register(getattr(strategy, "name", repr(strategy)), strategy)
 
 
 def registered_paths(names: Sequence[str] | None = None) -> dict[str, str]:
     """Strategies registered at run time (those among `names`, where given), as `module:qualname` of their
     classes, for worker processes."""
-    found = {}
-    for name in sorted(_registered_here if names is None else _registered_here.intersection(names)):
-        cls = type(STRATEGIES[name])
-        if cls.__module__ != "__main__" and "<locals>" not in cls.__qualname__:
-            found[name] = f"{cls.__module__}:{cls.__qualname__}"
-    return found
+    return {name: path for name, path in REGISTRY.runtime_paths().items()
+            if path and (names is None or name in names)}
 
 
 def register_path(name: str, path: str) -> None:
     """Import `module:qualname`, build it, and register it under `name` (the worker side of `registered_paths`)."""
-    STRATEGIES[name] = _as_strategy(pkgutil.resolve_name(path), path)
+    REGISTRY.register_path(name, path)

@@ -52,6 +52,11 @@ class Measurement:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def fatal(self) -> bool:
+        """The failure left the device unusable (a CUDA error other than out of memory): its worker must go."""
+        return bool(self.timing.get("fatal"))
+
     def to_dict(self, with_layers: bool = True) -> dict[str, Any]:
         out = asdict(self)
         if not with_layers:

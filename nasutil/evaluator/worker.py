@@ -1,9 +1,9 @@
-"""Isolated measurement: a worker process that measures candidates one after another.
+"""Isolated measurement: a worker process that runs tasks one after another.
 
-The parent sends (candidate, config) pairs over a pipe and waits with a time
-limit. A candidate that runs out of memory or raises comes back as a failed
-Measurement and the worker goes on; one that hangs or kills its process is
-recorded as failed and a fresh worker takes the next candidate.
+The parent sends a task (`nasutil.evaluator.task`: a candidate to measure, or a group co-location hands
+it) over a pipe and waits with a time limit. A task that runs out of memory or raises comes back as its
+failed result and the worker goes on; one that hangs or kills its process is recorded as failed and a
+fresh worker takes the next task.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import gc
 import multiprocessing as mp
 import os
+import pkgutil
 import signal
 import time
 import traceback
@@ -23,6 +24,7 @@ from typing import Any
 from nasutil.evaluator.candidate import Candidate, build
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
+from nasutil.evaluator.task import R, Task
 
 
 class DeviceTurns:
@@ -104,8 +106,37 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
     return result
 
 
+def run_candidate(payload: dict[str, Any], exclusive=None) -> Measurement:
+    """A candidate task's work in the worker: `measure_task`, which fails the candidate itself."""
+    return measure_task(Candidate(**payload["candidate"]), MeasureConfig(**payload["config"]), exclusive)
+
+
+def candidate_task(candidate: Candidate, config: MeasureConfig) -> Task[Measurement]:
+    return Task("nasutil.evaluator.worker:run_candidate", {"candidate": asdict(candidate), "config": config.to_dict()},
+                Measurement.from_dict,
+                lambda why, device_name: Measurement.failed(candidate.space, candidate.arch, config, why, device_name))
+
+
+def run_task(runner: str, payload: dict[str, Any], exclusive=None) -> tuple[str, Any, bool]:
+    """Run a task's runner in this process: ("result", its dict, fatal), ("user", a NasutilError's message,
+    False) or ("failed", why, fatal), where fatal says the device is left unusable and the worker must go."""
+    import torch
+
+    from nasutil.errors import NasutilError
+
+    try:
+        result = pkgutil.resolve_name(runner)(payload, exclusive)
+        return "result", result.to_dict(), bool(getattr(result, "fatal", False))
+    except NasutilError as exc:
+        return "user", str(exc), False
+    except torch.cuda.OutOfMemoryError as exc:
+        return "failed", f"out of memory: {(str(exc).splitlines() or [''])[0]}", False
+    except Exception as exc:  # a broken task must not end the worker
+        return "failed", _first_line(exc), is_fatal_device_error(exc)
+
+
 def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | None,
-                 registrations: dict[str, str]) -> None:
+                 registrations: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops its workers
     if not os.environ.get("NASUTIL_WARNINGS"):
         warnings.simplefilter("ignore")
@@ -114,10 +145,9 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
 
         torch.set_num_threads(threads)
     try:
-        from nasutil.registry import register_path
+        from nasutil.plugins import restore_registrations
 
-        for name, path in registrations.items():
-            register_path(name, path)
+        restore_registrations(registrations)
         conn.send(("hello", device_info(device)))
     except Exception as exc:
         conn.send(("error", _first_line(exc)))
@@ -126,16 +156,17 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
         message = conn.recv()
         if message is None:
             return
-        candidate, config = message
-        result = measure_task(Candidate(**candidate), MeasureConfig(**config),
-                              exclusive=turns.turn(lambda state: conn.send(("state", state))) if turns else None)
-        conn.send(("result", result.to_dict()))
-        if result.timing.get("fatal"):
+        runner, payload = message
+        kind, answer, fatal = run_task(runner, payload,
+                                       turns.turn(lambda state: conn.send(("state", state))) if turns else None)
+        conn.send((kind, answer, fatal))
+        if fatal:
             return
 
 
 class IsolatedWorker:
-    """One long-lived worker process; restarted after a hang or crash."""
+    """One long-lived worker process that runs tasks; restarted after a hang or crash. It repeats this
+    process's run-time registrations of every plugin kind (`nasutil.plugins`) as it starts."""
 
     def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0,
                  turns: DeviceTurns | None = None, threads: int | None = None) -> None:
@@ -151,7 +182,7 @@ class IsolatedWorker:
 
     def start(self) -> dict[str, Any]:
         from nasutil.errors import NasutilError
-        from nasutil.registry import runtime_registrations
+        from nasutil.plugins import runtime_registrations
 
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_worker_main, daemon=True,
@@ -170,34 +201,38 @@ class IsolatedWorker:
         return payload
 
     def measure(self, candidate: Candidate, config: MeasureConfig) -> Measurement:
-        """The time limit runs while the candidate is built and while it has the device, not while it
-        waits for a sibling worker to finish its turn."""
+        return self.run(candidate_task(candidate, config))
+
+    def run(self, task: Task[R]) -> R:
+        """The task's result, or its failed result after a timeout or the worker's death. The time limit
+        runs while the task works and while it has the device, not while it waits for a sibling worker to
+        finish its turn."""
         if self._proc is None or not self._proc.is_alive():
             self.start()
         assert self._conn is not None and self._proc is not None
         try:
-            self._conn.send((asdict(candidate), config.to_dict()))
+            self._conn.send((task.runner, task.payload))
             left, waiting = self.timeout_s, False
             while True:
                 started = time.monotonic()
                 if not waiting and not self._conn.poll(max(left, 0.0)):
                     reason = f"timed out after {self.timeout_s:.0f} s"
                     break
-                kind, payload = self._conn.recv()  # while waiting, a hung sibling is killed by its own limit
+                kind, *answer = self._conn.recv()  # while waiting, a hung sibling is killed by its own limit
                 if not waiting:
                     left -= time.monotonic() - started
-                if kind == "result":
-                    result = Measurement.from_dict(payload)
-                    if result.timing.get("fatal"):
+                if kind != "state":
+                    payload, fatal = answer
+                    if fatal:
                         self._proc.join(10)
                         self.stop()
-                    return result
-                waiting = payload == "waiting"
+                    return task.outcome(kind, payload, self.info.get("device_name", ""))
+                waiting = answer[0] == "waiting"
         except (EOFError, ConnectionResetError, BrokenPipeError):
             self._proc.join(5)
             reason = f"worker process died (exit code {self._proc.exitcode})"
         self.stop()
-        return Measurement.failed(candidate.space, candidate.arch, config, reason, self.info.get("device_name", ""))
+        return task.failed(reason, self.info.get("device_name", ""))
 
     def stop(self) -> None:
         if self._conn is not None:

@@ -14,13 +14,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
 from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.ops import Op, network_flops, network_params
+from nasutil.plugins import Registry
 from nasutil.predictor.op_tables import op_kind
 from nasutil.predictor.prediction import Prediction, PredictTarget, prediction_from_latency
 from nasutil.predictor.profile import DeviceProfile, load_profile
@@ -197,47 +197,30 @@ class ProfileKind(Predictor, ABC):
 
 # ---- the registry ----
 
-_KINDS: dict[str, type[Predictor]] = {}
-_discovered = False
+
+def _accept(value: object, name: str) -> type[Predictor]:
+    if not (isinstance(value, type) and issubclass(value, Predictor)):
+        raise TypeError("it is not a nasutil Predictor subclass")
+    return value
+
+
+# The built-in kinds are entry points of nasutil itself (pyproject.toml), found as a plugin's are; the kinds
+# import this module, never the other way round.
+KINDS: Registry[type[Predictor]] = Registry(ENTRY_POINT_GROUP, "predictor", _accept, owner=__name__,
+                                            unknown="unknown {kind} {name!r} (choose from {known})")
 
 
 def register_predictor(cls: type[Predictor]) -> type[Predictor]:
     """Register a predictor kind under its `name` (usable as a class decorator)."""
-    if not (isinstance(cls, type) and issubclass(cls, Predictor)):
-        raise TypeError(f"{cls!r} is not a Predictor subclass")
-    _KINDS[cls.name] = cls
-    return cls
-
-
-def _discover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    # The built-in kinds are entry points of nasutil itself (pyproject.toml), found as a plugin's are; the
-    # kinds import this module, never the other way round.
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
-        if entry.value.startswith("nasutil.predictor.kinds."):
-            register_predictor(entry.load())  # a built-in kind that fails to load is a bug: let it show
-            continue
-        try:
-            register_predictor(entry.load())
-        except Exception as exc:  # a broken plugin must not take the built-in kinds down with it
-            import warnings
-
-            warnings.warn(f"predictor plugin {entry.name!r} failed to load: {exc}", stacklevel=2)
+    return KINDS.register(getattr(cls, "name", repr(cls)), cls)
 
 
 def predictor_names() -> list[str]:
-    _discover()
-    return sorted(_KINDS)
+    return sorted(KINDS.names())
 
 
 def predictor_class(kind: str) -> type[Predictor]:
-    _discover()
-    if kind not in _KINDS:
-        raise NasutilError(f"unknown predictor {kind!r} (choose from {', '.join(sorted(_KINDS))})")
-    return _KINDS[kind]
+    return KINDS.get(kind)
 
 
 def make_predictor(kind: str = "auto", **options: Any) -> Predictor:
