@@ -14,7 +14,7 @@ from nasutil.errors import InvalidArchError
 from nasutil_search_spaces._blocks import ReLUConvBN
 from collections.abc import Callable
 
-from nasutil_search_spaces.darts import OPS, Cell, DartsArch
+from nasutil_search_spaces.darts_arch import OPS, Cell, DartsArch
 
 
 class FactorizedReduce(nn.Module):

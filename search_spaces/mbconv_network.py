@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from nasutil_search_spaces.mbconv import (
+from nasutil_search_spaces.mbconv_arch import (
     HEAD_ACTIVATION, STEM_CHANNELS, MBConvArch, activation_name, head_channels, make_divisible, resolution_plan,
     stage_channels,
 )

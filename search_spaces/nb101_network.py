@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.errors import InvalidArchError
-from nasutil_search_spaces.nb101 import BN_EPS, BN_MOMENTUM, NB101Arch, vertex_channels
+from nasutil_search_spaces.nb101_arch import BN_EPS, BN_MOMENTUM, NB101Arch, vertex_channels
 
 
 class ConvBNReLU(nn.Sequential):

@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from nasutil.errors import InvalidArchError
 from nasutil_search_spaces._blocks import ReLUConvBN, Zero
-from nasutil_search_spaces.nb201 import EDGES, NUM_NODES, NB201Arch
+from nasutil_search_spaces.nb201_arch import EDGES, NUM_NODES, NB201Arch
 
 
 def _make_op(op: str, channels: int) -> nn.Module:
