@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.cell_ops import cell_op
-from nasutil_search_spaces.cell import CellConfig
+from nasutil_search_spaces.cell_arch import CellConfig
 from nasutil_search_spaces.nb201_network import ResidualReduction
 
 

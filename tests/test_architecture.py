@@ -89,13 +89,6 @@ def test_the_check_sees_an_upward_import(tmp_path):
 
 # ---------------------------------------------------------------- dependencies run one way
 
-#: Cycles known and still to be cut: each built-in space builds its networks by importing its `_network`
-#: module inside `build` (so that the space loads without torch), and that module imports the space's
-#: genotype. A cycle not listed here fails the test; one listed that no longer exists fails it too.
-KNOWN_CYCLES = {frozenset({f"nasutil_search_spaces.{name}", f"nasutil_search_spaces.{name}_network"})
-                for name in ("cell",)}
-
-
 def module_edges(path: Path, known: set[str]) -> set[str]:
     """The modules `path` imports, at module level or in a function: `from a import b` is an import of the
     module `a.b` where there is one, else of `a` (a package's face)."""
@@ -176,8 +169,7 @@ def package_graph(graph: dict[str, set[str]], table: dict[str, int]) -> dict[str
 
 def test_no_module_cycle():
     found = set(cycles(module_graph(sources())))
-    assert not found - KNOWN_CYCLES, f"import cycles between modules: {sorted(map(sorted, found - KNOWN_CYCLES))}"
-    assert not KNOWN_CYCLES - found, f"cut: remove from KNOWN_CYCLES {sorted(map(sorted, KNOWN_CYCLES - found))}"
+    assert not found, f"import cycles between modules: {sorted(map(sorted, found))}"
 
 
 def test_no_package_cycle():
