@@ -139,10 +139,25 @@ def main() -> int:
     parser.add_argument("--warm-up", type=int, default=4, help="trials of an unrecorded search first (0: none)")
     parser.add_argument("--name", default="population_search")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS_JSONL",
+                        help="run nothing: summarise the runs of these files (seeds run in separate calls)")
     args = parser.parse_args()
     for run in args.runs:
         parse_run(run)
     args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    if args.from_runs:
+        results = [json.loads(line) for path in args.from_runs for line in path.read_text().splitlines() if line]
+        args.seeds = sorted({r["seed"] for r in results})
+        args.runs = [name for name in args.runs if any(r["run"] == name for r in results)]
+    else:
+        results = run_all(args)
+    report(args, results)
+    return 0
+
+
+def run_all(args: argparse.Namespace) -> list[dict]:
+    """Every run of every seed, in the alternating order, each appended to NAME_runs.jsonl as it ends."""
     work = Path(tempfile.mkdtemp(prefix="population-search-"))
     if args.warm_up:
         search("p1", 0, args.warm_up, args, work / "warm-up")
@@ -157,6 +172,17 @@ def main() -> int:
             r = results[-1]
             print(json.dumps({k: r[k] for k in ("run", "seed", "wall_s", "finished", "trained", "cut_at_rung",
                                                   "failed", "candidates_per_gpu_hour")}), flush=True)
+    return results
+
+
+def plain(value):
+    """A setting as JSON takes it: paths (alone or in a list) as text."""
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+def report(args: argparse.Namespace, results: list[dict]) -> None:
     eager = next((r for r in args.runs if parse_run(r)["eager"]), None)
     rows = summarise(results, args.baseline, eager)
     by_run = {}
@@ -168,13 +194,12 @@ def main() -> int:
         by_run[name]["worst_hypervolume_ratio"] = min((r["hypervolume_ratio"] for r in mine
                                                        if r.get("hypervolume_ratio") is not None), default=None)
         by_run[name]["failed"] = sum(r["failed"] for r in mine)
-    summary = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    summary = {"settings": {k: plain(v) for k, v in vars(args).items()},
                "runs": rows, "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results},
                "by_run": by_run}
     (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     write_csv(rows, args.out / f"{args.name}.csv")
     print(json.dumps(by_run, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

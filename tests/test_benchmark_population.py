@@ -110,3 +110,41 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p1-eager")["budget"] is None
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
+
+
+def test_the_three_seed_table_is_its_joined_result_files():
+    """The table is population_search_b64.csv, and that file is what joining the three seeds' runs gives."""
+    import csv
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("population_search", ROOT / "benchmarks" / "population_search.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    runs = [json.loads(line) for seed in (21, 22, 23)
+            for line in (RESULTS / f"population_search_b64_s{seed}_runs.jsonl").open()]
+    joined = {(r["run"], r["seed"]): r for r in module.summarise(runs, "p1", "p1-eager")}
+    with (RESULTS / "population_search_b64.csv").open() as fh:
+        stored = {(r["run"], int(r["seed"])): r for r in csv.DictReader(fh)}
+    assert stored.keys() == joined.keys()
+    for key, row in stored.items():
+        assert abs(float(row["candidates_per_gpu_hour"]) - joined[key]["candidates_per_gpu_hour"]) < 0.01
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    table = text[text.index("**Three seeds after the capture fixes"):text.index("Against the goals: no failed trial")]
+    seed = None
+    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(lines) == len(joined)
+    for line in lines:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        seed = int(cells[0]) if cells[0] else seed
+        r = joined[(cells[1], seed)]
+        assert cells[2:7] == [f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]), str(r["failed"]),
+                              f"{r['candidates_per_gpu_hour']:,.0f}"], line
+        if r["run"] != "p1":
+            assert cells[7] == f"{r['speedup_over_baseline']:.2f}x", line
+        if r.get("speedup_over_eager") and r["run"] != "p1-eager":
+            assert cells[8] == f"{r['speedup_over_eager']:.1f}x", line
+        if r["run"] not in ("p1", "p1-eager"):
+            assert cells[9] == f"{r['hypervolume_ratio']:.2f}", line
