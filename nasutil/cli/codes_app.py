@@ -15,11 +15,7 @@ and exit code 2, and a job refused before it wrote anything leaves no folder beh
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import re
 import sys
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,36 +25,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
 from nasutil.codes.lock import LOCK, training_lock
+from nasutil.codes.settings import data_folder, from_values, run_folder_name, slug
 
 PROG = "nasutil-codes"
 CONFIG_PATH = "pkg://nasutil_conf"
-SETTINGS = ("base", "dataset", "data_dir", "k", "r", "encoder", "decoder", "parity", "loss", "epochs",
-            "base_epochs", "batch_size", "seed", "train_images", "test_images", "device", "progress", "runs")
-
-
-#: the settings a run folder's name is made of (all but `epochs`, which a continued run may raise)
-NAMED = ("dataset", "base", "k", "r", "encoder", "decoder", "parity", "loss", "seed", "base_epochs", "batch_size",
-         "train_images", "test_images")
-#: what a run writes; a folder holding any of them holds a run, and is never removed
-
-
-def slug(text: Any) -> str:
-    """A folder name for a setting: `nb201:|nor_conv_3x3~0|+...` becomes `nb201-nor_conv_3x3-0-...` plus,
-    where characters were replaced, a short digest that keeps two settings apart."""
-    text = str(text)
-    clean = re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
-    if clean == text:
-        return text
-    return f"{clean[:60]}-{zlib.crc32(text.encode()):08x}"
 
 
 def run_name(*, _root_: DictConfig) -> str:
-    """`DATASET/BASE/k2-r1-ENCODER-DECODER-PARITY-LOSS-sSEED-DIGEST`: the digest covers every named setting."""
-    values = {key: _root_.get(key) for key in NAMED}
-    digest = hashlib.sha1(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    leaf = "-".join(slug(v) for v in (f"k{values['k']}", f"r{values['r']}", values["encoder"], values["decoder"],
-                                      values["parity"], values["loss"], f"s{values['seed']}", digest))
-    return f"{slug(values['dataset'])}/{slug(values['base'])}/{leaf}"
+    """The run folder of the job's settings (`nasutil.codes.settings.run_folder_name`), as a config resolver."""
+    return run_folder_name(_root_)
 
 
 for _name, _resolver in (("slug", slug), ("codes_run", run_name)):
@@ -72,27 +47,13 @@ def run_codes(cfg: DictConfig) -> dict[str, Any]:
 
     from nasutil.cli.codes_command import print_scores, train_with_progress
     from nasutil.cli.hydra_app import user_error
-    from nasutil.codes import CodeSpec, RunSettings
-    from nasutil.errors import NasutilError
 
     hydra_config = HydraConfig.get()
     folder = Path(hydra_config.runtime.output_dir)
     with training_lock(folder) as fresh:
         try:
-            values = OmegaConf.to_container(cfg, resolve=True)
-            unknown = sorted(set(values) - set(SETTINGS))
-            if unknown:
-                raise NasutilError(f"unknown setting(s) {', '.join(unknown)} (settings: {', '.join(SETTINGS)})")
-            if not isinstance(values["progress"], bool):
-                raise NasutilError(f"progress must be true or false, got {values['progress']!r}")
-            spec = CodeSpec(k=values["k"], r=values["r"], encoder=str(values["encoder"]),
-                            decoder=str(values["decoder"]), parity=str(values["parity"]), loss=str(values["loss"]))
-            settings = RunSettings(base=str(values["base"]), dataset=str(values["dataset"]), code=spec,
-                                   base_epochs=values["base_epochs"], epochs=values["epochs"],
-                                   batch_size=values["batch_size"], seed=values["seed"],
-                                   train_images=values["train_images"], test_images=values["test_images"])
-            scores = train_with_progress(settings, folder, str(values["data_dir"]), str(values["device"]),
-                                         show=values["progress"])
+            run, job = from_values(OmegaConf.to_container(cfg, resolve=True))
+            scores = train_with_progress(run, folder, data_folder(job.data_dir), job.device, show=job.progress)
         except Exception as exc:
             if fresh and user_error(exc) is not None:
                 _remove_fresh(folder, Path(str(cfg.runs)), hydra_config.output_subdir)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from nasutil.cli.args import non_negative_int, positive_int
 from nasutil.cli.output import console, print_json
+from nasutil.codes.settings import data_folder, from_values, settings
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,26 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "validation split after every epoch and on the test split at the end. "
                                     "Re-run the same command to continue an interrupted run.")
     t.add_argument("--out", type=Path, required=True, metavar="RUN_DIR")
-    t.add_argument("--base", default="mlp", help="mlp, lenet5, resnet18 or SPACE:ARCH (default mlp)")
-    t.add_argument("--dataset", default="fashion_mnist", help="digits, mnist, fashion_mnist or cifar10 (default "
-                                                              "fashion_mnist)")
-    t.add_argument("--data-dir", default=None, help="folder of MNIST/FashionMNIST/cifar-10-batches-bin "
-                                                    "(default $NASUTIL_DATA_DIR, else data)")
-    t.add_argument("--k", type=positive_int, default=2, help="queries per parity group (default 2)")
-    t.add_argument("--r", type=positive_int, default=1, help="parity queries per group (default 1)")
-    t.add_argument("--encoder", default="mlp", help="mlp, conv (learned) or sum, concat (fixed) (default mlp)")
-    t.add_argument("--decoder", default="mlp", help="mlp (learned) or subtract (fixed) (default mlp)")
-    t.add_argument("--parity", default="base",
-                   help="base: parity queries run through the base (a learned code); copy: a parity model "
-                        "with the base's architecture; or a base spec for the parity model (default base)")
-    t.add_argument("--loss", default="mse", help="mse or kl, against the base's outputs (default mse)")
-    t.add_argument("--epochs", type=positive_int, default=30, help="code training epochs (default 30)")
-    t.add_argument("--base-epochs", type=non_negative_int, default=10, help="base training epochs (default 10)")
-    t.add_argument("--batch-size", type=positive_int, default=64, help="groups per step (default 64)")
-    t.add_argument("--seed", type=non_negative_int, default=0)
-    t.add_argument("--train-images", type=positive_int, default=None, help="use only the first N training images")
-    t.add_argument("--test-images", type=positive_int, default=None, help="score only the first N test images")
-    t.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    add_setting_flags(t)
     t.add_argument("--json", action="store_true", help="print the final scores as one JSON object")
     t.set_defaults(handler=cmd_train)
 
@@ -62,26 +43,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.set_defaults(handler=cmd_report)
 
 
-def data_dir(given: str | None) -> str:
-    """--data-dir, else $NASUTIL_DATA_DIR, else `data`: where the Hydra configs look too."""
-    return given or os.environ.get("NASUTIL_DATA_DIR") or "data"
+#: the argument type of a whole-number setting's flag, by the least value it takes
+WHOLE_NUMBER = {0: non_negative_int, 1: positive_int}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for each setting of the schema (`nasutil.codes.settings`) that `nasutil codes train` takes:
+    `--NAME` (`_` as `-`), its default, its type and its help, with the default named where the help does
+    not already say it."""
+    for s in settings():
+        if not s.flag:
+            continue
+        text = s.help
+        if text and s.default is not None and "(default" not in text:
+            text = f"{text} (default {s.default})"
+        typed = {} if s.least is None else {"type": WHOLE_NUMBER[s.least]}
+        parser.add_argument(f"--{s.name.replace('_', '-')}", default=s.default, help=text, **typed)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from nasutil.codes import CodeSpec, RunSettings
-
-    spec = CodeSpec(k=args.k, r=args.r, encoder=args.encoder, decoder=args.decoder, parity=args.parity,
-                    loss=args.loss)
-    settings = RunSettings(base=args.base, dataset=args.dataset, code=spec, base_epochs=args.base_epochs,
-                           epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                           train_images=args.train_images, test_images=args.test_images)
-    scores = train_with_progress(settings, args.out, data_dir(args.data_dir), args.device, show=True,
+    run, job = from_values({s.name: getattr(args, s.name) for s in settings() if s.flag})
+    scores = train_with_progress(run, args.out, data_folder(job.data_dir), job.device, show=True,
                                  transient=args.json)
     print_scores(scores, args.json, args.out)
     return 0
 
 
-def train_with_progress(settings, folder: Path, data_dir: str, device: str, show: bool = True,
+def train_with_progress(run, folder: Path, data_dir: str, device: str, show: bool = True,
                         transient: bool = False):
     """`nasutil.codes.train_run` with a progress bar on stderr per stage (base, code), shown from the
     first epoch on: `train_run` checks every setting before that, so a bad one fails in one line."""
@@ -112,7 +100,7 @@ def train_with_progress(settings, folder: Path, data_dir: str, device: str, show
 
     try:
         with training_lock(folder):  # the lock `nasutil-codes` takes too: never two jobs on one folder
-            return train_run(settings, folder, data_dir, device, progress)
+            return train_run(run, folder, data_dir, device, progress)
     finally:
         if bar is not None:
             bar.stop()
@@ -121,7 +109,7 @@ def train_with_progress(settings, folder: Path, data_dir: str, device: str, show
 def cmd_eval(args: argparse.Namespace) -> int:
     from nasutil.codes import evaluate_run
 
-    print_scores(evaluate_run(args.run, data_dir(args.data_dir), args.device, args.code), args.json, args.run)
+    print_scores(evaluate_run(args.run, data_folder(args.data_dir), args.device, args.code), args.json, args.run)
     return 0
 
 

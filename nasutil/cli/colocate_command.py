@@ -111,7 +111,7 @@ def _config(args: argparse.Namespace, batch_size: int | None = None) -> MeasureC
 
 
 def cmd_colocate(args: argparse.Namespace) -> int:
-    from nasutil.colocate import check_strategy, measure_group_isolated
+    from nasutil.colocate import check_strategy, measure_group_in_process, measure_group_isolated
 
     check_strategy(args.strategy)
     if args.slo_ms is not None and args.batch_size:
@@ -140,7 +140,8 @@ def cmd_colocate(args: argparse.Namespace) -> int:
 
     def measure_members(members: list[Candidate], cfg: MeasureConfig) -> GroupMeasurement:
         if args.in_process:
-            return _in_process(members, cfg, args, cache)
+            return measure_group_in_process(members, cfg, args.strategy, fallback=args.fallback, cache=cache,
+                                            remeasure=args.remeasure, freezing=args.freezing)
         timeout = args.timeout or GROUP_TIMEOUT_S + (COMPILE_S_PER_NETWORK * len(members) if args.compile else 0.0)
         return measure_group_isolated(members, cfg, args.strategy, fallback=args.fallback, timeout_s=timeout,
                                       cache_location=location, remeasure=args.remeasure, freezing=args.freezing)
@@ -179,62 +180,31 @@ def cmd_colocate(args: argparse.Namespace) -> int:
     return 0 if any(r.ok for r in results) else 1
 
 
-def _in_process(members: list[Candidate], config: MeasureConfig, args: argparse.Namespace, cache) -> GroupMeasurement:
-    """`measure_group` here; a group that breaks (out of memory, a network that cannot run at this input)
-    is a failed row, as it is from a worker, and the other groups go on."""
-    import torch
-
-    from nasutil.colocate import GroupMeasurement, measure_group
-
-    try:
-        return measure_group(members, config, args.strategy, fallback=args.fallback, cache=cache,
-                             remeasure=args.remeasure, freezing=args.freezing)
-    except NasutilError:
-        raise
-    except torch.cuda.OutOfMemoryError as exc:
-        return GroupMeasurement.failed(members, config, args.strategy, f"out of memory: {str(exc).splitlines()[0]}")
-    except Exception as exc:  # noqa: BLE001 - one broken group must not end the run
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return GroupMeasurement.failed(members, config, args.strategy, f"{type(exc).__name__}: {message}")
-
-
 def _groups(candidates: list[Candidate], config: MeasureConfig, args: argparse.Namespace):
-    """With --pack: groups of similar predicted latency (`nasutil.colocate.packing`); else None, after
+    """With --pack: groups of similar predicted latency (`nasutil.colocate.planning`); else None, after
     checking the whole group against --memory-budget-gb."""
-    if not args.pack and (args.memory_budget_gb is None or args.slo_ms is not None):
-        return None  # with --slo-ms the budget is checked at each batch size
-    from nasutil.colocate.packing import pack_by_latency
+    from nasutil.colocate import over_budget, plan_groups
 
-    memory = _memory_bytes(candidates, config)
-    budget = None if args.memory_budget_gb is None else args.memory_budget_gb * 2**30
-    if not args.pack:
-        if budget is not None and sum(memory) > budget:
-            raise NasutilError(f"the group needs about {sum(memory) / 2**30:.3f} GiB, over the memory budget of "
-                               f"{args.memory_budget_gb} GiB: split it with --pack G")
-        return None
-    return pack_by_latency(_predicted_latency(candidates, config), args.pack, memory, budget)
+    if args.pack:
+        from nasutil.predictor.registry import DEFAULT_PROFILE, make_predictor
 
-
-def _memory_bytes(candidates: list[Candidate], config: MeasureConfig) -> list[int]:
-    """Each network's estimated device memory at the config's batch size (from its op listing)."""
-    from nasutil.colocate.packing import estimated_memory_bytes
-    from nasutil.evaluator.dtypes import element_size
-    from nasutil.predictor.fit import ops_for
-
-    from nasutil.registry import get_space
-
-    ops = [ops_for(get_space(c.space), c.arch, config.input_size)[0] for c in candidates]
-    return [estimated_memory_bytes(o, config.batch_size, element_size(config.dtype)) for o in ops]
+        return plan_groups(candidates, config, args.pack, args.memory_budget_gb,
+                           make_predictor("auto", profile=DEFAULT_PROFILE))
+    if args.memory_budget_gb is not None and args.slo_ms is None:  # with --slo-ms: checked at each batch size
+        excess = over_budget(candidates, config, args.memory_budget_gb)
+        if excess:
+            raise NasutilError(f"{excess}: split it with --pack G")
+    return None
 
 
 def _over_budget(candidates: list[Candidate], config: MeasureConfig, args: argparse.Namespace, first: bool) -> bool:
     """Whether the group at this batch size passes --memory-budget-gb (the SLO search stops there, saying so);
     at the first batch size that is an error: nothing could be measured."""
-    needed = sum(_memory_bytes(candidates, config))
-    if needed <= args.memory_budget_gb * 2**30:
+    from nasutil.colocate import over_budget
+
+    message = over_budget(candidates, config, args.memory_budget_gb, at_batch=True)
+    if message is None:
         return False
-    message = (f"the group needs about {needed / 2**30:.3f} GiB at batch {config.batch_size}, over the memory "
-               f"budget of {args.memory_budget_gb} GiB")
     if first:
         raise NasutilError(message)
     note = f"{message}: the search for the largest batch stops there"
@@ -243,16 +213,6 @@ def _over_budget(candidates: list[Candidate], config: MeasureConfig, args: argpa
     else:
         console().print(note)
     return True
-
-
-def _predicted_latency(candidates: list[Candidate], config: MeasureConfig) -> list[float]:
-    """Predicted on the shipped profile's device at the measured dtype and batch size, from CUDA graphs:
-    only the order matters for packing, so a CPU run packs by the GPU's figures."""
-    from nasutil.predictor.registry import DEFAULT_PROFILE, make_predictor
-
-    predictor = make_predictor("auto", profile=DEFAULT_PROFILE)
-    target = predictor.target(config.dtype if config.dtype != "fp32" else "fp16", config.batch_size, "cudagraph")
-    return [p.latency_ms for p in predictor.predict_many(candidates[0].space, [c.arch for c in candidates], target)]
 
 
 def _print_packing(results: list[GroupMeasurement]) -> None:

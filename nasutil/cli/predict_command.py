@@ -201,43 +201,21 @@ def _save(profile, path: Path) -> None:
 
 
 def cmd_profile_next(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from nasutil.predictor import PredictTarget, load_profile
-    from nasutil.predictor.active import choose_next
-    from nasutil.predictor.analytical import RooflineModel
-    from nasutil.predictor.features import feature_vector
-    from nasutil.predictor.training_data import median_latencies
+    from nasutil.predictor.active import measured_latencies, next_to_measure, unmeasured_pool
     from nasutil.registry import get_space
 
-    space = get_space(args.space)
+    get_space(args.space)  # an unknown space fails before anything is read
     profile = load_profile(args.profile)
     rows = _usable_measurements(args.measurements)
-    devices = {r["device_name"] for r in rows}
-    if len(devices) > 1:
-        raise NasutilError(f"measurements must come from one device, found {sorted(devices)}")
-    latencies = median_latencies(rows).get((args.space, args.dtype, args.batch_size, args.mode), {})
-    if len(latencies) < 10:
-        raise NasutilError(f"need at least 10 measured {args.space} archs at {args.dtype}, batch {args.batch_size}, "
-                           f"{args.mode}; found {len(latencies)} (measure a random sample first)")
-    target = PredictTarget(devices.pop(), args.dtype, args.batch_size, args.mode)
-    analytical = RooflineModel(profile.kernel_model(args.dtype, args.mode))
-    operators = profile.op_model
-
-    def features(text: str) -> np.ndarray:
-        arch = space.parse(text)
-        return feature_vector(arch.encode(), space.operators(arch), target, "encoding+operators", analytical,
-                              operators, args.space)
-
-    measured = list(latencies)
-    sampled = dict.fromkeys(a.to_string() for a in space.sample_many(args.pool, args.seed))
-    pool = [a for a in sampled if a not in latencies]
+    device, latencies = measured_latencies(rows, args.space, args.dtype, args.batch_size, args.mode)
+    target = PredictTarget(device, args.dtype, args.batch_size, args.mode)
+    pool = unmeasured_pool(args.space, latencies, args.pool, args.seed)
     if not pool:
         raise NasutilError("every sampled candidate is measured already (raise --pool or change --seed)")
-    picks = choose_next(np.array([features(a) for a in measured]), np.array([latencies[a] for a in measured]),
-                        np.array([features(a) for a in pool]), args.count, seed=args.seed)
-    for index in picks:
-        print(pool[index])
+    picks = next_to_measure(args.space, latencies, pool, target, profile, args.count, seed=args.seed)
+    for arch in picks:
+        print(arch)
     if len(picks) < args.count:
         print(f"nasutil: note: {len(picks)} of the {args.count} asked for: the pool of {args.pool} sampled holds only "
               f"{len(pool)} unmeasured candidates (raise --pool for more)", file=sys.stderr)

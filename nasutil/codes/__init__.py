@@ -19,16 +19,18 @@ from typing import TYPE_CHECKING
 from nasutil.lazy_imports import lazy_attributes
 
 if TYPE_CHECKING:
-    from nasutil.codes.code import Code, CodeSpec
+    from nasutil.codes.code import Code
     from nasutil.codes.metrics import CodeScores, score_code
-    from nasutil.codes.run import RunSettings, evaluate_run, train_run
+    from nasutil.codes.run import evaluate_run, train_run
     from nasutil.codes.serving import ServingResult, serve
+    from nasutil.codes.settings import CodeSpec, JobSettings, RunSettings
 
-__all__ = ["Code", "CodeScores", "CodeSpec", "RunSettings", "ServingResult", "evaluate_run", "score_code", "serve",
-           "train_run"]
+__all__ = ["Code", "CodeScores", "CodeSpec", "JobSettings", "RunSettings", "ServingResult", "evaluate_run",
+           "score_code", "serve", "train_run"]
 
 __getattr__, __dir__ = lazy_attributes(__name__, {
-    "Code": "nasutil.codes.code", "CodeSpec": "nasutil.codes.code", "CodeScores": "nasutil.codes.metrics",
-    "score_code": "nasutil.codes.metrics", "RunSettings": "nasutil.codes.run", "evaluate_run": "nasutil.codes.run",
+    "Code": "nasutil.codes.code", "CodeSpec": "nasutil.codes.settings", "CodeScores": "nasutil.codes.metrics",
+    "score_code": "nasutil.codes.metrics", "RunSettings": "nasutil.codes.settings",
+    "JobSettings": "nasutil.codes.settings", "evaluate_run": "nasutil.codes.run",
     "train_run": "nasutil.codes.run", "serve": "nasutil.codes.serving", "ServingResult": "nasutil.codes.serving",
 })

@@ -9,58 +9,13 @@ or `nb201:ARCH`). In both the base stays frozen: its outputs are the targets.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import torch
 import torch.nn as nn
 
 from nasutil.codes.bases import build_base
-from nasutil.codes.decoders import DECODERS, build_decoder
-from nasutil.codes.encoders import ENCODERS, LEARNED_ENCODERS, build_encoder
-from nasutil.errors import NasutilError
-
-LOSSES = ("mse", "kl")
-MAX_K = 16
-
-
-@dataclass(frozen=True)
-class CodeSpec:
-    """Everything that decides a code's shape and training; saved with every checkpoint. With r > 1 (learned
-    encoder and decoder only) the decoder sees r parity outputs; training and evaluation rebuild one
-    unavailable output per group, as in the papers."""
-
-    k: int = 2
-    r: int = 1
-    encoder: str = "mlp"
-    decoder: str = "mlp"
-    parity: str = "base"
-    loss: str = "mse"
-
-    def check(self) -> CodeSpec:
-        if not isinstance(self.k, int) or not 2 <= self.k <= MAX_K:
-            raise NasutilError(f"k must be a whole number from 2 to {MAX_K}, got {self.k!r}")
-        if not isinstance(self.r, int) or not 1 <= self.r <= self.k:
-            raise NasutilError(f"r must be a whole number from 1 to k = {self.k}, got {self.r!r}")
-        if self.encoder not in ENCODERS:
-            raise NasutilError(f"unknown encoder {self.encoder!r} (choose from {', '.join(ENCODERS)})")
-        if self.decoder not in DECODERS:
-            raise NasutilError(f"unknown decoder {self.decoder!r} (choose from {', '.join(DECODERS)})")
-        if self.loss not in LOSSES:
-            raise NasutilError(f"unknown loss {self.loss!r} (choose from {', '.join(LOSSES)})")
-        if self.r > 1 and (self.encoder not in LEARNED_ENCODERS or self.decoder != "mlp"):
-            raise NasutilError("r > 1 needs a learned encoder (mlp, conv) and the mlp decoder")
-        if self.parity == "base" and self.encoder not in LEARNED_ENCODERS and self.decoder != "mlp":
-            raise NasutilError(f"with parity=base nothing would be trained: the {self.encoder} encoder and "
-                               f"{self.decoder} decoder are fixed; train a parity model (parity=copy or a base spec)")
-        return self
-
-    @property
-    def trains_parity_model(self) -> bool:
-        return self.parity != "base"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
+from nasutil.codes.decoders import build_decoder
+from nasutil.codes.encoders import build_encoder
+from nasutil.codes.settings import LOSSES, MAX_K, CodeSpec  # noqa: F401  (declared with the settings)
 
 class Code(nn.Module):
     """Encoder, optional parity model and decoder; `rebuild` runs a group through them."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from nasutil.codes.settings import DECODERS  # the names are settings: declared there
 from nasutil.errors import NasutilError
-
-DECODERS = ("mlp", "subtract")
 
 
 class MLPDecoder(nn.Module):

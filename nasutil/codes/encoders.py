@@ -11,10 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from nasutil.codes.settings import ENCODERS, LEARNED_ENCODERS  # noqa: F401  (settings' names: declared there)
 from nasutil.errors import NasutilError
-
-ENCODERS = ("mlp", "conv", "sum", "concat")
-LEARNED_ENCODERS = ("mlp", "conv")
 
 
 class MLPEncoder(nn.Module):

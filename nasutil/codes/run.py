@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,60 +23,16 @@ import torch
 
 from nasutil.codes import checkpoints
 from nasutil.codes.bases import build_base
-from nasutil.codes.code import Code, CodeSpec
+from nasutil.codes.code import Code
 from nasutil.codes.data import CodeData, load_code_data
 from nasutil.codes.metrics import CodeScores, score_code
+from nasutil.codes.settings import GROWABLE, RunSettings  # the schema of a run's settings
 from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
 
 #: validation images scored after every epoch (enough for a steady figure, cheap beside an epoch)
 VALID_IMAGES = 2000
-#: settings that may grow between runs of one folder: a run continues rather than restarts
-GROWABLE = ("epochs",)
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    base: str = "mlp"
-    dataset: str = "fashion_mnist"
-    code: CodeSpec = field(default_factory=CodeSpec)
-    base_epochs: int = 10
-    epochs: int = 30
-    batch_size: int = 64
-    seed: int = 0
-    train_images: int | None = None  # all
-    test_images: int | None = None  # all
-
-    def check(self) -> RunSettings:
-        """Every setting checked before anything is written or trained (the base and parity specs are
-        built once on the CPU, so that a bad architecture fails now and not after the base's training)."""
-        from nasutil.datasets import DATASETS, SHAPES
-
-        self.code.check()
-        if self.dataset not in DATASETS:
-            raise NasutilError(f"unknown dataset {self.dataset!r} (choose from {', '.join(DATASETS)})")
-        for name in ("base_epochs", "epochs", "batch_size", "seed", "train_images", "test_images"):
-            value = getattr(self, name)
-            least = 0 if name in ("base_epochs", "seed") else 1
-            if value is None and name.endswith("_images"):
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise NasutilError(f"{name} must be a whole number >= {least}, got {value!r}")
-        (channels, size, _), classes = SHAPES[self.dataset]
-        for spec in {self.base, *([] if self.code.parity in ("base", "copy") else [self.code.parity])}:
-            build_base(spec, channels, size, classes)
-        return self
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "code": self.code.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunSettings:
-        try:
-            return cls(**{**data, "code": CodeSpec(**data["code"])}).check()
-        except (TypeError, KeyError, AttributeError) as exc:
-            raise NasutilError(f"unreadable run settings: {exc}") from None
 
 
 Progress = Callable[[str, int, int, dict[str, float]], None]  # stage, done, total, figures

@@ -1,5 +1,6 @@
 """Measure a co-located group: its strategy against `sequential`, timed in the same process and run, here
-(`measure_group`) or in a worker process of the evaluator (`measure_group_isolated`)."""
+(`measure_group`; `measure_group_in_process` makes a broken group a failed row) or in a worker process of the
+evaluator (`measure_group_isolated`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 
 from nasutil.colocate.engine import check_strategy, colocate
 from nasutil.colocate.strategies import strategy_named
+from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, MeasureConfig
 from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import build
@@ -132,6 +134,24 @@ def measure_group(candidates: list[Candidate], config: MeasureConfig, strategy: 
     if key is not None and result.ok:
         cache.put_group(key, result.to_json())
     return result
+
+
+def measure_group_in_process(candidates: list[Candidate], config: MeasureConfig, strategy: str = "streams", *,
+                             fallback: bool = True, cache: MeasurementCache | None = None, remeasure: bool = False,
+                             freezing: bool = False) -> GroupMeasurement:
+    """`measure_group` here, where a group that breaks (out of memory, a network that cannot run at this input)
+    is a failed row, as it is from a worker (`measure_group_isolated`), so that the other groups go on; a user
+    error (NasutilError) is raised."""
+    try:
+        return measure_group(candidates, config, strategy, fallback=fallback, cache=cache, remeasure=remeasure,
+                             freezing=freezing)
+    except NasutilError:
+        raise
+    except torch.cuda.OutOfMemoryError as exc:
+        return GroupMeasurement.failed(candidates, config, strategy, f"out of memory: {str(exc).splitlines()[0]}")
+    except Exception as exc:  # noqa: BLE001 - one broken group must not end the run
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return GroupMeasurement.failed(candidates, config, strategy, f"{type(exc).__name__}: {message}")
 
 
 def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fallback: bool, device: torch.device,

@@ -5,13 +5,29 @@ train a learned predictor should go where it is least sure. `choose_next` fits a
 gradient-boosted models on bootstrap resamples of what has been measured and picks the
 pool candidates whose predicted log latency varies most between them, skipping
 near-duplicates of a pick so that one batch of measurements spreads over the space.
+`next_to_measure` does it for arch strings (`nasutil profile next`): each arch's features are
+its encoding and its operator features under a device profile (`arch_features`).
+
+    device, latencies = measured_latencies(rows, "nb201", "fp16", 256, "cudagraph")
+    pool = unmeasured_pool("nb201", latencies, 5000, seed=0)
+    target = PredictTarget(device, "fp16", 256, "cudagraph")
+    archs = next_to_measure("nb201", latencies, pool, target, load_profile("h200"), count=50)
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from nasutil.errors import NasutilError
+from nasutil.predictor.analytical import RooflineModel
+from nasutil.predictor.features import feature_vector
 from nasutil.predictor.learned import LearnedLatencyModel
+from nasutil.predictor.prediction import PredictTarget
+from nasutil.predictor.profile import DeviceProfile
+from nasutil.predictor.training_data import median_latencies
+from nasutil.registry import get_space
 
 ENSEMBLE = 5
 ENSEMBLE_PARAMS = {"max_iter": 150, "learning_rate": 0.1}
@@ -45,3 +61,53 @@ def choose_next(features: np.ndarray, latency_ms: np.ndarray, pool: np.ndarray, 
         if len(picked) == count:
             break
     return picked
+
+
+#: the fewest measured archs of a configuration that an ensemble is fitted on
+MIN_MEASURED = 10
+
+
+def measured_latencies(rows: list[dict], space: str, dtype: str, batch_size: int,
+                       mode: str) -> tuple[str, dict[str, float]]:
+    """The device that measurement `rows` (`training_data.read_measurements`) come from, and each arch's median
+    latency (ms) at this configuration; a NasutilError where the rows come from several devices or hold
+    fewer than MIN_MEASURED archs of it."""
+    devices = {r["device_name"] for r in rows}
+    if len(devices) > 1:
+        raise NasutilError(f"measurements must come from one device, found {sorted(devices)}")
+    latencies = median_latencies(rows).get((space, dtype, batch_size, mode), {})
+    if len(latencies) < MIN_MEASURED:
+        raise NasutilError(f"need at least {MIN_MEASURED} measured {space} archs at {dtype}, batch {batch_size}, "
+                           f"{mode}; found {len(latencies)} (measure a random sample first)")
+    return devices.pop(), latencies
+
+
+def unmeasured_pool(space: str, measured: dict[str, float] | set[str], size: int, seed: int = 0) -> list[str]:
+    """The distinct archs of `size` sampled from `space` (in order of first draw) that are not in `measured`."""
+    sampled = dict.fromkeys(a.to_string() for a in get_space(space).sample_many(size, seed))
+    return [a for a in sampled if a not in measured]
+
+
+def arch_features(space: str, archs: Sequence[str], target: PredictTarget, profile: DeviceProfile) -> np.ndarray:
+    """One row per arch: its encoding and its operator features at `target`, with the analytical and
+    operator-table predictions of `profile` (the learned predictors' `encoding+operators` features)."""
+    searched = get_space(space)
+    analytical = RooflineModel(profile.kernel_model(target.dtype, target.mode))
+    operators = profile.op_model
+
+    def features(text: str) -> np.ndarray:
+        arch = searched.parse(text)
+        return feature_vector(arch.encode(), searched.operators(arch), target, "encoding+operators", analytical,
+                              operators, space)
+
+    return np.array([features(a) for a in archs])
+
+
+def next_to_measure(space: str, latencies: dict[str, float], pool: Sequence[str], target: PredictTarget,
+                    profile: DeviceProfile, count: int, seed: int = 0) -> list[str]:
+    """Up to `count` archs of `pool` to measure next, most disagreement first: `choose_next` over the features
+    of the measured archs (`latencies`: arch -> ms) and of the pool."""
+    measured = list(latencies)
+    picks = choose_next(arch_features(space, measured, target, profile), np.array([latencies[a] for a in measured]),
+                        arch_features(space, pool, target, profile), count, seed=seed)
+    return [pool[index] for index in picks]
