@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import statistics
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,3 +106,33 @@ def test_the_command_costs_are_the_measured_ones():
     for r in measured:
         assert (f"| `{r['command']}` | {float(r['wall_s']):.0f} s | {r['trials']} | {float(r['s_per_trial']):.2f} |"
                 in text), r["command"]
+
+
+
+PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes from a result file)
+    (test_the_survey_line_quotes_its_data, r"SM activity has a median of ([0-9.]+)%"),
+    (test_the_nb201_study_line_quotes_its_data, r"all ([0-9,]+) NAS-Bench-201 cells measured"),
+    (test_the_pruning_line_quotes_the_measured_scoring, r"NSGA-II and TPE save only ([0-9]+)-"),
+    (test_the_packing_figures_are_the_colocation_experiments, r"once ([0-9.]+x) faster than random groups"),
+    (test_the_population_line_quotes_its_runs, r"([0-9.]+x) a plain eager loop"),
+    (test_the_command_costs_are_the_measured_ones, r"\| `nasutil-search` \| ([0-9]+) s \|"),
+]
+
+
+def stale(text: str, pattern: str) -> str:
+    """`text` with the figure `pattern` finds changed by one in its first digit: a number that drifted."""
+    match = re.search(pattern, text)
+    assert match, pattern
+    figure = match.group(1)
+    digit = next(i for i, ch in enumerate(figure) if ch.isdigit() and ch != "0")
+    changed = figure[:digit] + str(int(figure[digit]) % 9 + 1) + figure[digit + 1:]
+    return text[:match.start(1)] + changed + text[match.end(1):]
+
+
+@pytest.mark.parametrize("check, pattern", PLANTED, ids=[c.__name__ for c, _ in PLANTED])
+def test_a_planted_stale_figure_fails_its_check(monkeypatch, check, pattern):
+    text = readme()
+    check()  # the README as it is passes
+    monkeypatch.setitem(globals(), "readme", lambda: stale(text, pattern))
+    with pytest.raises(AssertionError):
+        check()
