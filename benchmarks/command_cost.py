@@ -51,6 +51,7 @@ COMMANDS = [
     "nasutil-search -m seed=0,1,2 prune=none,dominated_throughput",
     # the other costly commands of README.md and docs/search.md (command_cost_docs.csv)
     "nasutil-search n_trials=200 sampler=tpe prune=utilization_quantile prune.quantile=0.3",
+    "nasutil-search trainer.dataset=imagenet16_120 early_stopping=hyperband",
     "nasutil-search trainer=torch search_space=nb201 n_trials=20 trainer.epochs=5",
     "nasutil-search search_space=cell search_space.settings.nodes=4 trainer=torch",
     "nasutil-search trainer=torch trainer.dataset=fashion_mnist trainer.population=8",
