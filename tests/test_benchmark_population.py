@@ -130,6 +130,10 @@ def test_the_three_seed_table_is_its_joined_result_files():
     assert stored.keys() == joined.keys()
     for key, row in stored.items():
         assert abs(float(row["candidates_per_gpu_hour"]) - joined[key]["candidates_per_gpu_hour"]) < 0.01
+    spans = [float(row["span_s"]) / float(row["wall_s"]) for row in stored.values()]
+    assert all(0.95 < s <= 1 for s in spans)  # the two clocks agree
+    text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert f"the span is {min(spans):.2f}-{max(spans):.2f} of the wall time on every run" in text
 
     text = (ROOT / "BENCHMARKS.md").read_text()
     table = text[text.index("**Three seeds after the capture fixes"):text.index("Against the goals: no failed trial")]
