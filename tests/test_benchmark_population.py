@@ -152,3 +152,61 @@ def test_the_three_seed_table_is_its_joined_result_files():
             assert cells[8] == f"{r['speedup_over_eager']:.1f}x", line
         if r["run"] not in ("p1", "p1-eager"):
             assert cells[9] == f"{r['hypervolume_ratio']:.2f}", line
+
+
+def _rows(name: str) -> dict[str, dict]:
+    import csv
+
+    with (RESULTS / f"{name}.csv").open() as fh:
+        return {r["run"]: r for r in csv.DictReader(fh)}
+
+
+def _epochs_per_s(row: dict) -> float:
+    return float(row["epochs_trained"]) / float(row["wall_s"])
+
+
+def test_the_host_turns_table_and_notes_are_their_result_files():
+    """The seed-33 table is population_search_b64_s33.csv, and each figure of its notes comes from it or
+    from the files it names (seeds 21-23 before the change, seeds 31 and 32)."""
+    import csv
+
+    rows = _rows("population_search_b64_s33")
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    section = text[text.index("**Members take turns for their host work"):text.index("Seed 5's runs are")]
+    table = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(table) == len(rows) == 5
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        r = rows[cells[1]]
+        assert cells[2:7] == [f"{float(r['wall_s']):.1f}", r["trained"], r["cut_at_rung"], r["failed"],
+                              f"{float(r['candidates_per_gpu_hour']):,.0f}"], line
+        assert cells[10] == f"{_epochs_per_s(r):.3f}", line
+    flat = " ".join(section.split())
+    p1, p16 = _epochs_per_s(rows["p1"]), _epochs_per_s(rows["p16-pareto"])
+    assert f"One at a time trained {p1:.3f} epochs a second, 16 at once {p16:.3f} ({p16 / p1:.2f}x" in flat
+    with (RESULTS / "population_search_b64.csv").open() as fh:
+        before = list(csv.DictReader(fh))
+    gains = {run: [_epochs_per_s(r) / _epochs_per_s(next(b for b in before if b["run"] == "p1"
+                                                         and b["seed"] == r["seed"]))
+                   for r in before if r["run"] == run] for run in ("p16-pareto", "p64-pareto")}
+    assert (f"16 at once got {min(gains['p16-pareto']):.2f}-{max(gains['p16-pareto']):.2f}x `p1`'s epochs a second "
+            f"in the same call, 64 at once {min(gains['p64-pareto']):.2f}-{max(gains['p64-pareto']):.2f}x") in flat
+    over = {run: float(rows[run]["speedup_over_baseline"]) for run in ("p16-pareto", "p64-pareto", "p256-pareto")}
+    assert f"16 at once {over['p16-pareto']:.2f}x the default" in flat
+    assert f"64 and 256 at once {over['p64-pareto']:.2f}x and {over['p256-pareto']:.2f}x, still behind 16" in flat
+    assert all(over["p16-pareto"] > over[r] for r in ("p64-pareto", "p256-pareto"))
+    spans = [float(r["span_s"]) / float(r["wall_s"]) for r in rows.values()]
+    assert f"(span {min(spans):.2f}-{max(spans):.2f} of the wall time)" in flat
+    assert sum(int(r["failed"]) for r in rows.values()) == 0
+
+    early = _rows("population_search_b64_hostturns_s31")
+    assert ("ended " + ", ".join(f"{float(early[r]['candidates_per_gpu_hour']):,.0f}" for r in ("p16-pareto", "p64-pareto"))
+            + f" and {float(early['p256-pareto']['candidates_per_gpu_hour']):,.0f} candidates per GPU-hour at "
+            + ", ".join(f"{_epochs_per_s(early[r]):.3f}" for r in ("p16-pareto", "p64-pareto"))
+            + f" and {_epochs_per_s(early['p256-pareto']):.3f} epochs a second") in flat
+    tried = _rows("population_search_b64_admission_s32")
+    runs = ("p16-pareto", "p64-pareto", "p256-pareto")
+    assert (f"{float(tried[runs[0]]['speedup_over_baseline']):.2f}x, {float(tried[runs[1]]['speedup_over_baseline']):.2f}x "
+            f"and {float(tried[runs[2]]['speedup_over_baseline']):.2f}x `p1` ({_epochs_per_s(tried[runs[0]]):.3f}, "
+            f"{_epochs_per_s(tried[runs[1]]):.3f} and {_epochs_per_s(tried[runs[2]]):.3f} epochs a second") in flat
+    assert tried["p1"]["failed"] == "1"

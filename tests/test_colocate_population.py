@@ -1,6 +1,7 @@
 """The population's own behaviour, with plain Python members (no torch): members leave exactly once,
 a freed place is taken while the others train, host work of one member does not hold the others back,
-members join in the order of their reservations, and `quiet()` holds every launch back."""
+members join in the order of their reservations, host work takes turns, and `quiet()` holds every
+launch back."""
 
 from __future__ import annotations
 
@@ -119,6 +120,46 @@ def test_one_members_host_work_does_not_hold_the_others_back():
     assert errors == {} and pausing.taken == 2 and steady.taken == 400
     assert len(others_during) == 2 and min(others_during) >= 20, others_during
 
+
+
+def test_host_work_takes_turns_while_the_driver_steps_on():
+    """At most `host_turns` members prepare or do their steps' host work at once (each one competing for
+    the interpreter delays the driver's launches); the driver needs no turn, so a member without host
+    work steps on while the others wait for theirs."""
+    population = Population(8, host_turns=2)
+    errors: dict[str, BaseException] = {}
+    busy, most = [0], [0]
+    lock = threading.Lock()
+
+    def host_work() -> None:
+        with lock:
+            busy[0] += 1
+            most[0] = max(most[0], busy[0])
+        time.sleep(0.02)
+        with lock:
+            busy[0] -= 1
+
+    steady = Member(lambda: time.sleep(0.001), 100_000)
+    threads = [_start(population, steady, errors, "steady")]
+    assert _wait_until(lambda: _joined(population, steady))
+    members = [Member(lambda: host_work, 3, prepare=host_work) for _ in range(6)]
+    threads += [_start(population, m, errors, f"m{i}") for i, m in enumerate(members)]
+    before = steady.taken
+    for thread in threads[1:]:
+        thread.join(timeout=30)
+    stepped = steady.taken - before
+    steady.steps = steady.taken + 1  # end it
+    threads[0].join(timeout=30)
+    assert errors == {} and all(m.taken == 3 for m in members)
+    assert most[0] == 2 and population.most_in_turn == 2  # 6 members, 24 pieces of host work, 2 at a time
+    assert stepped >= 50, stepped  # 24 x 20 ms of host work two at a time: the steady one took its steps
+
+
+
+@pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True)])
+def test_bad_admission_settings_are_user_errors(key, value):
+    with pytest.raises(NasutilError, match=key):
+        Population(2, **{key: value})
 
 def test_host_work_that_raises_ends_only_its_member():
     population = Population(2)

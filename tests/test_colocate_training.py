@@ -29,6 +29,7 @@ def test_a_population_trains_each_candidate_exactly_as_alone():
     recorders = [Recorder() for _ in ARCHS]
     results = train_in_threads(together, [(a, recorders[n], n) for n, a in enumerate(ARCHS)])
     assert together._population.most_together >= 2  # they did train side by side
+    assert 1 <= together._population.most_in_turn <= together._population.host_turns  # host work took turns
     for n in range(len(ARCHS)):
         result, steps = solo[n]
         assert recorders[n].steps == steps  # every epoch's validation accuracy, bit for bit

@@ -97,6 +97,16 @@ def test_the_population_line_quotes_its_runs():
     assert f"hypervolume was {min(fronts):.2f}-{max(fronts):.2f} of one-at-a-time's on seeds 22 and 23" in text
     assert all(figure(r, 21, "hypervolume_ratio") > 1 for (r, s) in rows if s == 21 and r.endswith("pareto"))
 
+    with (folder / "population_search_b64_s33.csv").open() as fh:
+        turns = {r["run"]: r for r in csv.DictReader(fh)}
+    over = {run: float(turns[run]["speedup_over_baseline"]) for run in turns}
+    flat = " ".join(text.split())
+    assert (f"16 at once {over['p16-pareto']:.2f}x the default and "
+            f"{float(turns['p16-pareto']['speedup_over_eager']):.1f}x the eager loop, 64 and 256 at once "
+            f"{over['p64-pareto']:.2f}x and {over['p256-pareto']:.2f}x, still behind 16") in flat
+    rate = {run: float(turns[run]["epochs_trained"]) / float(turns[run]["wall_s"]) for run in turns}
+    assert f"the search trained {rate['p16-pareto'] / rate['p1']:.2f}x the epochs per second" in flat
+
 
 def test_the_command_costs_are_the_measured_ones():
     with (ROOT / "benchmarks" / "results" / "cpu" / "command_cost" / "command_cost.csv").open(newline="") as f:

@@ -20,6 +20,13 @@ reservation and prepare while the places are full, so a freed place is taken at 
 that is ready; members join in the order of their reservations, so a run that asks in a fixed order
 trains in that order. A memory budget counts every reserved member (preparing, waiting or training).
 
+Host work (preparing a member, the work its steps hand back) takes a **host turn**: at most
+`host_turns` members do it at once. The driver needs the interpreter for a moment each round, and a
+thread waiting for the interpreter's lock gets it in turn with every other thread that wants it: with
+dozens of members building, warming up and validating at once, the driver's launches came so late that
+the device ran dry. A member waiting for its turn
+waits on a lock, not for the interpreter, so the driver competes with `host_turns` threads at most.
+
 `quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
 the block ends, so that a measurement sees an idle device. Members never share state: each has its
 own network, optimizer, schedule and data order, so training one in a population computes exactly
@@ -115,14 +122,17 @@ class Population:
     `device`: where the members train; on CUDA each reservation lends one of the population's streams
     (`Place.stream`), so that the caching allocator's blocks of a stream serve the members that follow.
     `switch_interval_s`: Python's thread switch interval while the driver runs, so that threads
-    preparing members hold the interpreter for short turns and the driver's launches are not held up."""
+    preparing members hold the interpreter for short turns and the driver's launches are not held up.
+    `host_turns`: how many members may do host work at once (see the module)."""
 
     def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
-                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4) -> None:
+                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 2) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
             raise NasutilError(f"a population's ahead must be a whole number >= 0, got {ahead}")
+        if isinstance(host_turns, bool) or not isinstance(host_turns, int) or host_turns < 1:
+            raise NasutilError(f"a population's host_turns must be a whole number >= 1, got {host_turns}")
         self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
         self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
         self._changed = threading.Condition()
@@ -133,6 +143,10 @@ class Population:
         self._streams: list[Any] = []  # streams free to lend
         self._driver: threading.Thread | None = None
         self.gate = Gate()
+        self.host_turns = host_turns
+        self._turns = threading.Semaphore(host_turns)
+        self._in_turn = 0
+        self.most_in_turn = 0  # the most members that did host work at once
         self.rounds = 0  # rounds driven
         self.most_together = 0  # the most members that took one round together
         self.most_reserved = 0
@@ -143,9 +157,23 @@ class Population:
         """Reserve, prepare, train `member` to its end among the others; raises what it raised."""
         with self.place(member.memory_bytes) as place:
             if member.prepare is not None:
-                with self.gate.launching():
+                with self.host_turn(), self.gate.launching():
                     member.prepare()
             self.train(place, member)
+
+    @contextlib.contextmanager
+    def host_turn(self) -> Iterator[None]:
+        """A turn to do host work for a member (build, warm up, capture, validate): blocks until one of
+        the `host_turns` is free."""
+        with self._turns:
+            with self._changed:
+                self._in_turn += 1
+                self.most_in_turn = max(self.most_in_turn, self._in_turn)
+            try:
+                yield
+            finally:
+                with self._changed:
+                    self._in_turn -= 1
 
     @contextlib.contextmanager
     def place(self, memory_bytes: float = 0.0) -> Iterator[Place]:
@@ -195,7 +223,8 @@ class Population:
                     work, member.pending = member.pending, None
                 try:  # the member's host work, outside the lock, while the others train
                     if work is not None:
-                        work()
+                        with self.host_turn():
+                            work()
                 except BaseException as exc:
                     member.error = exc
                 with self._changed:
@@ -267,9 +296,9 @@ class Population:
                     together = [m for m in self._members if m.state == READY]
                 self.most_together = max(self.most_together, len(together))
                 changed = False
+                while len(marks) >= self.lead_rounds:  # outside the gate: a capture need not wait for this
+                    marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
                 with self.gate.launching():
-                    while len(marks) >= self.lead_rounds:
-                        marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
                     for m in together:
                         try:
                             work = m.step()

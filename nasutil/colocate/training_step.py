@@ -124,6 +124,10 @@ class TrainingStep:
         if stream is None and graph:
             stream = torch.cuda.Stream(device=device)
         self.stream = stream if device.type == "cuda" else None
+        if self.stream is not None:
+            # the network and the data were copied to the device on the thread's current stream, and a
+            # copy from pageable memory may still be landing: this stream's work must come after it
+            self.stream.wait_stream(torch.cuda.current_stream(device))
         with self.on_stream():
             self.params = [p for p in model.parameters() if p.requires_grad]
             self.buffers = [torch.zeros_like(p) for p in self.params]

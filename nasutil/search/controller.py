@@ -282,11 +282,11 @@ class Search:
                    arch: Arch) -> list[float]:
         text = arch.to_string()
         trial.set_user_attr("arch", text)
-        scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
+        with self.trainer.host_turn():  # where candidates train together, the launching thread comes first
+            scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
+            history = history_from([with_accuracy(t) for t in earlier])
+            reason = self.policy.decide(scored, history)
         record.update(predicted_figures(scored))
-
-        history = history_from([with_accuracy(t) for t in earlier])
-        reason = self.policy.decide(scored, history)
         if reason is not None:
             record.update(prune_stage="before_training", prune_policy=self.policy.name, prune_reason=reason,
                           training_epochs=0.0)

@@ -56,5 +56,11 @@ class Trainer(ABC):
         idle); a trainer that trains one candidate at a time, between measurements, has nothing to hold."""
         return contextlib.nullcontext()
 
+    def host_turn(self) -> contextlib.AbstractContextManager:
+        """A block for a trial's host work before its training (predicting, deciding): a trainer that trains
+        several candidates in threads of one process hands out turns, so that trials being set up do not
+        starve the thread that launches the others' steps."""
+        return contextlib.nullcontext()
+
     def describe(self) -> str:
         return self.name

@@ -215,16 +215,17 @@ class TorchTrainer(Trainer):
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         data = self._load()
-        memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
-        if self.memory_budget is not None and memory > self.memory_budget:
-            raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
-                               f"{self.memory_budget / 2**30:g}")
-        with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
-            # the CPU generator alone (the weights are drawn on the CPU): torch.manual_seed would also seed
-            # the CUDA generators, a query on the legacy stream that breaks another member's graph capture
-            torch.default_generator.manual_seed(self.seed * 100_003 + trial_number)
-            model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
-                                input_size=data["input_size"])
+        with self.host_turn():
+            memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
+            if self.memory_budget is not None and memory > self.memory_budget:
+                raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
+                                   f"{self.memory_budget / 2**30:g}")
+            with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
+                # the CPU generator alone (the weights are drawn on the CPU): torch.manual_seed would also seed
+                # the CUDA generators, a query on the legacy stream that breaks another member's graph capture
+                torch.default_generator.manual_seed(self.seed * 100_003 + trial_number)
+                model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
+                                    input_size=data["input_size"])
         with _threads(self.threads):
             population = self._population
             if population is None:
@@ -237,9 +238,10 @@ class TorchTrainer(Trainer):
             try:
                 with population.place(memory) as place:
                     # moved to the device and warmed up while the others train; captured while they wait
-                    run = _Run(self, model, space.in_channels, reporter, trial_number, data,
-                               stream=place.stream, gate=population.gate)
-                    run.prepare()
+                    with population.host_turn():
+                        run = _Run(self, model, space.in_channels, reporter, trial_number, data,
+                                   stream=place.stream, gate=population.gate)
+                        run.prepare()
                     population.train(place, Member(run.launch, run.total_steps, memory,
                                                    stream=run.step_unit.stream))
                 return run.result()
@@ -247,6 +249,10 @@ class TorchTrainer(Trainer):
                 if run is not None:
                     with population.gate.launching():
                         run.step_unit.release()
+
+    def host_turn(self) -> contextlib.AbstractContextManager:
+        """A turn of the population's host work (`Population.host_turn`), where candidates train together."""
+        return self._population.host_turn() if self._population is not None else contextlib.nullcontext()
 
     def quiet(self, device: str) -> contextlib.AbstractContextManager:
         """The population held quiet while something is measured on the device it trains on."""
