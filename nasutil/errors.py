@@ -21,6 +21,10 @@ class InvalidArchError(NasutilError, ValueError):
     """An architecture string that is malformed or names an invalid architecture."""
 
 
+class Interrupted(NasutilError):
+    """A training stopped by the user (Ctrl-C) before its end: its trial fails with this reason."""
+
+
 class NotEnumerableError(NasutilError):
     """Asked to enumerate a space that is infinite or too large to list."""
 

@@ -156,6 +156,34 @@ def test_host_work_takes_turns_while_the_driver_steps_on():
 
 
 
+
+def test_stop_ends_every_member_and_admits_none():
+    """A Ctrl-C: training members raise the error after their step in flight, a member doing host work
+    after that work, and reservations still waiting raise it too; the driver then ends."""
+    population = Population(2, ahead=1)
+    errors: dict[str, BaseException] = {}
+    in_work = threading.Event()
+
+    def slow_work() -> None:
+        in_work.set()
+        time.sleep(0.3)
+
+    steady = Member(lambda: time.sleep(0.001), 1_000_000)
+    pausing = Member(lambda: slow_work, 1_000_000)
+    waiting = [Member(lambda: None, 5) for _ in range(2)]
+    threads = [_start(population, steady, errors, "steady"), _start(population, pausing, errors, "pausing")]
+    assert _wait_until(in_work.is_set)
+    threads += [_start(population, m, errors, f"waiting{i}") for i, m in enumerate(waiting)]
+    assert _wait_until(lambda: len(population._queue) == 1 and len(population._reserved) == 3)
+    stop = KeyboardInterrupt("stopped")
+    population.stop(stop)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    assert set(errors) == {"steady", "pausing", "waiting0", "waiting1"} and all(e is stop for e in errors.values())
+    assert pausing.taken == 1 and all(m.taken == 0 for m in waiting)
+    assert _wait_until(lambda: population._driver is None, timeout=5)
+
 @pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True)])
 def test_bad_admission_settings_are_user_errors(key, value):
     with pytest.raises(NasutilError, match=key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -78,3 +79,41 @@ def test_ctrl_c_at_any_moment_of_a_search_ends_in_one_line(tmp_path, delay_s):
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("nasutil-search: interrupted"), err[-2000:]
     assert "Traceback" not in err and "Exception ignored" not in err, err[-2000:]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("population", [1, 3])
+def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, population):
+    """Exiting while a trial's thread runs a training step aborted the process ("terminate called without
+    an active exception", exit -6), and the interrupted trials stayed RUNNING. Now the trainings stop
+    after their step in flight, their trials fail with the reason, and the command ends in one line."""
+    import sqlite3
+
+    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", "trainer=torch", "trainer.dataset=digits",
+                             "trainer.epochs=50", f"trainer.population={population}", "trainer.threads=1",
+                             "n_trials=100", f"hydra.run.dir={tmp_path}", "plots=false", "progress=false",
+                             "prune=none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_until_python_catches_sigint(proc.pid)
+    deadline = time.monotonic() + 120
+    running = 0
+    while time.monotonic() < deadline and not running:  # a trial has started training
+        time.sleep(0.5)
+        if (tmp_path / "study.db").exists():
+            with contextlib.closing(sqlite3.connect(tmp_path / "study.db")) as db:
+                try:
+                    running = db.execute("select count(*) from trials where state = 'RUNNING'").fetchone()[0]
+                except sqlite3.OperationalError:  # the tables are being made
+                    running = 0
+    assert running, "no trial started"
+    time.sleep(3.0)  # into its training (50 epochs of digits take far longer)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("nasutil-search: interrupted"), err[-2000:]
+    assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
+    with contextlib.closing(sqlite3.connect(tmp_path / "study.db")) as db:
+        states = dict(db.execute("select state, count(*) from trials group by state").fetchall())
+        reasons = {r for (r,) in db.execute("select value_json from trial_user_attributes where key = 'fail_reason'")}
+    assert "RUNNING" not in states and states.get("FAIL", 0) >= 1, states
+    assert any("interrupted (Ctrl-C) before its training ended" in r for r in reasons), reasons

@@ -53,3 +53,8 @@ def stop_if_requested() -> None:
     """Raise the KeyboardInterrupt of a Ctrl-C that was held or dropped."""
     if _requested.is_set():
         raise KeyboardInterrupt
+
+
+def requested() -> bool:
+    """Whether a Ctrl-C came (trials failing after it failed because of it)."""
+    return _requested.is_set()

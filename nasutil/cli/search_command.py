@@ -101,7 +101,7 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
     from optuna.trial import TrialState
 
     def note_failure(trial, console) -> None:
-        if trial.state == TrialState.FAIL and not trial.user_attrs.get("surplus"):
+        if trial.state == TrialState.FAIL and not trial.user_attrs.get("surplus") and not interrupts.requested():
             reason = trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason", "")
             console.print(f"trial {trial.number} failed: {reason}", markup=False, highlight=False)
 

@@ -147,6 +147,7 @@ class Population:
         self._turns = threading.Semaphore(host_turns)
         self._in_turn = 0
         self.most_in_turn = 0  # the most members that did host work at once
+        self._stopped: BaseException | None = None  # set by stop(): what every member raises
         self.rounds = 0  # rounds driven
         self.most_together = 0  # the most members that took one round together
         self.most_reserved = 0
@@ -183,7 +184,10 @@ class Population:
         with self._changed:
             self._queue.append(place)
             try:
-                self._changed.wait_for(lambda: self._queue[0] is place and self._room_for(place))
+                self._changed.wait_for(lambda: self._stopped is not None
+                                       or (self._queue[0] is place and self._room_for(place)))
+                if self._stopped is not None:
+                    raise self._stopped
             except BaseException:
                 self._queue.remove(place)
                 self._changed.notify_all()
@@ -208,7 +212,9 @@ class Population:
         """Train a prepared member in its reserved place: it joins once the members reserved before it have
         joined (or left) and a place is free, and leaves when done; raises what it raised."""
         with self._changed:
-            self._changed.wait_for(lambda: self._may_join(place))
+            self._changed.wait_for(lambda: self._stopped is not None or self._may_join(place))
+            if self._stopped is not None:
+                raise self._stopped
             place.joined = True
             member.state = READY if member.taken < member.steps else DONE
             self._members.append(member)
@@ -237,6 +243,17 @@ class Population:
                 self._changed.notify_all()
         if member.error is not None:
             raise member.error
+
+    def stop(self, error: BaseException) -> None:
+        """Stop now (a Ctrl-C): every member's thread raises `error` once its step or host work in flight
+        has ended, and nobody joins any more. Only the driver ends a member that is stepping, so a
+        member's thread never releases what a step in flight still uses."""
+        with self._changed:
+            self._stopped = error
+            for m in self._members:
+                if m.error is None:
+                    m.error = error
+            self._changed.notify_all()
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
@@ -300,6 +317,9 @@ class Population:
                     marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
                 with self.gate.launching():
                     for m in together:
+                        if m.error is not None:  # stopped from outside (stop()): it takes no more steps
+                            m.pending, m.state, changed = None, DONE, True
+                            continue
                         try:
                             work = m.step()
                             m.taken += 1

@@ -448,7 +448,8 @@ class Search:
         # trains several candidates at once gets that many trials at once (and those it prepares ahead).
         self._runner = TrialRunner(self.study, self.objective, workers=self.workers, max_trials=2 * remaining,
                                    timeout_s=timeout_s, begin=self.begin, callbacks=[after],
-                                   may_ask=lambda: self._may_ask(n_trials), poll_s=poll_s)
+                                   may_ask=lambda: self._may_ask(n_trials), poll_s=poll_s,
+                                   on_interrupt=self.trainer.interrupt)
         try:
             self._runner.run()
         finally:

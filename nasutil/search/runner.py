@@ -43,8 +43,10 @@ class TrialRunner:
                  timeout_s: float | None = None, begin: Begin | None = None,
                  callbacks: Sequence[Callback] = (), catch: tuple[type[BaseException], ...] = (Exception,),
                  may_ask: Callable[[], bool] | None = None, poll_s: float = 0.5,
-                 max_idle_s: float = 600.0) -> None:
+                 max_idle_s: float = 600.0, on_interrupt: Callable[[], None] | None = None,
+                 grace_s: float = 60.0) -> None:
         self.study, self.objective, self.begin = study, objective, begin
+        self.on_interrupt, self.grace_s = on_interrupt, grace_s
         self.may_ask, self.poll_s, self.max_idle_s = may_ask, poll_s, max_idle_s
         self.workers, self.max_trials, self.timeout_s = max(1, int(workers)), int(max_trials), timeout_s
         self.callbacks, self.catch = list(callbacks), catch
@@ -66,19 +68,40 @@ class TrialRunner:
 
     def run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        threads = [threading.Thread(target=self._work, args=(deadline,), name=f"trial-worker-{i}", daemon=True)
-                   for i in range(self.workers)]
-        for t in threads:
-            t.start()
+        ended = [threading.Event() for _ in range(self.workers)]
+        for i, done in enumerate(ended):
+            threading.Thread(target=self._work_then_set, args=(deadline, done), name=f"trial-worker-{i}",
+                             daemon=True).start()
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(timeout=0.5)
-        except BaseException:  # Ctrl-C: no more asks; running trials stay RUNNING (a resume fails them)
+            for done in ended:
+                while not done.wait(timeout=0.5):
+                    pass
+        except BaseException:  # Ctrl-C: no more asks, and the running trials are stopped
             self._stopped.set()
+            self._stop_running(ended)
             raise
         if self._error is not None:
             raise self._error
+
+    def _stop_running(self, ended: list[threading.Event]) -> None:
+        """`on_interrupt` stops what the running trials do (their trials fail with its reason), and their
+        threads get up to `grace_s` to record that: a process that exits while they run native code (a
+        training step) is aborted by the C++ runtime, and their trials would stay RUNNING. A trial that
+        cannot be stopped stays RUNNING, and a resume fails it. (Each thread's end is an Event, not
+        `Thread.join`: a join that a Ctrl-C interrupts marks the thread as ended while it still runs.)"""
+        if self.on_interrupt is None:
+            return
+        self.on_interrupt()
+        deadline = time.monotonic() + self.grace_s
+        for done in ended:
+            while not done.wait(timeout=0.1) and time.monotonic() < deadline:
+                pass
+
+    def _work_then_set(self, deadline: float | None, done: threading.Event) -> None:
+        try:
+            self._work(deadline)
+        finally:
+            done.set()
 
     def _work(self, deadline: float | None) -> None:
         from optuna.storages._heartbeat import get_heartbeat_thread

@@ -56,6 +56,10 @@ class Trainer(ABC):
         idle); a trainer that trains one candidate at a time, between measurements, has nothing to hold."""
         return contextlib.nullcontext()
 
+    def interrupt(self) -> None:
+        """Ctrl-C: every `train` running stops soon with `nasutil.errors.Interrupted` (its trial fails with
+        that reason), and none starts. A trainer whose `train` returns quickly need not do anything."""
+
     def host_turn(self) -> contextlib.AbstractContextManager:
         """A block for a trial's host work before its training (predicting, deciding): a trainer that trains
         several candidates in threads of one process hands out turns, so that trials being set up do not

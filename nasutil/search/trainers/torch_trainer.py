@@ -34,7 +34,7 @@ import torch.nn as nn
 from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
-from nasutil.errors import NasutilError
+from nasutil.errors import Interrupted, NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil import datasets
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
@@ -114,6 +114,7 @@ class TorchTrainer(Trainer):
         self._population: Population | None = None
         self._data: dict | None = None
         self._loading = threading.Lock()
+        self._interrupted = threading.Event()
 
     @staticmethod
     def _device(spec: str) -> torch.device:
@@ -214,6 +215,7 @@ class TorchTrainer(Trainer):
         return torch.bfloat16
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
+        self._stop_if_interrupted()
         data = self._load()
         with self.host_turn():
             memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
@@ -232,6 +234,7 @@ class TorchTrainer(Trainer):
                 run = _Run(self, model, space.in_channels, reporter, trial_number, data)
                 run.prepare()
                 while not run.finished:
+                    self._stop_if_interrupted()
                     run.step()
                 return run.result()
             run = None
@@ -249,6 +252,17 @@ class TorchTrainer(Trainer):
                 if run is not None:
                     with population.gate.launching():
                         run.step_unit.release()
+
+    def interrupt(self) -> None:
+        """Ctrl-C: a candidate training alone stops before its next step, a population stops every member
+        after the step or validation in flight, and no training starts."""
+        self._interrupted.set()
+        if self._population is not None:
+            self._population.stop(Interrupted(INTERRUPTED))
+
+    def _stop_if_interrupted(self) -> None:
+        if self._interrupted.is_set():
+            raise Interrupted(INTERRUPTED)
 
     def host_turn(self) -> contextlib.AbstractContextManager:
         """A turn of the population's host work (`Population.host_turn`), where candidates train together."""
@@ -277,6 +291,8 @@ class TorchTrainer(Trainer):
 #: the share of the device's free memory (once the data lies there) that `memory_budget_gb=auto` gives a
 #: population: the rest is headroom for what the estimate leaves out (cuDNN's workspaces, validation)
 AUTO_BUDGET_SHARE = 0.8
+#: why a trial whose training a Ctrl-C stopped failed
+INTERRUPTED = "interrupted (Ctrl-C) before its training ended"
 #: images a validation or test forward takes at once
 EVAL_BATCH = 1024
 #: `compile=auto` compiles where a candidate takes at least this many steps: compiling a candidate's step
