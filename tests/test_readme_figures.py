@@ -119,6 +119,18 @@ def test_the_command_costs_are_the_measured_ones():
 
 
 
+def test_the_other_command_costs_are_the_measured_ones():
+    with (ROOT / "benchmarks" / "results" / "cpu" / "command_cost" / "command_cost_docs.csv").open(newline="") as f:
+        measured = list(csv.DictReader(f))
+    text = readme()
+    assert measured
+    for r in measured:
+        outcome = r["error"] or "finished"
+        assert (f"| `{r['command']}` | {float(r['wall_s']):,.0f} s | {r['trials'] or '-'} | {outcome} |"
+                in text), r["command"]
+        assert (r["exit_code"] == "0") == (not r["error"]), r["command"]
+
+
 PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes from a result file)
     (test_the_survey_line_quotes_its_data, r"SM activity has a median of ([0-9.]+)%"),
     (test_the_nb201_study_line_quotes_its_data, r"all ([0-9,]+) NAS-Bench-201 cells measured"),
@@ -126,6 +138,7 @@ PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes fr
     (test_the_packing_figures_are_the_colocation_experiments, r"once ([0-9.]+x) faster than random groups"),
     (test_the_population_line_quotes_its_runs, r"([0-9.]+x) a plain eager loop"),
     (test_the_command_costs_are_the_measured_ones, r"\| `nasutil-search` \| ([0-9]+) s \|"),
+    (test_the_other_command_costs_are_the_measured_ones, r"\| `nasutil-codes k=4 [^|]*` \| ([0-9]+) s \|"),
 ]
 
 
