@@ -128,6 +128,9 @@ _MANY = 1 << 16
 def many_networks() -> Iterator[None]:
     """Let Dynamo keep a compiled entry for every network of a group, and fail loudly rather than run a
     network eagerly once its default limit of a few recompilations is reached."""
+    from nasutil.evaluator.modes import check_compiled_code_cache
+
+    check_compiled_code_cache()
     config = torch._dynamo.config
     wanted = {"recompile_limit": _MANY, "cache_size_limit": _MANY, "accumulated_recompile_limit": _MANY,
               "accumulated_cache_size_limit": _MANY, "fail_on_recompile_limit_hit": True,

@@ -7,8 +7,13 @@
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -49,6 +54,7 @@ def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = Tru
         # Each candidate is a new graph: without a reset, Dynamo's recompile limit would quietly
         # fall back to eager after a few candidates in one worker.
         torch._dynamo.reset()
+        check_compiled_code_cache()
         compiled = torch.compile(model, dynamic=False)
         compiled(x)  # triggers compilation
         if x.device.type == "cuda":
@@ -63,3 +69,55 @@ def _capture(model: nn.Module, x: torch.Tensor) -> tuple[Callable[[], object], t
         model(x)
     torch.cuda.synchronize(x.device)
     return graph.replay, graph
+
+
+_log = logging.getLogger(__name__)
+
+
+def cut_off_libraries(folder: Path) -> list[Path]:
+    """The shared libraries under `folder` that end before their own section table does (or hold no ELF
+    header at all): what a compile killed while writing one leaves behind."""
+    broken = []
+    for path in folder.rglob("*.so"):
+        try:
+            with path.open("rb") as fh:
+                header = fh.read(64)
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2:  # not a whole 64-bit ELF header
+            broken.append(path)
+            continue
+        order = "<" if header[5] == 1 else ">"
+        (table,) = struct.unpack_from(order + "Q", header, 0x28)
+        entry, count = struct.unpack_from(order + "HH", header, 0x3A)
+        if table + entry * count > size:
+            broken.append(path)
+    return broken
+
+
+@functools.cache
+def check_compiled_code_cache() -> int:
+    """Once per process, before its first compile: remove the cut-off libraries from Inductor's cache.
+    Inductor finds a library by its key and loads it, so one left cut off by an interrupted compile
+    failed every later compile of that network ("file too short"); removed, it is compiled again.
+    Returns how many were removed."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+        folder = Path(cache_dir())
+    except (ImportError, OSError):  # another torch: its default place
+        folder = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_" + os.environ.get("USER", "")))
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for path in cut_off_libraries(folder):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    if removed:
+        _log.warning("removed %d cut-off compiled librar%s from Inductor's cache %s (left by an interrupted "
+                     "compile); they are compiled again", removed, "y" if removed == 1 else "ies", folder)
+    return removed
