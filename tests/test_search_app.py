@@ -250,3 +250,20 @@ def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
     assert "warning: 1 of 1 candidates were predicted by a model never validated for them" in out
     assert main(["plots=false", "progress=false", "n_trials=3", f"hydra.run.dir={tmp_path / 'validated'}"]) == 0
     assert "never validated" not in capsys.readouterr().out
+
+
+def test_the_progress_bar_counts_as_the_summary_does(tmp_path, capsys):
+    """The bar said "49 trained" where the summary said 13 trained and 36 stopped early: it counted every
+    candidate that cost a training as trained."""
+    import re
+
+    assert main(["trainer.dataset=imagenet16_120", "early_stopping=hyperband", "n_trials=40", "plots=false",
+                 "progress=true", f"hydra.run.dir={tmp_path}"]) == 0
+    err = capsys.readouterr().err
+    counts = json.loads((tmp_path / "summary.json").read_text())["counts"]
+    bars = re.findall(r"(\d+) trained, (\d+) stopped early, (\d+) pruned, (\d+) failed", err)
+    assert bars, err[-1500:]
+    trained, stopped, pruned, failed = map(int, bars[-1])
+    assert stopped > 0  # hyperband stopped some
+    assert (trained, stopped, pruned, failed) == (counts["trained"], counts["stopped_early"],
+                                                 counts["pruned_before"], counts["failed"]), counts

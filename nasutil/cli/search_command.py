@@ -120,14 +120,15 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
         TimeRemainingColumn
 
     columns = (TextColumn("searching"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[trained]} trained, {task.fields[pruned]} pruned, {task.fields[failed]} failed"),
+               TextColumn("{task.fields[trained]} trained, {task.fields[stopped]} stopped early, "
+                          "{task.fields[pruned]} pruned, {task.fields[failed]} failed"),
                TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(file=sys.stderr)) as bar:
-        task = bar.add_task("search", total=n_trials, completed=done, trained=0, pruned=0, failed=0)
+        task = bar.add_task("search", total=n_trials, completed=done, trained=0, stopped=0, pruned=0, failed=0)
 
-        def update(c, trial=None) -> None:
-            bar.update(task, completed=min(c.finished, n_trials), trained=c.trainings, pruned=c.pruned_before,
-                       failed=c.failed)
+        def update(c, trial=None) -> None:  # the words of the summary: trained to the end, stopped early
+            bar.update(task, completed=min(c.finished, n_trials), trained=c.trained, stopped=c.stopped_early,
+                       pruned=c.pruned_before, failed=c.failed)
             if trial is not None:
                 note_failure(trial, bar.console)
                 interrupts.stop_if_requested()
