@@ -24,8 +24,11 @@ Host work (preparing a member, the work its steps hand back) takes a **host turn
 `host_turns` members do it at once. The driver needs the interpreter for a moment each round, and a
 thread waiting for the interpreter's lock gets it in turn with every other thread that wants it: with
 dozens of members building, warming up and validating at once, the driver's launches came so late that
-the device ran dry. A member waiting for its turn
-waits on a lock, not for the interpreter, so the driver competes with `host_turns` threads at most.
+the device ran dry. A member waiting for its turn waits on a lock, not for the interpreter, so the
+driver competes with `host_turns` threads at most.
+
+`stop(error)` (a Ctrl-C) ends every member with `error` after its step or host work in flight, and
+admits nobody after.
 
 `quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
 the block ends, so that a measurement sees an idle device. Members never share state: each has its
