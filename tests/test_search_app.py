@@ -64,7 +64,11 @@ def _one_line_exit_2(capsys, *args: str) -> str:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["sampler=simulated_annealing"], "Could not find 'sampler/simulated_annealing' (available options in 'sampler': "),
+    (["sampler=simulated_annealing"], "Could not find 'sampler/simulated_annealing' (available options in 'sampler': "
+                                      "gp, nsga2, nsga3, random, tpe)"),
+    (["search_space=my_plugin_space"], "(available options in 'search_space': cell, darts, mbconv, nb101, nb201); any "
+                                       "registered space (a plugin's too) or a cell file is chosen by name: "
+                                       "search_space.name=NAME"),
     (["n_trials=-3"], "n_trials must be a positive integer, got -3"),
     (["n_trials=ten"], "n_trials must be a positive integer"),
     (["no_such_key=1"], "no_such_key"),
@@ -90,6 +94,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
     err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
     assert message in err
+    assert "search path" not in err and "provider=" not in err  # Hydra's own search path is not an option
 
 
 def test_unreachable_storage_is_one_line_and_exit_2(tmp_path, capsys):

@@ -48,7 +48,16 @@ def one_line(exc: BaseException) -> str:
         return type(exc).__name__
     head, rest = lines[0], lines[1:]
     if rest and rest[0].startswith("Available options"):
-        return f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(rest[1:])})"
+        options = []
+        for line in rest[1:]:
+            if line.endswith(":"):  # the next part of Hydra's message (its config search path): not options
+                break
+            options.append(line)
+        message = f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(options)})"
+        if "'search_space/" in head:
+            message += ("; any registered space (a plugin's too) or a cell file is chosen by name: "
+                        "search_space.name=NAME or search_space.name=cell:FILE.yaml")
+        return message
     return " ".join(lines)
 
 
