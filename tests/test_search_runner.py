@@ -266,3 +266,33 @@ def test_an_architecture_another_trial_is_training_is_not_trained_twice(tmp_path
     assert len(trials) == 2 and [t.user_attrs["arch"] for t in trials] == [arch, arch]
     assert len(trained) == 1
     assert trials[1].user_attrs["duplicate_of"] == 0 and trials[1].values == trials[0].values
+
+
+def test_a_search_runs_no_more_threads_than_trials_left(monkeypatch):
+    """A population of 256 (and 64 prepared ahead) ran 320 trial threads for a 64-trial budget: 256 of them
+    only polled the budget, taking the interpreter from the thread that launches the population's steps."""
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    class Wide(TabularTrainer):
+        concurrent_trials = 50
+
+    seen = []
+    original = TrialRunner.__init__
+
+    def record(self, *args, **kwargs):
+        seen.append(kwargs["workers"])
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TrialRunner, "__init__", record)
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Wide(),
+                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+    counts = search.run(6)
+    assert counts.finished == 6 and seen == [6]
+    search.run(9)  # three more: three threads
+    assert seen == [6, 3] and len(study.trials) == 9

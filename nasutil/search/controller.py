@@ -445,8 +445,11 @@ class Search:
         self._budget, self._started = n_trials, datetime.datetime.now()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # Each failure spends an attempt; allow as many failed attempts as the budget itself. A trainer that
-        # trains several candidates at once gets that many trials at once (and those it prepares ahead).
-        self._runner = TrialRunner(self.study, self.objective, workers=self.workers, max_trials=2 * remaining,
+        # trains several candidates at once gets that many trials at once (and those it prepares ahead), but
+        # never more threads than trials left: idle ones would only poll, and take the interpreter from the
+        # thread that launches a population's steps.
+        self._runner = TrialRunner(self.study, self.objective, workers=min(self.workers, remaining),
+                                   max_trials=2 * remaining,
                                    timeout_s=timeout_s, begin=self.begin, callbacks=[after],
                                    may_ask=lambda: self._may_ask(n_trials), poll_s=poll_s,
                                    on_interrupt=self.trainer.interrupt)
