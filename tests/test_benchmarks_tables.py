@@ -1,0 +1,908 @@
+"""BENCHMARKS.md's tables and key figures are those of the committed result files they come from.
+
+Each check is a function of the BENCHMARKS.md text: it finds a section by its heading, parses its
+markdown table(s), reads the section's result files under `benchmarks/results/`, and compares every
+measured cell with the file's value rounded the way the cell shows it ("3.657" is compared at three
+decimals, "1,145" at none). A table that drifts from its data fails here; `test_a_stale_figure_fails`
+plants one changed digit in the text to show that the checks notice. The population tables are
+checked by `tests/test_benchmark_population.py`, README.md's figures by `tests/test_readme_figures.py`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+H200 = RESULTS / "h200"
+CPU = RESULTS / "cpu"
+
+NUMBER = re.compile(r"(?<![\w.%)])[-+]?\d[\d,]*(?:\.\d+)?")  # a "-" right after a figure is a range's dash
+
+
+# --- reading BENCHMARKS.md ------------------------------------------------------------------------
+
+
+def benchmarks() -> str:
+    return (ROOT / "BENCHMARKS.md").read_text()
+
+
+def section(text: str, heading: str) -> str:
+    """The text under `heading` (a whole heading line, e.g. "### Candidate-steps per second") up to the
+    next heading of the same or a higher level; lines inside code blocks are not headings."""
+    lines = text.splitlines()
+    start = lines.index(heading)
+    level = len(heading) - len(heading.lstrip("#"))
+    fenced = False
+    for end in range(start + 1, len(lines)):
+        if lines[end].startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(rf"#{{1,{level}}} ", lines[end]):
+            break
+    else:
+        end = len(lines)
+    return "\n".join(lines[start + 1:end])
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Every markdown table in `text`, each as its rows of cells; the header row and rule are left out."""
+    found, rows = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        elif rows:
+            found.append([row for row in rows[1:] if not set("".join(row)) <= set("-: ")])
+            rows = []
+    return found
+
+
+def table(text: str, heading: str, index: int = 0) -> list[list[str]]:
+    return tables(section(text, heading))[index]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())  # line breaks do not matter
+
+
+# --- comparing a cell with its file ---------------------------------------------------------------
+
+
+def rounded(value: float, shown: str) -> bool:
+    """Whether `shown` ("3.657", "1,145", "+0.2") is `value` rounded to as many decimals as it has: within
+    half a unit of its last digit (a tie such as 2.125 may be shown either way)."""
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    return abs(float(shown.replace(",", "")) - value) <= 0.5 * 10 ** -decimals + 1e-9 * max(1.0, abs(value))
+
+
+def agree(cell: str, *values: float) -> None:
+    """Every number written in `cell`, in order, is the matching value rounded as the cell shows it."""
+    shown = NUMBER.findall(cell)
+    assert len(shown) == len(values), (cell, values)
+    for figure, value in zip(shown, values):
+        assert rounded(value, figure), (cell, figure, value)
+
+
+def says(text: str, *figures: str) -> None:
+    """Each of `figures` is written in `text` (not as the tail of a longer number)."""
+    for figure in figures:
+        assert re.search(rf"(?<![\d.,]){re.escape(figure)}", flat(text)), figure
+
+
+def rows_of(path: Path) -> list[dict]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def load(path: Path):
+    return json.loads(path.read_text())
+
+
+def pct(value) -> float:
+    return 100 * float(value)
+
+
+# --- Evaluator on an NVIDIA H200 -------------------------------------------------------------------
+
+
+def check_resnet50_modes(text: str) -> None:
+    """h200/resnet50_modes.csv: one row per batch and mode."""
+    measured = {(r["batch_size"], r["mode"]): r for r in rows_of(H200 / "resnet50_modes.csv")}
+    rows = table(text, "### ResNet-50, fp16, channels_last, 224x224, all three modes")
+    assert len(rows) == len(measured) == 9
+    for batch, mode, latency, images, tflops, utilization, *counters in rows:
+        r = measured[(batch, mode)]
+        agree(latency.split(",")[0], float(r["latency_ms"]), pct(r["latency_cv"]))
+        assert ("flagged noisy" in latency) == (r["noisy"] == "True"), latency
+        agree(images, float(r["throughput_per_s"]))
+        agree(tflops, float(r["achieved_tflops"]))
+        agree(utilization, pct(r["utilization"]))
+        for cell, key in zip(counters, ("sm_activity", "sm_occupancy", "tensor_activity", "dram_bw_util",
+                                        "nvml_gpu_util")):
+            agree(cell, float(r[f"counter_{key}"]))
+    peak = float(measured[("1", "eager")]["measured_peak_tflops"])
+    says(section(text, "### ResNet-50, fp16, channels_last, 224x224, all three modes"),
+         f"GEMM measured {peak:.0f} TFLOP/s in these runs ({peak / float(r['peak_tflops']):.0%} of the datasheet",
+         f"({float(measured[('1', 'eager')]['latency_ms']):.1f} ms against "
+         f"{float(measured[('1', 'cudagraph')]['latency_ms']):.2f} ms replayed",
+         f"from {pct(measured[('128', 'eager')]['utilization']):.0f}% to "
+         f"{pct(measured[('128', 'compile')]['utilization']):.0f}%",
+         f"{float(measured[('1', 'cudagraph')]['counter_nvml_gpu_util']):.0f}% and "
+         f"{float(measured[('128', 'cudagraph')]['counter_nvml_gpu_util']):.0f}% for the same network")
+
+
+def check_repeatability(text: str) -> None:
+    """h200/evaluator_summary.json: the repeatability parts (default, fast with 1 and 6 workers)."""
+    summary = load(H200 / "evaluator_summary.json")
+    heading = "### Repeatability: 50 NAS-Bench-201 cells measured twice (fp16, batch 256, cudagraph)"
+    rows = table(text, heading)
+    parts = ["repeatability", "repeatability_fast_w1", "repeatability_fast_w6"]
+    assert len(rows) == len(parts)
+    for (_, workers, *figures), part in zip(rows, parts):
+        got = summary[part]
+        assert int(workers) == got.get("workers", 1) and got["cells"] == 50
+        for cell, key in zip(figures, ("median_rel_diff", "p90_rel_diff", "max_rel_diff", "median_cv")):
+            agree(cell, pct(got[key]))
+    pairs: dict[str, list[dict]] = {}
+    for r in rows_of(H200 / "repeatability_fast_w6.csv"):
+        pairs.setdefault(r["arch"], []).append(r)
+    apart = [sorted(float(r["sm_clock_mhz"]) for r in pair) for pair in pairs.values()
+             if abs(float(pair[0]["latency_ms"]) / float(pair[1]["latency_ms"]) - 1) > 0.03]
+    low, high = [c[0] for c in apart], [c[1] for c in apart]
+    assert apart and max(low) < 0.95 * min(high)  # every cell that moved by more than 3% changed clocks
+    says(section(text, heading), f"dropped from {min(high):.0f}-{max(high):.0f} MHz to {min(low):.0f}-{max(low):.0f} MHz")
+
+
+def check_evaluator_throughput(text: str) -> None:
+    """h200/evaluator_summary.json (throughput parts) and h200/bench.log (the second 6-worker run)."""
+    summary = load(H200 / "evaluator_summary.json")
+    logged = [json.loads(line.split(" ", 1)[1].replace("'", '"').replace("False", "false")
+                         .replace("True", "true").replace("None", "null"))
+              for line in (H200 / "bench.log").read_text().splitlines() if line.startswith("throughput {")]
+    w6 = {run["cells_per_minute"]: run for run in [summary["throughput_fast_w6"], *logged]
+          if run.get("workers") == 6 and run["cells"] == 1000}  # the summary's run is the log's last
+    w6 = sorted(w6.values(), key=lambda run: run["cells_per_minute"])
+    assert len(w6) == 2
+    heading = "### Evaluator throughput: NAS-Bench-201 cells per minute (fp16, batch 256, cudagraph, no counters)"
+    rows = table(text, heading)
+    assert len(rows) == 3
+    for row, runs in zip(rows, ([summary["throughput"]], [summary["throughput_fast_w1"]], w6)):
+        agree(row[1], runs[0].get("workers", 1))
+        agree(row[2], runs[0]["cells"])
+        agree(row[3], *(run["cells_per_minute"] for run in runs))
+        agree(row[4], *(run["projected_all_15625_min"] for run in sorted(runs, key=lambda r: -r["cells_per_minute"])))
+    phases = {k: 1000 * v for k, v in summary["throughput_fast_w1"]["mean_phase_s"].items()}
+    says(section(text, heading),
+         f"counting FLOPs on the CPU {phases['count_s']:.0f} ms, building the network {phases['build_s']:.0f} ms, "
+         f"casting {phases['cast_s']:.0f} ms, copying to the GPU {phases['to_device_s']:.0f} ms, CUDA-graph "
+         f"capture with its warm-up {phases['prepare_s']:.0f} ms, timed windows {phases['time_s']:.0f} ms, the rest "
+         f"(pipe, bookkeeping) {1000 * summary['throughput_fast_w1']['other_s']:.0f} ms")
+
+
+def check_counters(text: str) -> None:
+    """h200/evaluator_summary.json: the correlation part (counters_vs_utilization.csv)."""
+    correlation = load(H200 / "evaluator_summary.json")["correlation"]
+    heading = "### Hardware counters against FLOP utilization (200 nb201 cells + 10 torchvision CNNs)"
+    rows = table(text, heading)
+    keys = ["tensor_activity", "dram_bw_util", "sm_occupancy", "sm_activity", "nvml_gpu_util"]
+    assert len(rows) == len(keys)
+    for (_, pearson, spearman, span), key in zip(rows, keys):
+        got = correlation[key]
+        agree(pearson, got["pearson"])
+        agree(spearman, got["spearman"])
+        agree(span, got["min"], got["max"])
+    utilization = correlation["utilization"]
+    says(section(text, heading),
+         f"over the {correlation['nb201_cells'] + correlation['torchvision_models']} networks",
+         f"FLOP utilization ranged from {pct(utilization['min']):.2f}% to {pct(utilization['max']):.1f}% "
+         f"(median {pct(utilization['median']):.1f}%)")
+
+
+# --- Evaluator fidelity on an NVIDIA H200 ----------------------------------------------------------
+
+
+def check_counter_windows(text: str) -> None:
+    """experiments/survey/results/counters_b256.csv (converged and reference readings) and survey.csv
+    (the one 120 ms window of the survey grid, batch 256, CUDA graph)."""
+    survey_results = ROOT / "experiments" / "survey" / "results"
+    converged = {r["arch"]: r for r in rows_of(survey_results / "counters_b256.csv")}
+    grid: dict[str, dict] = {}
+    for r in rows_of(survey_results / "survey.csv"):  # the grid's first reading (resnet50 has a second)
+        if r["batch_size"] == "256" and r["mode"] == "cudagraph":
+            grid.setdefault(r["arch"], r)
+    rows = table(text, "### GPM counter windows")
+    assert len(rows) == 8
+    for model, *cells in rows:
+        r, one = converged[model], grid[model]
+        for cell, value in zip(cells, (one["counter_sm_activity"], r["counter_sm_activity"], r["reference_sm_activity"],
+                                       one["counter_tensor_activity"], r["counter_tensor_activity"],
+                                       r["reference_tensor_activity"])):
+            agree(cell, float(value))
+    assert all(r["counters_converged"] == "True" and r["counter_windows"] == "2" for r in converged.values())
+    says(section(text, "### GPM counter windows"), f"all {len(converged)} survey CNNs converged after two windows")
+
+
+def check_eager_isolation(text: str) -> None:
+    """h200/eager_isolation.csv: five rounds per model of the plain loop (before and after), the
+    in-process evaluator and the isolated one."""
+    measured = rows_of(H200 / "eager_isolation.csv")
+    heading = "### Eager timing at batch 1: the host CPU sets the pace"
+    rows = table(text, heading)
+    assert len(rows) == len({r["model"] for r in measured}) == 4
+    spread, isolated = [], []
+    for model, plain, inprocess, worker, drift in rows:
+        rounds = [r for r in measured if r["model"] == model]
+        assert len(rounds) == 5
+        before = [float(r["plain_ms"]) for r in rounds]
+        after = [float(r["plain_after_ms"]) for r in rounds]
+        agree(plain, min(before + after), max(before + after))
+        agree(inprocess, statistics.median(float(r["inprocess_ms"]) / ((b + a) / 2)
+                                           for r, b, a in zip(rounds, before, after)))
+        isolated.append(statistics.median(float(r["isolated_ms"]) / float(r["inprocess_ms"]) for r in rounds))
+        agree(worker, isolated[-1])
+        spread.append(max(before + after) / min(before + after))
+        agree(drift, max(max(b, a) / min(b, a) for b, a in zip(before, after)))
+    launch = [float(r[key]) for r in measured for key in ("launch_us_before", "launch_us_after")]
+    worst = max(max(float(r["plain_ms"]), float(r["plain_after_ms"])) / min(float(r["plain_ms"]), float(r["plain_after_ms"]))
+                for r in measured)
+    says(section(text, heading), f"varies up to {max(spread):.1f}x across rounds and up to {worst:.1f}x between two",
+         f"took {min(launch):.1f}-{max(launch):.1f} us", f"(median {min(isolated):.2f}-{max(isolated):.2f}x the in-process")
+
+
+def check_nb201_rate(text: str) -> None:
+    """h200/rate/nb201_rate.json (the 300-cell passes, phases and agreement) and, for the whole pass,
+    experiments/nb201_study/results/all_b256_runs.json, summary.json and measured_all_b256.csv."""
+    rate = load(H200 / "rate" / "nb201_rate.json")
+    passes = {p["pass"]: p for p in rate["passes"]}
+    study = ROOT / "experiments" / "nb201_study" / "results"
+    parts = load(study / "all_b256_runs.json")
+    whole = load(study / "summary.json")["full_pass_b256"]
+    cvs = [float(r["latency_cv"]) for r in rows_of(study / "measured_all_b256.csv") if r["status"] == "ok"]
+    heading = "### The whole NAS-Bench-201 space in one pass"
+    runs, phases, agreement = tables(section(text, heading))
+    assert len(runs) == 5
+    for row, part in zip(runs[:2], parts):
+        agree(row[1], part["cells"])
+        agree(row[2], part["cells_per_s"])
+        agree(row[4], part["failed"])
+        agree(row[5], part["clock_retries"])
+    agree(runs[2][1], whole["cells"])
+    assert whole["cells"] == sum(p["cells"] for p in parts) and whole["runs"] == len(parts)
+    agree(runs[2][2], whole["cells_per_s"])
+    agree(runs[2][3], whole["seconds"] / 60)
+    agree(runs[2][4], whole["failed"])
+    agree(runs[2][5], sum(p["clock_retries"] for p in parts))
+    agree(runs[2][6], pct(statistics.median(cvs)))
+    for row, name in zip(runs[3:], ("fast", "default")):
+        p = passes[name]
+        for cell, value in zip(row[1:], (p["cells"], p["cells_per_s"], p["projected_15625_min"], p["failed"],
+                                         p["clock_retries"], pct(p["median_cv"]))):
+            agree(cell, value)
+    assert [row[0] for row in phases] == ["fast", "default"]
+    for name, *cells in phases:
+        ms = passes[name]["mean_phase_ms"]
+        for cell, key in zip(cells, ("build_s", "cast_s", "to_device_s", "prepare_s", "time_s")):
+            agree(cell, ms[key])
+    agree_with = rate["agreement"]
+    earlier = whole["against_earlier_runs"]
+    expected = [(agree_with["fast vs fast again"], ("cells", "median", "p90", "max")),
+                (agree_with["default vs fast"], ("cells", "median", "p90", "max")),
+                (earlier, ("cells", "median", "p90", "max")),
+                (agree_with["reference vs fast"], ("cells", "median", "median_ratio", "max")),
+                (agree_with["reference vs default"], ("cells", "median", "median_ratio", "max"))]
+    assert len(agreement) == len(expected)
+    for row, (got, keys) in zip(agreement, expected):
+        figures = [got[keys[0]]] + [pct(got[k]) if k != "median_ratio" else got[k] for k in keys[1:]]
+        agree(" ".join(row[1:]), *figures)
+    outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
+    first = outside["passes"][0]
+    says(section(text, heading),
+         f"the copies waited {first['mean_phase_ms']['to_device_s']:.0f} ms a cell for the GPU, the median CV was "
+         f"{pct(first['median_cv']):.0f}%, and latencies read {outside['agreement']['default vs fast']['median_ratio']:.2f}x")
+
+
+def check_eager_host_probe(text: str) -> None:
+    """h200/eager_host_probe.json: child over parent per round, and the parent's own window range."""
+    probe = load(H200 / "eager_host_probe.json")
+    heading = "### Isolated worker against its parent at eager batch 1"
+    rows = table(text, heading)
+    conditions = list(dict.fromkeys(r["condition"] for r in probe["rows"]))
+    assert len(rows) == len(conditions) == 6
+    ratios, moves = [], []
+    for (_, per_round, parent), condition in zip(rows, conditions):
+        rounds = [r for r in probe["rows"] if r["condition"] == condition]
+        ratios += [r["child_over_parent"] for r in rounds]
+        agree(per_round, *(r["child_over_parent"] for r in rounds))
+        own = [r["parent_ms"] for r in rounds]
+        agree(parent, min(own), max(own))
+        moves.append(max(own) / min(own))
+    assert all(sum(r[side]["collections"]) == 0 for r in probe["rows"] for side in ("parent", "child"))
+    says(section(text, heading), f"from {min(ratios):.2f} to {max(ratios):.2f}",
+         f"the parent alone moves by up to {max(moves):.1f}x")
+
+
+def check_nni(text: str) -> None:
+    """h200/nb201_vs_nni.csv: NNI's network over nb201's, by the evaluator and by the plain loop."""
+    rows = rows_of(H200 / "nb201_vs_nni.csv")
+    ours = [float(r["nni_over_nb201"]) for r in rows]
+    plain = [float(r["plain_nni_over_nb201"]) for r in rows]
+    apart = max(abs(float(r[f"{net}_ms"]) / float(r[f"{net}_plain_ms"]) - 1) for r in rows for net in ("nb201", "nni"))
+    assert all(r["flops_equal"] == "True" for r in rows)
+    says(section(text, "### NNI's NAS-Bench-201 network against nb201"),
+         f"The same {len(rows)} cells (equal FLOPs)",
+         f"takes {min(ours):.2f}-{max(ours):.2f}x as long (median {statistics.median(ours):.2f}x)",
+         f"gives {min(plain):.2f}-{max(plain):.2f}x (median {statistics.median(plain):.2f}x)",
+         f"within {pct(apart):.1f}% of it")
+
+
+# --- Start-up ----------------------------------------------------------------------------------------
+
+
+def check_startup(text: str) -> None:
+    """cpu/startup_before.json and cpu/startup.json: median (min-max) of whole cold processes."""
+    before, after = load(CPU / "startup_before.json"), load(CPU / "startup.json")
+    rows = table(text, "## Start-up (CPU machine, 2 cores)")
+    assert len(rows) == len(after["results"]) == 3
+    for command, was, now, _ in rows:
+        name = command.strip("`").replace("` (reference)", "").removesuffix(" (reference)").strip("`")
+        for cell, runs in ((was, before), (now, after)):
+            got = runs["results"][name]
+            agree(cell, got["median_s"], got["min_s"], got["max_s"])
+    header = section(text, "## Start-up (CPU machine, 2 cores)")
+    says(header, f"median (min–max) of {before['runs']}", f"median (min–max) of {after['runs']}")
+
+
+# --- Candidates trained together on one H200 --------------------------------------------------------
+
+COTRAIN = H200 / "cotrain"
+
+
+def check_cotrain_speed(text: str) -> None:
+    """h200/cotrain/cotrain_speed.csv (P 8 and 32 at batch 64 and 256) and cotrain_speed_p512_b64.csv,
+    with their .json for the figures of the notes."""
+    measured = rows_of(COTRAIN / "cotrain_speed.csv") + rows_of(COTRAIN / "cotrain_speed_p512_b64.csv")
+    heading = "### Candidate-steps per second"
+    rows = tables(section(text, heading))[0]
+    assert len(rows) == len(measured) == 5
+    for row, r in zip(rows, measured):
+        assert row[:2] == [r["population"], r["batch"]], row
+        for cell, key in zip(row[2:8], ("reference_eager_steps_per_s", "eager_steps_per_s", "graph_alone_steps_per_s",
+                                        "graph_together_steps_per_s", "speedup_over_eager",
+                                        "speedup_over_reference_eager")):
+            agree(cell, float(r[key]))
+        agree(row[9], float(r["memory_per_candidate_mb"]))
+        if r["population"] == "512":
+            agree(row[10], 512, float(r["largest_population_projected"]))
+        else:
+            agree(row[10], float(r["largest_population_projected"]))
+    notes = section(text, heading).split("**Compiled candidates**")[0]
+    runs = [r for f in ("cotrain_speed.json", "cotrain_speed_p512_b64.json") for r in load(COTRAIN / f)["results"]]
+    by_batch = {b: [r["graph_together"]["ms_per_step"] for r in runs if r["batch"] == b and r["population"] <= 32]
+                for b in (64, 256)}
+    over_alone = {b: [r["speedup_over_graph_alone"] for r in runs if r["batch"] == b and r["population"] <= 32]
+                  for b in (64, 256)}
+    says(notes, f"{min(by_batch[64]):.2f}-{max(by_batch[64]):.2f} ms per candidate-step",
+         f"{min(by_batch[256]):.1f}-{max(by_batch[256]):.1f} ms at batch 256",
+         f"together is {min(over_alone[256]):.2f}-{max(over_alone[256]):.2f}x over graphs",
+         f"(batch 64: {min(over_alone[64]):.1f}-{max(over_alone[64]):.1f}x)")
+    eager = [r[way]["ms_per_step"] for r in runs if r["population"] <= 32 for way in ("eager", "reference_eager")]
+    says(notes, f"moved between {min(eager):.0f} and {max(eager):.0f} ms a step within this one run")
+    near = {n: load(COTRAIN / f"cotrain_speed_p32_b64_connections{n}.json")["results"][0] for n in (8, 32)}
+    says(notes, f"run {near[8]['graph_together']['steps_per_s']:.1f} candidate-steps/s",
+         f"and {near[32]['graph_together']['steps_per_s']:.1f} with 32",
+         f"({near[8]['eager']['steps_per_s']:.1f} and {near[32]['eager']['steps_per_s']:.1f} steps/s)",
+         f"({near[8]['speedup_over_eager']:.1f}x, {near[32]['speedup_over_eager']:.1f}x)")
+    big = runs[-1]
+    assert big["population"] == 512
+    says(notes, f"captured in {big['prepare_s']:.1f} s ({big['prepare_s'] / 512:.2f} s a candidate)",
+         f"together at {big['graph_together']['steps_per_s']:.1f} candidate-steps/s, "
+         f"{big['graph_together']['ms_per_step']:.2f} ms a candidate-step",
+         f"{big['speedup_over_graph_alone']:.2f}x the graphs replayed one at a time, {big['speedup_over_eager']:.1f}x "
+         f"the eager step and {big['speedup_over_reference_eager']:.1f}x the reference loop",
+         f"{big['memory_per_candidate_mb']:.0f} MiB each of the device's free memory (allocator: "
+         f"{big['reserved_per_candidate_mb']:.0f} MiB)",
+         f"about {big['largest_population_projected']} at 90%",
+         f"took {min(big['eager']['ms_per_candidate']):.1f}-{max(big['eager']['ms_per_candidate']):.1f} ms a step "
+         f"(eager step) and {min(big['reference_eager']['ms_per_candidate']):.1f}-"
+         f"{max(big['reference_eager']['ms_per_candidate']):.1f} ms (reference loop)")
+
+
+COMPILED_RUNS = ["cotrain_speed_compiled_b64", "cotrain_speed_compiled", "cotrain_speed_compiled_p32_b64",
+                 "cotrain_speed_compiled_p32_b256", "cotrain_speed_compiled_p8_b64_all",
+                 "cotrain_speed_compiled_p32_b256_all"]
+
+
+def check_cotrain_compiled(text: str) -> None:
+    """h200/cotrain/cotrain_speed_compiled*.csv, one row per file, with their .json for the notes."""
+    measured = [rows_of(COTRAIN / f"{name}.csv")[0] for name in COMPILED_RUNS]
+    heading = "### Candidate-steps per second"
+    notes = section(text, heading).split("**Compiled candidates**")[1]
+    rows = tables(notes)[0]
+    assert len(rows) == len(measured)
+    for row, r in zip(rows, measured):
+        assert row[:2] == [r["population"], r["batch"]], row
+        if r.get("eager_candidates"):
+            assert row[2] == f"all {r['eager_candidates']}", row
+        for cell, key in zip(row[3:11], ("reference_eager_steps_per_s", "eager_steps_per_s", "graph_alone_steps_per_s",
+                                         "graph_together_steps_per_s", "plain_graph_together_steps_per_s",
+                                         "speedup_over_eager", "speedup_over_reference_eager",
+                                         "speedup_over_plain_together")):
+            agree(cell, float(r[key]))
+        agree(row[12], float(r["prepare_s"]))
+        agree(row[13], float(r["memory_per_candidate_mb"]))
+    runs = {name: load(COTRAIN / f"{name}.json")["results"][0] for name in COMPILED_RUNS}
+    whole = [runs["cotrain_speed_compiled_p8_b64_all"], runs["cotrain_speed_compiled_p32_b256_all"]]
+    says(notes, f"eager steps average {whole[0]['eager']['ms_per_step']:.1f} ms (batch 64) and "
+                f"{whole[1]['eager']['ms_per_step']:.1f} ms (batch 256)",
+         f"({min(whole[0]['eager']['ms_per_candidate']):.1f}-{max(whole[0]['eager']['ms_per_candidate']):.1f} ms and "
+         f"{min(whole[1]['eager']['ms_per_candidate']):.1f}-{max(whole[1]['eager']['ms_per_candidate']):.1f} ms a step")
+    p32, p8 = runs["cotrain_speed_compiled_p32_b256"], runs["cotrain_speed_compiled"]
+    says(notes, f"{p32['eager']['ms_per_step']:.1f} ms a step eager",
+         f"takes {p32['graph_alone']['ms_per_step']:.2f} ms alone against {p8['graph_alone']['ms_per_step']:.2f} ms",
+         f"adds {p32['speedup_over_graph_alone']:.2f}x to both ({p8['speedup_over_graph_alone']:.2f}x for 8)",
+         f"reserved {p32['reserved_per_candidate_mb']:.0f} MiB per candidate")
+    small = [runs["cotrain_speed_compiled_p32_b64"], runs["cotrain_speed_compiled_b64"]]
+    says(notes, f"each compiled step takes {small[0]['graph_alone']['ms_per_step']:.2f} ms alone against "
+                f"{small[1]['graph_alone']['ms_per_step']:.2f} ms, and running together adds "
+                f"{small[0]['speedup_over_graph_alone']:.2f}x and {small[1]['speedup_over_graph_alone']:.2f}x")
+    uncompiled = {(r["population"], r["batch"]): r for r in load(COTRAIN / "cotrain_speed.json")["results"]}
+    says(notes, f"the first four at {uncompiled[(32, 256)]['eager']['ms_per_step']:.1f} ms (eager step) and "
+                f"{uncompiled[(32, 256)]['reference_eager']['ms_per_step']:.1f} ms")
+
+
+def check_cotrain_equivalence(text: str) -> None:
+    """h200/cotrain/cotrain_equivalence.csv and .json, the eager check, and cpu/cotrain_equivalence.*."""
+    measured = rows_of(COTRAIN / "cotrain_equivalence.csv")
+    summary = load(COTRAIN / "cotrain_equivalence.json")
+    heading = "### Accuracy: together against alone, Fashion-MNIST, 5 epochs"
+    rows = table(text, heading)
+    assert len(rows) == len(measured) == summary["most_together"]
+    for row, r in zip(rows, measured):
+        assert row[0] == r["candidate"]
+        for cell, key in zip(row[1:], ("valid_alone", "valid_together", "test_alone", "test_together")):
+            agree(cell, float(r[key]))
+    assert all(r["curves_equal"] == "True" for r in measured) and summary["all_curves_equal"]
+    notes = section(text, heading)
+    says(notes, f"largest difference {summary['max_abs_accuracy_difference']:.1f} points",
+         f"{summary['alone_s']:.1f} s alone, {summary['together_s']:.1f} s together")
+    check = rows_of(COTRAIN / "cotrain_equivalence_eager_check.csv")[0]
+    assert check["train_loss_alone"] == check["train_loss_eager"]
+    says(notes, f"the same {float(check['valid_eager']):.2f}% validation accuracy with the same final training "
+                f"loss ({float(check['train_loss_eager']):.4f})")
+    cpu, cpu_rows = load(CPU / "cotrain_equivalence.json"), rows_of(CPU / "cotrain_equivalence.csv")
+    valid = [float(r["valid_alone"]) for r in cpu_rows]
+    assert all(r["valid_alone"] == r["valid_together"] for r in cpu_rows) and cpu["all_curves_equal"]
+    says(notes, f"{len(cpu_rows)} candidates, largest difference {cpu['max_abs_accuracy_difference']:.1f} points, "
+                f"validation accuracies {min(valid):.2f}-{max(valid):.2f}%; {cpu['alone_s']:.1f} s alone, "
+                f"{cpu['together_s']:.1f} s together")
+
+
+# --- Co-located inference on one H200 ---------------------------------------------------------------
+
+COLOCATE = H200 / "colocate"
+
+
+def check_colocate_bench(text: str) -> None:
+    """h200/colocate/colocate_bench.csv: streams and fused rows per group and batch, with the plain
+    reference of the same run; fused_layouts.csv for the layouts note."""
+    measured = {(r["networks"], r["batch"], r["strategy"]): r for r in rows_of(COLOCATE / "colocate_bench.csv")}
+    heading = "## Co-located inference on one H200"
+    rows = table(text, heading)
+    assert 2 * len(rows) == len(measured) == 12
+    for cells, batch, sequential, streams_ms, speedup, fused_ms, fused_speedup, _ in rows:
+        streams, fused = measured[(cells, batch, "streams")], measured[(cells, batch, "fused")]
+        agree(sequential, float(streams["sequential_latency_ms"]), float(streams["reference_sequential_ms"]))
+        agree(streams_ms, float(streams["latency_ms"]), float(streams["reference_streams_ms"]))
+        agree(speedup, float(streams["speedup"]), float(streams["reference_speedup"]))
+        agree(fused_ms, float(fused["latency_ms"]), float(fused["events_ms"]))
+        agree(fused_speedup, float(fused["speedup"]))
+    notes = section(text, heading).split("### Compiled cells")[0]
+    error = max(float(r["max_rel_error"]) for r in measured.values() if r["max_rel_error"])
+    says(notes, f"within {pct(error):.2f}% of the largest logit")
+    layouts = {(r["batch"], r["layout"], r["cudnn_benchmark"]): r for r in rows_of(COLOCATE / "fused_layouts.csv")}
+    fused = {b: float(layouts[(b, layout, "False")]["fused_speedup"]) for b in ("32", "256")
+             for layout in ("contiguous",)}
+    says(notes, f"NCHW tensors take fused from {float(layouts[('32', 'channels_last', 'False')]['fused_speedup']):.2f}x "
+                f"to {fused['32']:.2f}x at batch 32 and from "
+                f"{float(layouts[('256', 'channels_last', 'False')]['fused_speedup']):.2f}x to {fused['256']:.2f}x at 256")
+    streams = [float(r["streams_speedup"]) for r in layouts.values()]
+    says(notes, f"streams stay at {max(s for s in streams if s > 2):.2f}x and {min(streams):.2f}-"
+                f"{max(s for s in streams if s < 2):.2f}x")
+    before = rows_of(COLOCATE / "colocate_bench_before_fork_fix.csv")
+    default = {(r["networks"], r["batch"]): r for r in before if r["connections"] == "default"}
+    more = {(r["networks"], r["batch"]): r for r in before if r["connections"] == "32"}
+    slow = default[("16", "1")]
+    says(notes, f"read {pct(float(slow['latency_ms']) / float(slow['reference_streams_ms']) - 1):.0f}% slow at 16 "
+                f"cells and batch 1 ({float(slow['speedup']):.2f}x)")
+    assert default.keys() == more.keys()
+    moved = max(abs(float(more[k][key]) / float(default[k][key]) - 1) for k in default
+                for key in ("latency_ms", "sequential_latency_ms", "speedup"))
+    says(notes, f"changed no figure by more than {pct(moved):.1f}%")
+
+
+def check_compiled_candidates(text: str) -> None:
+    """h200/colocate/compiled_candidates.csv (from compiled_candidates_b256_b1.json and _b32.json)."""
+    measured = {str(r["batch"]): r for name in ("compiled_candidates_b256_b1.json", "compiled_candidates_b32.json")
+                for r in load(COLOCATE / name)["rows"] if r["part"] == "inference"}
+    heading = "### Compiled cells: fewer, fused kernels inside each network"
+    rows = table(text, heading)
+    assert len(rows) == len(measured) == 3
+    keys = ("plain_sequential_ms", "plain_streams_ms", "compiled_sequential_ms", "compiled_streams_ms",
+            "plain_streams_speedup", "compiled_sequential_speedup", "compiled_streams_speedup",
+            "compiled_streams_over_compiled_sequential")
+    for batch, *cells, _ in rows:
+        for cell, key in zip(cells, keys):
+            agree(cell, float(measured[batch][key]))
+    for r in rows_of(COLOCATE / "compiled_candidates.csv"):  # the CSV is the two files, rounded
+        assert all(abs(float(r[key]) - measured[r["batch"]][key]) < 1e-3 for key in keys), r
+    notes = section(text, heading)
+    first = measured["1"]
+    moved = max(abs(float(r[f"{k}_again"]) / float(r[k]) - 1) for r in measured.values()
+                for k in ("plain_sequential_ms", "plain_streams_ms"))
+    compile_s = [float(r["compile_s_per_network"]) for r in measured.values()]
+    says(notes, f"A plain network runs {first['plain_kernels_first_network']} kernels a forward, the compiled one "
+                f"{first['compiled_kernels_first_network']}",
+         f"equal the plain ones within {pct(max(float(r['max_rel_error']) for r in measured.values())):.2f}%",
+         f"moved by at most {pct(moved):.1f}%",
+         f"Compiling cost {min(compile_s):.1f}-{max(compile_s):.1f} s per network")
+
+
+def check_compiled_colocate(text: str) -> None:
+    """h200/colocate/colocate_bench_compiled_16_b1_b32.jsonl and _16_b256.csv (16 cells), and
+    colocate_bench_compiled_64_b32.csv and _64_b256.csv (64 cells)."""
+    sixteen = [json.loads(line) for line in (COLOCATE / "colocate_bench_compiled_16_b1_b32.jsonl").open()]
+    sixteen += [{k: float(v) if k not in ("strategy", "requested", "connections", "fallback_reason") and v
+                 not in ("", "True", "False") else v for k, v in r.items()}
+                for r in rows_of(COLOCATE / "colocate_bench_compiled_16_b256.csv")]
+    first = {r["batch"]: r for r in rows_of(COLOCATE / "compiled_candidates.csv")}
+    heading = "### Compiled cells: fewer, fused kernels inside each network"
+    found = tables(section(text, heading))
+    rows = found[1]
+    assert len(rows) == len(sixteen) == 3
+    for (batch, plain, sequential, streams, speedup, earlier, _, compile_s), r in zip(rows, sixteen):
+        assert float(batch) == float(r["batch"])
+        agree(plain, r["plain_sequential_ms"], r["reference_sequential_ms"])
+        agree(sequential, r["sequential_latency_ms"])
+        agree(streams, r["latency_ms"], r["events_ms"])
+        agree(speedup, r["speedup_over_plain"])
+        agree(earlier, float(first[batch]["compiled_streams_speedup"]))
+        agree(compile_s, r["compile_s"])
+    says(section(text, heading), "Largest output difference from each network alone: " +
+         ", ".join(f"{pct(r['max_rel_error']):.2f}%" for r in sixteen))
+    sixty_four = [rows_of(COLOCATE / f"colocate_bench_compiled_64_b{b}.csv")[0] for b in (32, 256)]
+    rows = found[2]
+    assert len(rows) == 2
+    for (batch, plain, streams_reference, sequential, streams, speedup, _, over, compile_s), r in zip(rows, sixty_four):
+        assert batch == r["batch"] and r["compiled_frozen"] == "False"
+        agree(plain, float(r["plain_sequential_ms"]), float(r["reference_sequential_ms"]))
+        agree(streams_reference, float(r["reference_streams_ms"]))
+        agree(sequential, float(r["sequential_latency_ms"]))
+        agree(streams, float(r["latency_ms"]), float(r["events_ms"]))
+        agree(speedup, float(r["speedup_over_plain"]))
+        agree(over, float(r["speedup"]))
+        agree(compile_s, float(r["compile_s"]))
+    per_network = [float(r["compile_s"]) / 64 for r in sixty_four]
+    says(section(text, heading),
+         f"within {pct(float(sixty_four[0]['max_rel_error'])):.2f}% (batch 32) and "
+         f"{pct(float(sixty_four[1]['max_rel_error'])):.2f}% (256)",
+         f"Compiling took {min(per_network):.1f}-{max(per_network):.1f} s a network",
+         f"compiled in {min(float(r['compile_s']) for r in sixty_four):.0f}-"
+         f"{max(float(r['compile_s']) for r in sixty_four):.0f} s")
+
+
+def check_compile_cost(text: str) -> None:
+    """cpu/compile_cost.json (inference) and cpu/compile_cost_training.json (training steps)."""
+    heading = "### Compiled cells: fewer, fused kernels inside each network"
+    found = tables(section(text, heading))
+    inference, training = found[3], found[4]
+    runs = load(CPU / "compile_cost.json")["rows"]
+    assert len(inference) == 2
+    for row, way in zip(inference, ("whole", "regional")):
+        mine = [r for r in runs if r["way"] == way]
+        agree(row[1], mine[0]["compile_s"])
+        agree(row[2], statistics.median(r["compile_s"] for r in mine[1:]))
+        agree(row[3], statistics.median(r["compiled_ms"] / r["plain_ms"] for r in mine))
+    steps = load(CPU / "compile_cost_training.json")["rows"]
+    assert len(training) == 2
+    for row, way in zip(training, ("whole", "regional")):
+        mine = [r for r in steps if r["way"] == way]
+        agree(row[1], *(r["compile_s"] for r in mine))
+        agree(row[2], statistics.median(r["compiled_ms"] / r["plain_ms"] for r in mine))
+    whole = [r["compile_s"] for r in steps if r["way"] == "whole"]
+    regional = [r["compile_s"] for r in steps if r["way"] == "regional"]
+    forward = [r["compile_s"] for r in runs if r["way"] == "whole"]
+    well = [r for r in steps if r["grad_rel_error"] < 1e-3]
+    ill = [r for r in steps if r["grad_rel_error"] >= 1e-3]
+    assert {r["candidate"] for r in ill} == {2}
+    bound = re.search(r"The losses agree within ([0-9.]+e-\d+)", flat(section(text, heading)))
+    assert bound and max(r["loss_rel_error"] for r in steps) <= float(bound.group(1))
+    says(section(text, heading),
+         f"took {min(whole):.0f}-{max(whole):.0f} s here, against {min(forward):.0f}-{max(forward):.0f} s",
+         f"Block by block it took {min(regional):.0f}-{max(regional):.0f} s",
+
+         f"plain {min(r['plain_grad_error_vs_float64'] for r in well) * 1e6:.1f}-"
+         f"{max(r['plain_grad_error_vs_float64'] for r in well) * 1e6:.1f}e-6, compiled "
+         f"{min(r['compiled_grad_error_vs_float64'] for r in well) * 1e6:.1f}-"
+         f"{max(r['compiled_grad_error_vs_float64'] for r in well) * 1e6:.1f}e-6",
+         f"plain {pct(ill[0]['plain_grad_error_vs_float64']):.1f}%, compiled {pct(ill[0]['compiled_grad_error_vs_float64']):.1f}%")
+
+
+def check_compile_group(text: str) -> None:
+    """h200/colocate/compile_group.json, compile_group_plain_weights.json and compile_group_b1.json (one
+    row per way), cpu/compile_group.json for the CPU note."""
+    ways = (load(COLOCATE / "compile_group.json") + load(COLOCATE / "compile_group_plain_weights.json")
+            + load(COLOCATE / "compile_group_b1.json"))
+    heading = "### Compiled cells: fewer, fused kernels inside each network"
+    rows = tables(section(text, heading))[5]
+    assert len(rows) == len(ways) == 5
+    for (networks, children, total, mean, each, hits, error), way in zip(rows, ways):
+        assert networks.startswith(str(way["networks"])), networks
+        assert children == (str(way["workers"]) if way["workers"] else "none")
+        agree(total, way["total_s"])
+        agree(mean, way["per_network_mean_s"])
+        times = way["per_network_s"]
+        if way["workers"]:
+            agree(each, times[0], min(times[1:]), max(times[1:]), statistics.median(times[1:]))
+        else:
+            agree(each, min(times), max(times))
+        assert hits == f"{way['cache_hits']} of {way['networks']}", hits
+        agree(error, pct(way["max_rel_error"]))
+        assert ("weights as inputs" in networks) == (way.get("freezing") is False), networks
+    notes = section(text, heading)
+    plain_weights, frozen_b1, plain_b1 = ways[2], ways[3], ways[4]
+    says(notes, f"costs {ways[0]['per_network_mean_s'] / ways[1]['per_network_mean_s']:.1f}x less per network",
+         f"compile ({ways[1]['per_network_s'][0]:.1f} s)",
+         f"{plain_weights['compiled_sequential_ms']:.2f} ms against {plain_weights['plain_sequential_ms']:.2f} ms plain "
+         f"({plain_weights['compiled_speedup']:.2f}x; plain timed before and after, "
+         f"{pct(plain_weights['plain_sequential_ms_drift']):.3f}% apart)",
+         f"compiled in {frozen_b1['total_s']:.1f} s and ran {frozen_b1['compiled_sequential_ms']:.3f} ms",
+         f"{plain_b1['total_s']:.1f} s and {plain_b1['compiled_sequential_ms']:.3f} ms (plain: "
+         f"{frozen_b1['plain_sequential_ms']:.2f} and {plain_b1['plain_sequential_ms']:.2f} ms)")
+    cpu = load(CPU / "compile_group.json")
+    says(notes, f"the second network took {cpu[1]['per_network_s'][1]:.1f} s in the measuring process that way, "
+                f"against {cpu[0]['per_network_s'][1]:.1f} s compiled frozen")
+
+
+# --- Workers sharing one study -----------------------------------------------------------------------
+
+
+def check_shared_study(text: str) -> None:
+    """cpu/shared_study.csv (1 and 4 workers) and cpu/shared_study_16.csv (16 workers)."""
+    measured = rows_of(CPU / "shared_study.csv") + rows_of(CPU / "shared_study_16.csv")
+    names = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "journal": "journal"}
+    rows = table(text, "## Workers sharing one study (CPU machine, 2 cores)")
+    assert len(rows) == len(measured) == 7
+    for row, r in zip(rows, measured):
+        assert row[0] == names[r["storage"]], row
+        for cell, key in zip(row[1:4] + row[5:], ("workers", "trials", "wall_s", "complete", "surplus", "failed",
+                                       "duplicate_numbers")):
+            agree(cell, float(r[key]))
+        agree(row[4], int(r["trials"]) / float(r["wall_s"]))  # the file's trials_per_s is rounded to 2 decimals
+        assert abs(int(r["trials"]) / float(r["wall_s"]) - float(r["trials_per_s"])) < 0.01
+        assert set(r["exit_codes"].split(",")) == {"0"} and r["lock_errors"] == "0"
+
+
+# --- Predictor accuracy on held-out candidates ---------------------------------------------------------
+
+PREDICTOR = "## Predictor accuracy on held-out candidates (H200, fp16)"
+
+
+def check_predictor_accuracy(text: str) -> None:
+    """h200/predictor_accuracy.json (its summaries; predictor_accuracy.csv is the same, rounded)."""
+    summaries = {(s["space"], str(s["batch_size"]), s["mode"]): s for s in load(H200 / "predictor_accuracy.json")["summaries"]}
+    rows = tables(section(text, PREDICTOR))[0]
+    assert len(rows) == len(summaries) == 8
+    for config, split, *scores in rows:
+        s = summaries[tuple(part.strip() for part in config.split(","))]
+        agree(split, s["train"], s["test"])
+        for cell, name in zip(scores, ("flops_baseline", "params_baseline", "analytical_calibrated", "operators",
+                                       "learned")):
+            agree(cell, s["results"][name]["kendall_tau"], pct(s["results"][name]["within_10pct"]))
+    for r in rows_of(H200 / "predictor_accuracy.csv"):
+        got = summaries[(r["space"], r["batch_size"], r["mode"])]["results"][r["predictor"]]
+        assert abs(float(r["kendall_tau"]) - got["kendall_tau"]) < 1e-4 and r["train"] == str(
+            summaries[(r["space"], r["batch_size"], r["mode"])]["train"])
+    notes = flat(section(text, PREDICTOR))
+    for space in ("nb201", "mbconv"):
+        ops = summaries[(space, "256", "cudagraph")]["results"]["operators"]
+        says(notes, f"{space} at batch 256 cudagraph: tau {ops['kendall_tau']:.3f}, {pct(ops['within_10pct']):.0f}% "
+                    f"within +-10% (MAPE {pct(ops['mape']):.1f}%)")
+    plain = [summaries[(space, "256", "cudagraph")]["results"]["operators_sum"]["kendall_tau"] for space in ("nb201", "mbconv")]
+    says(notes, f"(tau {plain[0]:.3f} and {plain[1]:.3f} at batch 256 cudagraph)")
+    plain_b1 = summaries[("nb201", "1", "cudagraph")]["results"]
+    says(notes, f"within +-10% goes from {pct(plain_b1['operators_sum']['within_10pct']):.1f}% to "
+                f"{pct(plain_b1['operators']['within_10pct']):.1f}% for nb201 at batch 1 cudagraph")
+    says(notes, f"falls to tau {summaries[('mbconv', '256', 'cudagraph')]['results']['learned_encoding_only']['kendall_tau']:.2f} on mbconv")
+
+
+def check_predictor_cost(text: str) -> None:
+    """h200/predictor_cost.json (ms per candidate and predictions per second) and h200/predictor_data.log
+    (how fast the nb201 cells were measured)."""
+    costs = load(H200 / "predictor_cost.json")["rows"]
+    logged = [re.search(r"(\d+)/\d+ ok in (\d+) s", line) for line in (H200 / "predictor_data.log").read_text().splitlines()
+              if line.startswith("nb201 ")]
+    seconds = [int(m.group(2)) for m in logged]
+    rates = [int(m.group(1)) / int(m.group(2)) for m in logged]
+    rows = tables(section(text, PREDICTOR))[1]
+    assert len(rows) == 2
+    for space, *cells in rows:
+        space = space.split()[0]
+        mine = [r for r in costs if r["space"] == space]
+        for cell, predictor in zip(cells, ("operators", "learned", "analytical")):
+            ms = [r["ms_per_candidate"] for r in mine if r["predictor"] == predictor]
+            assert len(ms) == 4
+            agree(cell, min(ms), max(ms))
+        fast = [r["predictions_per_s"] for r in mine if r["predictor"] == "operators"]
+        shown = NUMBER.findall(cells[3])
+        if space == "nb201":
+            agree(cells[3], min(fast) / max(rates), max(fast) / min(rates), min(fast), max(fast), min(rates), max(rates))
+        else:  # the mbconv measurement rate has no log: only the prediction rates are checked
+            agree(" ".join(shown[1:3]), min(fast), max(fast))
+    says(section(text, PREDICTOR), f"took {min(seconds)}-{max(seconds)} s per configuration with 8 workers, "
+                                   f"{min(rates):.0f}-{max(rates):.0f} measurements/s")
+
+
+def check_measure_next(text: str) -> None:
+    """h200/predictor_accuracy.json: the `active` curves (random against measure-next), nb201 and mbconv."""
+    active = load(H200 / "predictor_accuracy.json")["active"]
+    rows = tables(section(text, PREDICTOR))[2]
+    assert len(rows) == 4
+    for i, (measured, *cells) in enumerate(rows):
+        points = [active[space][way][i] for space in ("nb201", "mbconv") for way in ("random", "active")]
+        agree(measured, points[0]["measured"], points[2]["measured"])
+        for cell, point in zip(cells, points):
+            agree(cell, point["kendall_tau"], pct(point["within_10pct"]))
+
+
+def check_heldout(text: str) -> None:
+    """h200/predictor_heldout.json (fresh seeds) and h200/predictor_heldout_nb101_split.json (nb101 at
+    batch 1, held out of a refit)."""
+    fresh = {(r["space"], r["batch_size"]): r for r in load(H200 / "predictor_heldout.json")["results"]}
+    split = {r["batch_size"]: r for r in load(H200 / "predictor_heldout_nb101_split.json")["results"]}
+    heading = "### DARTS and NAS-Bench-101 cells"
+    rows = table(text, heading)
+    sources = [fresh[("darts", 256)], fresh[("darts", 1)], fresh[("nb101", 256)], split[1]]
+    assert len(rows) == len(sources)
+    for (config, networks, ops, shared, learned, flops), r in zip(rows, sources):
+        assert config.startswith(f"{r['space']}, {r['batch_size']}"), config
+        o = r["operators"]
+        agree(ops, o["kendall_tau"], pct(o["within_10pct"]), pct(o["median_signed_error"]), pct(o["worst_error"]))
+        agree(shared, r["operators_shared_constants"]["kendall_tau"], pct(r["operators_shared_constants"]["within_10pct"]))
+        agree(learned, r["learned"]["kendall_tau"], pct(r["learned"]["within_10pct"]))
+        agree(flops, r["flops_kendall_tau"])
+        if r.get("left_out_as_fitted"):
+            agree(networks, r["networks"], r["networks"] + r["left_out_as_fitted"], 80, r["left_out_as_fitted"])
+        else:
+            agree(networks, r["networks"])
+        assert r["auto_predictor"] == ["operators"] and r["auto_validated"]
+    says(section(text, heading), f"{fresh[('nb101', 256)]['left_out_as_fitted']} of nb101's "
+                                 f"{fresh[('nb101', 256)]['networks'] + fresh[('nb101', 256)]['left_out_as_fitted']} distinct cells",
+         f"over-predict nb101 by {pct(split[1]['operators_shared_constants']['median_signed_error']):.0f}%")
+
+
+def check_calibration(text: str) -> None:
+    """h200/calibration_unseen.json: zero-shot, calibrated on N networks (five draws), and the shipped profile."""
+    got = load(H200 / "calibration_unseen.json")
+    heading = "### A space the profile never saw, and how many measurements calibrate it"
+    rows = table(text, heading)
+    assert len(rows) == 5
+    zero, shipped = got["zero_shot"], got["shipped"]
+    for row, result in ((rows[0], zero), (rows[4], shipped)):
+        for cell, key in zip(row[1:], ("within_10pct", "mape", "median_signed", "kendall_tau")):
+            agree(cell, result[key] if key == "kendall_tau" else pct(result[key]))
+    for row, n in zip(rows[1:4], ("3", "10", "30")):
+        assert row[0] == f"calibrated on {n} networks"
+        draws = got["calibrated"][n]
+        assert len(draws["draws"]) == 5
+        within = draws["within_10pct"]
+        agree(row[1], pct(within["mean"]), pct(within["min"]), pct(within["max"]))
+        agree(row[2], pct(draws["mape"]["mean"]))
+        agree(row[3], pct(draws["median_signed"]["mean"]))
+        agree(row[4], draws["kendall_tau"]["mean"])
+    notes = section(text, heading)
+    says(notes, f"({got['table_ops']:,} ops: nb201, mbconv, darts, nb101)", f"removed ({got['ops_removed']:,};",
+         "(" + ", ".join(f"{n} {s}" for s, n in got["shared_constants_refitted_on"].items()) + ")",
+         f"{got['rows']} rows of {got['networks']} distinct networks", f"{got['test']} networks form the test set",
+         f"other {got['pool']} at random", f"with {got['mbconv_ops_never_timed_after_removal']:,} of mbconv's op shapes",
+         f"(tau {zero['kendall_tau']:.3f} against {shipped['kendall_tau']:.3f}) and reads them "
+         f"{-pct(zero['median_signed']):.1f}% fast",
+         f"{pct(got['calibrated']['10']['within_10pct']['mean']):.1f}% within +-10% on average; thirty reach "
+         f"{pct(got['calibrated']['30']['within_10pct']['mean']):.1f}%")
+
+
+# --- A search with a population, before the population ran asynchronously -----------------------------
+
+
+def check_population_before_async(text: str) -> None:
+    """h200/population/population_search_b64_e1.json, _b256_e2.json, _b64_e1_t80_s2.json and _t80_s3.json."""
+    folder = H200 / "population"
+    files = [load(folder / f"population_search_{name}.json") for name in ("b64_e1", "b256_e2", "b64_e1_t80_s2",
+                                                                         "b64_e1_t80_s3")]
+    runs = [dict(r, seed=r.get("seed", 0)) for f in files for r in f["runs"]]
+    heading = "### A search with a population, before the population ran asynchronously"
+    rows = table(text, heading)
+    assert len(rows) == len(runs) == 10
+    base = {}
+    for (_, seed, population, wall, trained, per_hour, speedup, best, volume), r in zip(rows, runs):
+        assert (int(seed), int(population)) == (r["seed"], r["population"]), (seed, population)
+        agree(wall, r["wall_s"])
+        agree(trained, r["completed"])
+        agree(per_hour, r["candidates_per_gpu_hour"])
+        agree(best, r["best_accuracy"])
+        agree(volume, r["hypervolume"])
+        if r["population"] == 1:
+            base = r
+            assert speedup == ""
+        else:
+            agree(speedup, r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"])
+    ratios = [v for f in files for k, v in f["hypervolume_ratio"].items() if k.split("/")[0] != "1"]
+    notes = section(text, heading)
+    says(notes, f"the hypervolume ratios were {ratios[0]:.2f}, {ratios[1]:.2f} and {ratios[2]:.2f}",
+         f"the gap closes: {ratios[3]:.3f} and {ratios[4]:.3f}",
+         "(" + ", ".join(str(r["trials"]) for r in runs if r["trials"] > r["completed"]) + " in the studies)")
+    gains = [r["candidates_per_gpu_hour"] / b["candidates_per_gpu_hour"] for b, r in zip(runs[::2], runs[1::2])]
+    at_64 = gains[:2] + gains[3:]  # the third pair is batch 256's
+    says(notes, f"rise {min(at_64):.1f}-{max(at_64):.1f}x at batch 64; at batch 256 barely ({gains[2]:.2f}x)")
+
+
+# --- the tests ---------------------------------------------------------------------------------------
+
+CHECKS = [check_resnet50_modes, check_repeatability, check_evaluator_throughput, check_counters,
+          check_counter_windows, check_eager_isolation, check_nb201_rate, check_eager_host_probe, check_nni,
+          check_startup, check_cotrain_speed, check_cotrain_compiled, check_cotrain_equivalence,
+          check_colocate_bench, check_compiled_candidates, check_compiled_colocate, check_compile_cost,
+          check_compile_group, check_shared_study, check_predictor_accuracy, check_predictor_cost,
+          check_measure_next, check_heldout, check_calibration, check_population_before_async]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
+def test_the_section_is_its_result_files(check):
+    check(benchmarks())
+
+
+def test_every_check_is_run():
+    assert {c.__name__ for c in CHECKS} == {name for name in globals() if name.startswith("check_")}
+
+
+PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes from a result file)
+    (check_resnet50_modes, r"\| 128 \| compile \| 4\.678 \(2\.2%\) \| ([0-9,]+) \|"),
+    (check_repeatability, r"\| fast \| 6 \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| fast \| 18\.1 \| 3\.1 \| ([0-9.]+) \|"),
+    (check_cotrain_speed, r"\| 512 \| 64 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+) \|"),
+    (check_cotrain_compiled, r"all 8 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+) \|"),
+    (check_cotrain_speed, r"All 512 steps were captured in ([0-9.]+) s"),
+    (check_colocate_bench, r"\| 64 \| 1 \| ([0-9.]+) \("),
+    (check_compiled_candidates, r"\| 32 \| 17\.17 \| ([0-9.]+) \|"),
+    (check_compile_group, r"\| 16 \| 8 \| ([0-9.]+) \|"),
+    (check_shared_study, r"\| journal \| 4 \| 200 \| ([0-9.]+) \|"),
+    (check_startup, r"\| `nasutil spaces` \| ([0-9.]+) s"),
+    (check_predictor_accuracy, r"\| mbconv, 1, eager \| 137 / 100 \| ([0-9.]+) /"),
+    (check_heldout, r"\| darts, 1 \| 100 \| \*\*([0-9.]+) /"),
+    (check_calibration, r"\| calibrated on 10 networks \| ([0-9.]+)%"),
+    (check_compile_cost, r"\| block by block \| ([0-9.]+) \|"),
+    (check_eager_host_probe, r"\| after `gc\.freeze\(\)` \| ([0-9.]+),"),
+    (check_population_before_async, r"\| 3 \| 16 \| 112\.9 \| 80 \| ([0-9,]+) \|"),
+]
+
+
+def stale(text: str, pattern: str) -> str:
+    """`text` with the figure `pattern` finds changed by one in its first digit: a number that drifted."""
+    match = re.search(pattern, text)
+    assert match, pattern
+    figure = match.group(1)
+    digit = next(i for i, ch in enumerate(figure) if ch.isdigit() and ch != "0")
+    changed = figure[:digit] + str((int(figure[digit]) % 9) + 1) + figure[digit + 1:]
+    return text[:match.start(1)] + changed + text[match.end(1):]
+
+
+@pytest.mark.parametrize("check, pattern", PLANTED, ids=[f"{c.__name__}:{i}" for i, (c, _) in enumerate(PLANTED)])
+def test_a_stale_figure_fails(check, pattern):
+    text = benchmarks()
+    check(text)  # the real text passes
+    with pytest.raises(AssertionError):
+        check(stale(text, pattern))
