@@ -181,3 +181,71 @@ def test_the_measured_scoring_is_what_its_committed_trials_say_and_the_readme_qu
                 f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
                 f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
         assert line in readme, line
+
+
+def test_the_third_version_on_fresh_seeds_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme):
+    """The policy's third version (distinct cells, error quantile, guarded fast end), scored on measured
+    throughput: the committed trials of its 120 searches on the evaluation seeds 600-619 give the committed
+    summary, and the README's table quotes it."""
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    folder = RESULTS / "measured_v2"
+    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
+                                     "dominated_throughput")
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
+    with (folder / "measured.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
+    assert len(rows) == 120 and {r["seed"] for r in rows} == set(range(600, 620))
+    low = [r for r in rows if r["hv_ratio_measured"] < 0.95]
+    slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
+    assert (f"in {len(slower)} of the {len(low)} pairs (seed and budget) below 0.95 of the measured hypervolume, "
+            f"the pruned search's fastest trained cell is slower than the unpruned one's") in readme
+    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
+    for key, e in summary["by_sampler"].items():
+        sampler, budget = key.split("@")
+        line = (f"| {names[sampler]}, seeds 600-619 | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+        assert line in readme, line
+
+
+def test_the_third_versions_tuning_replays_as_committed(readme):
+    """On the tuning seeds 500-509: replaying the chosen setting along the committed unpruned searches gives
+    the committed screen's rows, and the diagnosis of the previous version's pruned searches gives the
+    committed list of the candidates it pruned that would have joined the front."""
+    replay = load_script(EXPERIMENT / "tuning" / "replay_measured.py", "nb201_pruning_replay_measured")
+    folder = RESULTS / "measured_v2" / "tuning"
+    searches, tables = replay.read_trials(folder / "trials.csv.gz"), replay.tables()
+    assert {seed for _, seed in searches} == set(range(500, 510))
+    with (folder / "screen.csv").open(newline="") as f:
+        committed = [r for r in csv.DictReader(f) if r["setting"] == "error_quantile=0.75"]
+    assert [{k: str(v) for k, v in r.items()} for r in replay.screen(searches, "error_quantile=0.75", [150, 300],
+                                                                     tables)] == committed
+    with (folder / "why.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in replay.why(searches, 300, tables)] == list(
+            csv.DictReader(f))
+    with (folder / "screen.csv").open(newline="") as f:
+        screen = list(csv.DictReader(f))
+    for setting in dict.fromkeys(r["setting"] for r in screen):  # the README's screen table quotes every setting
+        get = {(r["sampler"], r["budget"]): r for r in screen if r["setting"] == setting}
+        cells = []
+        for sampler in ("nsga2", "tpe", "random"):
+            a, b = get[(sampler, "150")], get[(sampler, "300")]
+            cells += [f"{100 * float(a['saved_mean']):.1f}%, {100 * float(b['saved_mean']):.1f}%",
+                      f"{float(a['hv_ratio_min']):.3f}, {float(b['hv_ratio_min']):.3f}"]
+        line = f"| `{setting}` | " + " | ".join(cells) + " |"
+        assert line in readme, line
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    _, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
+                                  "dominated_throughput_v3")  # the confirmation: real searches of the third version
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "confirm_summary.json").read_text())
+    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
+    for key, e in summary["by_sampler"].items():
+        sampler, budget = key.split("@")
+        line = (f"| {names[sampler]}, seeds 500-509 | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+        assert line in readme, line

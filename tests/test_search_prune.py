@@ -187,3 +187,59 @@ def test_objectives_values_and_constraints():
     assert obj.constraints(record) == {"latency_slo": pytest.approx(0.5)}
     with pytest.raises(NasutilError, match="unknown objective 'speed'"):
         Objectives.from_config({"metrics": ["accuracy", "speed"]})
+
+
+def test_dominated_counts_a_cell_proposed_again_as_one_neighbour():
+    """An adaptive sampler proposes a cell it already trained again (its result is reused): the two records are
+    one cell's accuracy, not two neighbours, so they must not meet `min_neighbours` alone. Counted twice, they
+    pruned a 93.8% candidate that would have joined the front (the faster front member has 93.7%)."""
+    front = Seen(1320.0, 1.0, 0.02, 93.7, 1320.0, arch="front")
+    seen = Seen(1160.0, 1.0, 0.02, 92.5, 1180.0, arch="seen")
+    history = History([front, seen, seen] + [Seen(500.0 + i, 1.0, 0.02, 90.0, 510.0 + i, arch=f"slow{i}")
+                                              for i in range(8)])
+    policy = DominatedThroughput()
+    assert policy.decide(cand(1150.0), history) is None and policy.estimate(cand(1150.0), history) is None
+    # A second, different cell of that speed is the evidence asked for: then the candidate is pruned.
+    other = Seen(1140.0, 1.0, 0.02, 92.0, 1160.0, arch="other")
+    reason = policy.decide(cand(1150.0), History(history.seen + [other]))
+    assert reason is not None and "2 working trained" in reason
+    # Records without an arch (older callers) count one each, as before.
+    anonymous = History([replace(s, arch=None) for s in history.seen])
+    assert policy.decide(cand(1150.0), anonymous) is not None
+
+
+def measured(predicted: float, error: float, accuracy: float, arch: str) -> Seen:
+    """A trained cell scored on its measurement, `error` faster than predicted."""
+    return Seen(predicted, 1.0, 0.02, accuracy, predicted * (1 + error), arch=arch)
+
+
+def test_dominated_allows_a_quantile_of_the_measured_error_not_the_largest_one():
+    """The largest error of the measured neighbours grows with their number (with a hundred it is the tail's
+    tip), so it kept candidates that a faster front member plainly beats; a quantile of the errors asks the
+    same of three neighbours as of a hundred. 1.0 is the largest, as before."""
+    history = History([measured(3000.0, 0.0, 80.0, "fastest"), measured(1055.0, 0.02, 92.0, "front"),
+                       measured(995.0, 0.02, 86.0, "n1"), measured(1005.0, 0.02, 85.0, "n2"),
+                       measured(1010.0, 0.02, 84.0, "n3"), measured(950.0, 0.10, 83.0, "outlier")]
+                      + [measured(1050.0 + 10 * i, 0.02 + 0.002 * i, 82.0, f"c{i}") for i in range(5)])
+    reason = DominatedThroughput().decide(cand(1000.0), history)
+    assert reason is not None and "92.00%" in reason and "86.00%" in reason and "error allowed 2.6%" in reason
+    largest = DominatedThroughput()
+    largest.error_quantile = 1.0
+    assert largest.decide(cand(1000.0), history) is None  # 10%: 1,100/s > 1,076/s
+
+
+def test_dominated_trains_a_candidate_that_the_largest_error_seen_could_make_the_fastest():
+    """The front's fast end holds most of its hypervolume and the predictor errs most on the fastest cells
+    (nb201 on the H200: the fastest cell of all measured 26% faster than predicted). Its neighbours erred by
+    2-3% only, so the old policy pruned a candidate predicted at 476/s behind the fastest front member (518/s,
+    86.5%), which measured 557/s: it would have extended the front. A cell that beat its prediction by 12% says
+    it could."""
+    fast = [measured(505.0, 0.026, 86.5, "front"), measured(470.0, 0.021, 86.0, "n1"),
+            measured(480.0, 0.021, 85.0, "n2")]
+    slow = [measured(100.0 + i, 0.12 if i == 0 else 0.02, 90.0 + 0.1 * i, f"slow{i}") for i in range(8)]
+    policy = DominatedThroughput()
+    assert policy.decide(cand(476.0), History(fast + slow)) is None
+    assert policy.estimate(cand(476.0), History(fast + slow)) is None
+    # Once a trained cell is faster than that, the quantile decides again: pruned.
+    faster = measured(600.0, 0.0, 70.0, "fastest")
+    assert policy.decide(cand(476.0), History(fast + slow + [faster])) is not None
