@@ -17,6 +17,21 @@ from nasutil.cli import interrupts
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_python():
+    """Ctrl-C as a terminal delivers it, even where the suite itself was started with SIGINT ignored (a
+    job started in the background by a shell): Python's own handler here, the default action in children."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _restore_sigint() -> None:  # in a child before it starts Python: SIGINT ignored at start stays ignored
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop shown here
 def test_a_ctrl_c_that_python_drops_is_still_acted_on():
     """Raised inside a finaliser, the KeyboardInterrupt is printed as "Exception ignored" and dropped;
@@ -71,7 +86,7 @@ def test_ctrl_c_at_any_moment_of_a_search_ends_in_one_line(tmp_path, delay_s):
     """From the first imports to the trials: exit code 130, one line, and no budget run to its end."""
     proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", "n_trials=100000", f"hydra.run.dir={tmp_path}",
                              "plots=false", "progress=false"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_restore_sigint)
     _wait_until_python_catches_sigint(proc.pid)
     time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
@@ -93,7 +108,7 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
                              "trainer.epochs=50", f"trainer.population={population}", "trainer.threads=1",
                              "n_trials=100", f"hydra.run.dir={tmp_path}", "plots=false", "progress=false",
                              "prune=none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_restore_sigint)
     _wait_until_python_catches_sigint(proc.pid)
     deadline = time.monotonic() + 120
     running = 0
