@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from test_readme_figures import stale  # one digit of a figure changed
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -888,16 +889,6 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_eager_host_probe, r"\| after `gc\.freeze\(\)` \| ([0-9.]+),"),
     (check_population_before_async, r"\| 3 \| 16 \| 112\.9 \| 80 \| ([0-9,]+) \|"),
 ]
-
-
-def stale(text: str, pattern: str) -> str:
-    """`text` with the figure `pattern` finds changed by one in its first digit: a number that drifted."""
-    match = re.search(pattern, text)
-    assert match, pattern
-    figure = match.group(1)
-    digit = next(i for i, ch in enumerate(figure) if ch.isdigit() and ch != "0")
-    changed = figure[:digit] + str((int(figure[digit]) % 9) + 1) + figure[digit + 1:]
-    return text[:match.start(1)] + changed + text[match.end(1):]
 
 
 @pytest.mark.parametrize("check, pattern", PLANTED, ids=[f"{c.__name__}:{i}" for i, (c, _) in enumerate(PLANTED)])

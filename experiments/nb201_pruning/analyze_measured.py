@@ -45,16 +45,17 @@ def throughputs() -> dict[str, dict[str, float]]:
 KEPT = ("arm", "seed", "number", "outcome", "arch")  # what the analysis reads of each trial
 
 
-def consolidate(runs: Path, out: Path) -> None:
-    """Every trial of the sweep's run folders, one gzip CSV (the same trials give the same bytes)."""
+def consolidate(runs: Path, out: Path, columns: tuple[str, ...] = KEPT) -> None:
+    """Every trial of the sweep's run folders, one gzip CSV (the same trials give the same bytes); `columns`
+    starts with arm and seed, the rest are read from each trial."""
     rows = []
     for path in sorted(runs.glob("*/s*/trials.csv")):
         arm, seed = path.parent.parent.name, int(path.parent.name[1:])
         with path.open(newline="") as f:
-            rows += [{"arm": arm, "seed": seed, **{k: r[k] for k in KEPT[2:]}} for r in csv.DictReader(f)]
+            rows += [{"arm": arm, "seed": seed, **{k: r[k] for k in columns[2:]}} for r in csv.DictReader(f)]
     rows.sort(key=lambda r: (r["arm"], r["seed"], int(r["number"])))
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=KEPT, lineterminator="\n")
+    writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
-import io
 import re
 import statistics
 import sys
@@ -44,6 +42,9 @@ from nasutil.predictor import Prediction
 from nasutil.search.prune import DominatedThroughput, History, Seen
 
 HERE = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(HERE))
+import analyze_measured  # noqa: E402  (the experiment's analysis, beside this folder)
+
 COLUMNS = ("arm", "seed", "number", "outcome", "arch", "prune_reason")
 REASON = re.compile(r"predicted dominated: ([\d.]+)% at ([\d,]+)/s on the front vs <= ([\d.]+)%")
 
@@ -58,28 +59,11 @@ def tables() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
 
 
 def consolidate(runs: Path, out: Path) -> None:
-    """Every trial of the sweep's run folders, one gzip CSV (the same trials give the same bytes)."""
-    rows = []
-    for path in sorted(runs.glob("*/s*/trials.csv")):
-        arm, seed = path.parent.parent.name, int(path.parent.name[1:])
-        with path.open(newline="") as f:
-            rows += [{"arm": arm, "seed": seed, **{k: r[k] for k in COLUMNS[2:]}} for r in csv.DictReader(f)]
-    rows.sort(key=lambda r: (r["arm"], r["seed"], int(r["number"])))
-    text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(gzip.compress(text.getvalue().encode(), 9, mtime=0))
+    """Every trial of the sweep's run folders, with its prune reason, one gzip CSV."""
+    analyze_measured.consolidate(runs, out, COLUMNS)
 
 
-def read_trials(path: Path) -> dict[tuple[str, int], list[dict]]:
-    """(arm, seed) -> its trials in order."""
-    out: dict[tuple[str, int], list[dict]] = {}
-    with gzip.open(path, "rt", newline="") as f:
-        for r in csv.DictReader(f):
-            out.setdefault((r["arm"], int(r["seed"])), []).append(r)
-    return {key: sorted(trials, key=lambda r: int(r["number"])) for key, trials in out.items()}
+read_trials = analyze_measured.read_trials
 
 
 def candidate(arch: str, predicted: float) -> Prediction:
