@@ -38,6 +38,7 @@ from nasutil.data.nasbench201 import accuracy_table
 from nasutil.pareto import hypervolume_2d
 from nasutil.registry import get_space
 from nasutil.search.halving import ParetoHalving
+from nasutil.search.rung_informed import RUNG_VALUES, RungInformedSampler
 
 DIRECTIONS = ["maximize", "maximize"]
 
@@ -54,6 +55,9 @@ class Way:
     reduction_factor: float = 3
     min_fraction: float = 0.111111
     tell_cut: bool = False  # a cut trial told to the sampler with its rung accuracy, not as pruned
+    informed: bool = False  # the sampler learns from rung results (nasutil.search.rung_informed)
+    ask_ahead: int = 0  # trials asked with no result yet: at most max(ask_ahead, results) (0: no limit)
+    anchors: int = 0  # the predicted fast end trained first (nasutil.search.anchors)
 
     @property
     def asked_at_once(self) -> int:
@@ -61,23 +65,28 @@ class Way:
 
 
 WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
-                 r"(?P<spread>-spread)?(?P<tell>-tellcut)?$")
+                 r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?$")
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut]`: P at once; halving with reduction factor R (3) and its
-    first rung at 1/M of the training (1/9); `tellcut` tells the sampler a cut trial's rung accuracy
-    instead of a pruned state; `other-seed` is one at a time on another seed (the noise floor)."""
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA]`: P at once; halving with
+    reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
+    cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
+    (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
+    `halving.ask_ahead`); `aA` trains the A predicted-fastest cells first (as `anchors`); `other-seed` is
+    one at a time on another seed (the noise floor)."""
     match = WAY.match(name)
     if match is None:
-        raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut], e.g. p16-pareto-r2")
+        raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed]"
+                         f"[-gG][-aA], e.g. p16-pareto-informed-g16")
     return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
-               float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]))
+               float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]),
+               bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0))
 
 
-DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-spread",
-                "p64-pareto-spread", "p16-pareto-m3", "p16-pareto-r2-m4", "p16-pareto-m3-spread",
-                "p64-pareto-m3-spread", "p16-pareto-tellcut", "p64-pareto-tellcut"]
+DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-tellcut",
+                "p16-pareto-informed", "p64-pareto-informed", "p16-pareto-informed-g16", "p64-pareto-informed-g16",
+                "p256-pareto-informed-g16"]
 
 
 class Tables:
@@ -90,44 +99,75 @@ class Tables:
         self.rung = {a: r["cifar10_valid_12ep"] for a, r in accuracy.items()}
         self.throughput = {a: measured.figures(a)["throughput_per_s"] for a in accuracy}
         self.top = max(self.throughput.values())
+        self._anchors: dict[tuple[int, int], list[dict]] = {}
+
+    def anchors(self, count: int, seed: int) -> list[dict]:
+        """The search's `anchors` for this seed: the fast end on the shipped H200 predictor (not the table)."""
+        if (count, seed) not in self._anchors:
+            from nasutil.predictor import make_predictor
+            from nasutil.search.anchors import fast_end
+            from nasutil.search.objectives import Objectives
+
+            predictor = make_predictor(profile="h200")
+            objectives = Objectives.from_config({"metrics": ["accuracy", "throughput"]})
+            self._anchors[count, seed] = fast_end(get_space("nb201"), "nb201", predictor, predictor.target(),
+                                                  objectives, count, seed)
+        return self._anchors[count, seed]
 
 
 def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     """One search: the front of the trials trained to the end, and the trainings it spent."""
     space = get_space("nb201")
     sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=10, seed=seed)
-    study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
+    study = optuna.create_study(directions=DIRECTIONS, sampler=RungInformedSampler(sampler) if way.informed else sampler)
     halving = ParetoHalving(way.reduction_factor, way.min_fraction) if way.halving else None
+    first = tables.anchors(way.anchors, seed) if way.anchors else []
     spread = _spread_start(space, tables, seed, min(trials, way.asked_at_once)) if way.spread else []
-    for arch in spread:
-        study.enqueue_trial(_params(space, arch))
+    for params in first + [_params(space, arch) for arch in spread]:
+        study.enqueue_trial(params)
     asked, clock, spent = 0, 0.0, 0.0
     waiting: list[tuple[optuna.Trial, str]] = []  # asked, not yet training
     events: list[tuple[float, int, int, optuna.Trial, str, float]] = []  # (when, number, rung, trial, arch, start)
     done: dict[str, tuple[float, float]] = {}
+    unanswered: set[int] = set()  # asked, no rung reached and not ended
+    answers = 0
     rungs = halving.rungs if halving is not None else ()
+
+    def answer(number: int) -> None:
+        nonlocal answers
+        if number in unanswered:
+            unanswered.discard(number)
+            answers += 1
+
     while asked < trials or waiting or events:
-        while asked < trials and len(waiting) + len(events) < way.asked_at_once:
+        while (asked < trials and len(waiting) + len(events) < way.asked_at_once
+               and not (way.ask_ahead and len(unanswered) >= max(way.ask_ahead, answers))):
             trial = study.ask()
             arch = space.suggest(trial).to_string()
             asked += 1
             if arch in done:  # a repeat of a trained architecture: its result, no training
                 study.tell(trial, list(done[arch]))
+                answers += 1
                 continue
             waiting.append((trial, arch))
+            unanswered.add(trial.number)
         while waiting and len(events) < way.population:
             trial, arch = waiting.pop(0)
-            first = rungs[0] if rungs else 1.0
-            heapq.heappush(events, (clock + first, trial.number, 0, trial, arch, clock))
+            first_stop = rungs[0] if rungs else 1.0
+            heapq.heappush(events, (clock + first_stop, trial.number, 0, trial, arch, clock))
         if not events:
             continue
         clock, number, rung, trial, arch, start = heapq.heappop(events)
+        answer(number)
         if rung < len(rungs):  # at a rung: cut, or on to the next rung (or the end)
             values = [tables.rung[arch], tables.throughput[arch]]
+            if way.informed:
+                trial.set_user_attr(RUNG_VALUES, values)
             if halving.decide(rung, number, values, DIRECTIONS) is not None:
                 if way.tell_cut:
                     study.tell(trial, values)
                 else:
+                    trial.set_user_attr("prune_stage", "during_training")
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                 spent += clock - start
                 continue
@@ -168,6 +208,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, nargs="+", default=[64])
     parser.add_argument("--seeds", type=int, default=20, help="seeds 1000..1000+N-1")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--name", default="population_front", help="the result file is NAME.json")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     tables = Tables()
@@ -198,7 +239,7 @@ def main() -> int:
                 "trainings_spent": statistics.fmean(r["trainings_spent"] for r in mine),
                 "trained": statistics.fmean(r["trained"] for r in mine)}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "population_front.json").write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()},
+    (args.out / f"{args.name}.json").write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()},
                                                                  "summary": summary, "runs": rows}, indent=1))
     for key, s in summary.items():
         print(f"{key:28s} hv ratio mean {s['mean_hypervolume_ratio']:.3f} worst {s['worst_hypervolume_ratio']:.3f} "

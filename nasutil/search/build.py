@@ -16,11 +16,13 @@ from nasutil.evaluator.config import available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
+from nasutil.search.anchors import fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
 from nasutil.search.measurer import HardwareMeasurer, Measurer
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
+from nasutil.search.rung_informed import RungInformedSampler, informable
 from nasutil.search.storage import StudyStorage
 from nasutil.search.trainers import Trainer
 
@@ -138,14 +140,29 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                            f"{predictor.device_name}: pruned and trained trials would carry figures of two devices "
                            f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
+    anchors_wanted = anchor_count(cfg)
     sampler = _sampler(plain(cfg.sampler), seed + 7919 * worker, constrained)  # worker 0 keeps `seed`
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
+    if halving.rungs and halving.inform_sampler and informable(sampler):
+        sampler = RungInformedSampler(sampler)
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
                                 get_space(space_spec).fingerprint)
+    anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
+               if anchors_wanted and not resumed and worker == 0 else [])
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
-                    worker=worker, device=device, halving=halving)
+                    worker=worker, device=device, halving=halving, anchors=anchors)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
                        str(cfg.sampler.get("name")), resumed, search.counts())
+
+
+def anchor_count(cfg: DictConfig) -> int:
+    """The `anchors` setting: how many predicted fast-end candidates a fresh study trains first."""
+    count = cfg.get("anchors", 0)
+    if count is None:
+        return 0
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise NasutilError(f"anchors must be a whole number >= 0 (0: none), got {count!r}")
+    return count
 
 
 def halving_for(node: dict[str, Any], trainer: Trainer) -> Halving:

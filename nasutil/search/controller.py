@@ -51,6 +51,7 @@ from nasutil.search.halving import Halving
 from nasutil.search.measurer import HardwareMeasurer, MeasurementQueue
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
+from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
 from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats, write_user_attrs
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
@@ -180,7 +181,8 @@ class Search:
                  policy: PrunePolicy, trainer: Trainer, objectives: Objectives,
                  measurer: HardwareMeasurer | None = None,
                  pruner: optuna.pruners.BasePruner | None = None, pruned_as: str = "auto", worker: int = 0,
-                 device: str | None = None, halving: Halving | None = None) -> None:
+                 device: str | None = None, halving: Halving | None = None,
+                 anchors: list[dict] | None = None) -> None:
         from nasutil.registry import get_space
 
         self.study, self.space_spec, self.space = study, space_spec, get_space(space_spec)
@@ -204,6 +206,11 @@ class Search:
         self._runner: TrialRunner | None = None
         # a trial whose architecture another trial is training waits this long for that result
         self.twin_wait_s, self.twin_poll_s = 6 * 3600.0, 1.0
+        self.anchors = list(anchors or [])  # trial parameters a fresh study runs first (nasutil.search.anchors)
+        # trials asked with no result yet (no rung reached, not ended), and results this run has had
+        self._unanswered: set[int] = set()
+        self._answers = 0
+        self._answers_lock = threading.Lock()
 
     def _rung_values(self, trials: list[FrozenTrial]) -> list[tuple[int, int, list[float]]]:
         """(rung, trial, objective values there) of earlier trials, for the halving policy to rank against."""
@@ -228,6 +235,8 @@ class Search:
     def begin(self, trial: optuna.Trial) -> _Begun:
         """In the ask's turn (one trial at a time, in order): the study as it stands, the trial's claim on
         the budget, and its architecture drawn from the sampler."""
+        with self._answers_lock:
+            self._unanswered.add(trial.number)
         try:
             trials = self.study.get_trials(deepcopy=False)  # one read of the storage per trial
             self._claim(trial, trials)
@@ -237,6 +246,12 @@ class Search:
 
     def objective(self, trial: optuna.Trial, begun: _Begun | None = None) -> list[float]:
         record: TrialRecord = {"worker": self.worker, "device": self.device}
+        try:
+            return self._run_trial(trial, record, begun)
+        finally:
+            self._answered(trial.number)
+
+    def _run_trial(self, trial: optuna.Trial, record: TrialRecord, begun: _Begun | None) -> list[float]:
         try:
             begun = begun if begun is not None else self.begin(trial)
             if begun.error is not None:
@@ -348,8 +363,11 @@ class Search:
 
         def at_rung(fraction: float, accuracy: float) -> None:
             rung = self.halving.rungs.index(fraction)
-            cut = self.halving.decide(rung, trial.number, self._rung_objectives(record, accuracy),
-                                      self.objectives.directions)
+            values = self._rung_objectives(record, accuracy)
+            if self.halving.inform_sampler:  # what the sampler learns from while this candidate trains on
+                trial.set_user_attr(RUNG_VALUES, values)
+            self._answered(trial.number)
+            cut = self.halving.decide(rung, trial.number, values, self.objectives.directions)
             if cut is not None:
                 epochs = fraction * float(self.trainer.max_step)
                 raise StoppedEarly(int(math.ceil(epochs)), accuracy, f"halving:{self.halving.name}", epochs, str(cut))
@@ -442,7 +460,11 @@ class Search:
             elif max_trainings is not None and counts.trainings >= max_trainings:
                 self.stop()
 
+        self._enqueue_anchors()
         self._budget, self._started = n_trials, datetime.datetime.now()
+        with self._answers_lock:
+            self._unanswered.clear()
+            self._answers = before.finished  # a resumed study's results count as results
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         # Each failure spends an attempt; allow as many failed attempts as the budget itself. A trainer that
         # trains several candidates at once gets that many trials at once (and those it prepares ahead), but
@@ -461,6 +483,32 @@ class Search:
             raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
         return self.counts()
 
+    def _answered(self, number: int) -> None:
+        """A trial of this run has a result (a rung's, or its end): one more may be asked ahead."""
+        with self._answers_lock:
+            if number not in self._unanswered:
+                return
+            self._unanswered.discard(number)
+            self._answers += 1
+        if self._runner is not None:
+            self._runner.nudge()
+
+    def _ahead_of_results(self) -> bool:
+        """Whether as many trials wait for a first result as the halving policy lets be asked ahead of
+        results (`ask_ahead`, or the results so far where more): a sampler proposes the next from them."""
+        limit = self.halving.ask_ahead
+        if not limit or self.workers <= 1:
+            return False
+        with self._answers_lock:
+            return len(self._unanswered) >= max(limit, self._answers)
+
+    def _enqueue_anchors(self) -> None:
+        """A fresh study runs the anchors first (worker 0 enqueues them, once)."""
+        if not self.anchors or self.worker != 0 or self.study.get_trials(deepcopy=False):
+            return
+        for params in self.anchors:
+            self.study.enqueue_trial(params, user_attrs={"anchor": True}, skip_if_exists=True)
+
     def stop(self) -> None:
         """Ask for no more trials; the running ones finish."""
         if self._runner is not None:
@@ -471,6 +519,8 @@ class Search:
         running: this process's, or another worker's). A worker asks for a trial only where one is open,
         so a study run by one process never asks past its budget; a worker that finds the study complete
         (other workers finished it) stops."""
+        if self._ahead_of_results():
+            return False
         if self._heartbeats:
             fail_stale_and_orphaned_trials(self.study)
         trials = self.study.get_trials(deepcopy=False)

@@ -15,7 +15,18 @@ the rest is on the first front and is never cut for its accuracy alone. `Accurac
 accuracy only (plain ASHA).
 
 A cut candidate is a pruned trial (`prune_stage=during_training`, `prune_policy=halving:NAME`); the
-rung accuracies of every trial are stored (`rungs`), so a resumed study ranks against them. This
+rung accuracies of every trial are stored (`rungs`), so a resumed study ranks against them.
+
+Where many candidates train at once, most of a trial budget would be asked before any result came back,
+and a model-based sampler (TPE) would propose them blind. Two settings keep it informed, as BOHB (Falkner
+et al., "BOHB: Robust and Efficient Hyperparameter Optimization at Scale", ICML 2018) fits its model on
+the lower budgets while the higher ones run:
+
+- `inform_sampler`: the sampler sees each candidate's objective values at its latest rung (rung accuracy,
+  predicted hardware figures) as a result, while it trains on and after a cut
+  (`nasutil.search.rung_informed`);
+- `ask_ahead`: at most `max(ask_ahead, results so far)` trials are asked with no result yet (no rung
+  reached, not ended), so a population of 256 does not ask a 64-trial budget in one go. This
 composes with pruning before training (a pruned candidate never reaches a rung) and with an Optuna
 pruner in `early_stopping` (both may stop a candidate).
 """
@@ -52,6 +63,8 @@ class Halving:
 
     name = "none"
     rungs: tuple[float, ...] = ()
+    inform_sampler = False
+    ask_ahead: int | None = None
 
     def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
         return None
@@ -68,7 +81,13 @@ class ParetoHalving(Halving):
 
     name = "pareto"
 
-    def __init__(self, reduction_factor: float = 3, min_fraction: float = 1 / 9) -> None:
+    def __init__(self, reduction_factor: float = 3, min_fraction: float = 1 / 9, inform_sampler: bool = True,
+                 ask_ahead: int | None = 16) -> None:
+        if not isinstance(inform_sampler, bool):
+            raise NasutilError(f"halving.inform_sampler must be true or false, got {inform_sampler!r}")
+        if ask_ahead is not None and (isinstance(ask_ahead, bool) or not isinstance(ask_ahead, int) or ask_ahead < 1):
+            raise NasutilError(f"halving.ask_ahead must be a whole number >= 1 or null, got {ask_ahead!r}")
+        self.inform_sampler, self.ask_ahead = inform_sampler, ask_ahead
         for key, value in (("reduction_factor", reduction_factor), ("min_fraction", min_fraction)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise NasutilError(f"halving.{key} must be a number, got {value!r}")
@@ -112,7 +131,9 @@ class ParetoHalving(Halving):
 
     def describe(self) -> str:
         rungs = ", ".join(f"{f:.3g}" for f in self.rungs)
-        return f"{self.name} (rungs at {rungs} of the training, 1/{self.reduction_factor:g} go on)"
+        informed = "; the sampler learns from rungs" if self.inform_sampler else ""
+        ahead = f"; at most {self.ask_ahead} asked ahead of results" if self.ask_ahead else ""
+        return f"{self.name} (rungs at {rungs} of the training, 1/{self.reduction_factor:g} go on{informed}{ahead})"
 
 
 class AccuracyHalving(ParetoHalving):

@@ -66,6 +66,13 @@ class TrialRunner:
         with self._ended:
             self._ended.notify_all()
 
+    def nudge(self) -> None:
+        """Something `may_ask` reads has changed (a trial had its first result): look again now, not at the
+        next end or poll."""
+        self._refused = None
+        with self._ended:
+            self._ended.notify_all()
+
     def run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         ended = [threading.Event() for _ in range(self.workers)]
