@@ -9,7 +9,10 @@ package (`nb201_h200`, batch 256). The search asks through Optuna's TPE configur
 (multivariate, 10 random start-up trials) with the space's own `suggest`, and cuts with
 `nasutil.search.halving.ParetoHalving`. A population of P keeps P + P/4 trials asked (as the trainer's
 `ahead` default): P train at once and each holds its place for the share of a training it takes (1 to
-the end, the rung's fraction if cut), and a trial is told when its training ends, in that order.
+the end, the rung's fraction if cut), and a trial is told when its training ends, in that order. Ways
+may also let the sampler learn from rung results (`informed`, the search's `RungInformedSampler`), hold
+the asks to the results (`gG`, `halving.ask_ahead`) and train the predicted fast end first (`aA`,
+`anchors`, on the shipped H200 predictor).
 
 What it shows is the front's hypervolume (accuracy, throughput divided by the largest in the table,
 reference (0, 0)) of the trials trained to the end, over the same-seed search one at a time with no

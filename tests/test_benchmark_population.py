@@ -55,7 +55,8 @@ def test_the_front_replay_table_is_its_result_file():
     summary = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "population_front" /
                           "population_front.json").read_text())["summary"]
     text = (ROOT / "BENCHMARKS.md").read_text()
-    section = text[text.index("### Why a population with halving loses the front"):]
+    section = text[text.index("### Why a population with halving loses the front"):
+                   text.index("**The replay with the sampler informed")]
     rows = [line for line in section.splitlines() if line.startswith("| p")]
     assert len(rows) == 38
     for row in rows:
@@ -210,3 +211,56 @@ def test_the_host_turns_table_and_notes_are_their_result_files():
             f"and {float(tried[runs[2]]['speedup_over_baseline']):.2f}x `p1` ({_epochs_per_s(tried[runs[0]]):.3f}, "
             f"{_epochs_per_s(tried[runs[1]]):.3f} and {_epochs_per_s(tried[runs[2]]):.3f} epochs a second") in flat
     assert tried["p1"]["failed"] == "1"
+
+
+def test_the_informed_replay_tables_are_their_result_files():
+    folder = ROOT / "benchmarks" / "results" / "cpu" / "population_front"
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    section = text[text.index("**The replay with the sampler informed"):text.index("### A search with a population, before")]
+    tables = section.split("| way | trials |")[1:]
+    assert len(tables) == 2
+    for name, table in zip(("population_front_informed", "population_front_anchors"), tables):
+        summary = json.loads((folder / f"{name}.json").read_text())["summary"]
+        rows = [line for line in table.splitlines() if line.startswith("| p")]
+        assert len(rows) == len(summary)
+        for row in rows:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            got = summary[f"{cells[0]}/t{cells[1]}"]
+            assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
+                                 str(got["seeds_below_0.95"]), f"{got['mean_ratio_to_first_budget']:.3f}",
+                                 f"{got['worst_ratio_to_first_budget']:.3f}", f"{got['trained']:.1f}",
+                                 f"{got['trainings_spent']:.1f}"], row
+
+
+def test_the_informed_population_table_is_its_result_files():
+    import csv
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    section = text[text.index("**The sampler kept informed"):text.index("**First measurements, H200")]
+    with (RESULTS / "population_search_b64_informed.csv").open() as fh:
+        runs = list(csv.DictReader(fh))
+    with (RESULTS / "population_search_b64_eager_s41-43.csv").open() as fh:
+        eager = {r["seed"]: float(r["candidates_per_gpu_hour_span"]) for r in csv.DictReader(fh)}
+    for r in runs:
+        row = next(line for line in section.splitlines() if line.startswith(f"| {r['seed']} | {r['run']} |"))
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[2:8] == [f"{float(r['wall_s']):.1f}", f"{float(r['span_s']):.1f}", r["trained"],
+                              r["cut_at_rung"], r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}"], row
+        if r["run"].endswith("pareto"):
+            assert cells[8] == f"{float(r['speedup_over_baseline']):.2f}x", row
+            assert cells[10] == f"{float(r['candidates_per_gpu_hour']) / eager[r['seed']]:.1f}x", row
+            assert cells[11] == f"{float(r['hypervolume_ratio']):.3f}", row
+    flat = " ".join(section.split())
+    ratios = [float(r["candidates_per_gpu_hour"]) / eager[r["seed"]] for r in runs if r["run"].endswith("pareto")]
+    assert f"{min(ratios):.1f}-{max(ratios):.1f}x (mean {sum(ratios) / len(ratios):.1f}x)" in flat
+    spans = [float(r["span_s"]) / float(r["wall_s"]) for r in runs]
+    assert f"it is {min(spans):.2f}-{max(spans):.2f} of the wall time" in flat
+    for name, cells in (("population_search_b256_informed_s44.csv", ("batch 256, seed 44",)),
+                        ("population_search_b64_defaults_s45.csv", ("pruning and measuring on, seed 45",))):
+        with (RESULTS / name).open() as fh:
+            for r in csv.DictReader(fh):
+                if r["run"] == "p1-eager":
+                    continue
+                figures = (f"| {float(r['wall_s']):.1f} | {r['trained']} | {r['cut_at_rung']} | "
+                           f"{r['pruned_before_training']} | {r['measured']} | {float(r['candidates_per_gpu_hour']):,.0f} |")
+                assert figures in section, (name, r["run"])
