@@ -15,7 +15,8 @@ Per run, from its study: trials finished (trained to the end, cut at a rung, pru
 failed trials, wall time from the search's start to its end (Hydra, data loading and all), candidates
 (finished trials) per GPU-hour, and the hypervolume of the front of trained trials (accuracy in %,
 throughput divided by the largest of the seed's runs, reference (0, 0)). Runs with fewer trials
-(`--eager-trials` for the eager runs, which take about 25 s a candidate) are also rated over the span
+(`--eager-trials` for the eager runs, which take about 25 s a candidate, and train no `anchors`: their few
+trials rate the eager step on the sampler's own proposals) are also rated over the span
 from their first trial's start to their last trial's end, which leaves out the start-up they share.
 Writes population_search_runs.jsonl (a line per run as it ends), NAME.json and NAME.csv.
 """
@@ -58,8 +59,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
                  f"trainer.dataset={args.dataset}", f"trainer.epochs={args.epochs}",
                  f"trainer.batch_size={args.batch_size}", f"trainer.population={spec['population']}",
                  f"halving={spec['halving']}", *args.settings]
-    if spec["eager"]:
-        overrides.append("trainer.graphs=false")
+    if spec["eager"]:  # a few trials rate the eager step: representative ones, not the predicted-fastest anchors
+        overrides += ["trainer.graphs=false", "anchors=0"]
     os.environ["NASUTIL_CACHE_DIR"] = str(work / f"cache-{study_name}")  # each run measures its own survivors
     started = time.perf_counter()
     code = search_main(overrides)
