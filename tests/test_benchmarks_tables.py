@@ -3,17 +3,23 @@
 Each check is a function of the BENCHMARKS.md text: it finds a section by its heading, parses its
 markdown table(s), reads the section's result files under `benchmarks/results/`, and compares every
 measured cell with the file's value rounded the way the cell shows it ("3.657" is compared at three
-decimals, "1,145" at none). A table that drifts from its data fails here; `test_a_stale_figure_fails`
-plants one changed digit in the text to show that the checks notice. The population tables are
-checked by `tests/test_benchmark_population.py`, README.md's figures by `tests/test_readme_figures.py`.
+decimals, "1,145" at none). A few sections take theirs from `experiments/*/results/` or the shipped
+profile, and figures of an earlier run whose file a later run replaced from that file as committed,
+named in the text by its commit (read with `git show`; skipped without the history). A table that
+drifts from its data fails here; `test_a_stale_figure_fails` plants one changed digit in the text to
+show that the checks notice. The population tables are checked by `tests/test_benchmark_population.py`,
+README.md's figures by `tests/test_readme_figures.py`.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import math
 import re
 import statistics
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 H200 = RESULTS / "h200"
 CPU = RESULTS / "cpu"
+PRUNING = ROOT / "experiments" / "nb201_pruning" / "results"
+PROFILE = ROOT / "nasutil" / "data" / "profiles" / "h200.json"
 
 NUMBER = re.compile(r"(?<![\w.%)])[-+]?\d[\d,]*(?:\.\d+)?")  # a "-" right after a figure is a range's dash
 
@@ -106,6 +114,16 @@ def load(path: Path):
 
 def pct(value) -> float:
     return 100 * float(value)
+
+
+def committed(commit: str, path: str) -> str:
+    """`path` as committed in `commit`: the file of an earlier run that a later one replaced, which the text
+    names by its commit. Skipped where the checkout holds no such history (a shallow clone, an sdist)."""
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{path}"], capture_output=True, text=True,
+                              check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"no git history holding {commit}:{path}")
 
 
 # --- Evaluator on an NVIDIA H200 -------------------------------------------------------------------
@@ -255,6 +273,33 @@ def check_eager_isolation(text: str) -> None:
          f"took {min(launch):.1f}-{max(launch):.1f} us", f"(median {min(isolated):.2f}-{max(isolated):.2f}x the in-process")
 
 
+def check_eager_isolation_earlier(text: str) -> None:
+    """h200/eager_isolation.csv as first committed (26de66f): the earlier run of the same plan."""
+    rounds = list(csv.DictReader(io.StringIO(committed("26de66f", "benchmarks/results/h200/eager_isolation.csv"))))
+    models = dict.fromkeys(r["model"] for r in rounds)
+    assert len(models) == 4 and len(rounds) == 20
+    isolated = [statistics.median(float(r["isolated_ms"]) / float(r["inprocess_ms"]) for r in rounds if r["model"] == m)
+                for m in models]
+    says(section(text, "### Eager timing at batch 1: the host CPU sets the pace"),
+         f"`eager_isolation.csv` as first committed in 26de66f, gave {min(isolated):.2f}-{max(isolated):.2f}x")
+
+
+def check_shipped_profile(text: str) -> None:
+    """nasutil/data/profiles/h200.json: the held-out error a prediction carries (`expected_error`: the lower
+    of its learned model's and operator table's, as `auto` chooses), and the file's size."""
+    profile = load(PROFILE)
+    error = {(e["space"], e["batch_size"], e["mode"]): min(e["validation"][k] for k in ("learned", "operators"))
+             for e in profile["learned"]}
+    eager = error[("nb201", 1, "eager")]
+    graphs = [error[("nb201", batch, "cudagraph")] for batch in (1, 256)]
+    says(section(text, "### Eager timing at batch 1: the host CPU sets the pace"),
+         f"its held-out error at batch 1 eager is {pct(eager):.0f}% for nb201 against "
+         f"{pct(min(graphs)):.0f}-{pct(max(graphs)):.0f}% from a CUDA graph")
+    says(section(text, "### Isolated worker against its parent at eager batch 1"),
+         f"keeps its stated expected error ({pct(eager):.0f}%)")
+    says(section(text, "## Start-up (CPU machine, 2 cores)"), f"({PROFILE.stat().st_size / 1e6:.1f} MB of JSON")
+
+
 def check_nb201_rate(text: str) -> None:
     """h200/rate/nb201_rate.json (the 300-cell passes, phases and agreement) and, for the whole pass,
     experiments/nb201_study/results/all_b256_runs.json, summary.json and measured_all_b256.csv."""
@@ -325,6 +370,8 @@ def check_eager_host_probe(text: str) -> None:
     assert all(sum(r[side]["collections"]) == 0 for r in probe["rows"] for side in ("parent", "child"))
     says(section(text, heading), f"from {min(ratios):.2f} to {max(ratios):.2f}",
          f"the parent alone moves by up to {max(moves):.1f}x")
+    chance = sum(math.comb(15, k) * (1 / 3) ** k * (2 / 3) ** (15 - k) for k in range(11, 16))  # the test's bound
+    says(section(text, heading), f"slowest in 11 or more of 15 (probability {chance:.1%} by chance)")
 
 
 def check_nni(text: str) -> None:
@@ -739,13 +786,17 @@ def check_predictor_cost(text: str) -> None:
             assert len(ms) == 4
             agree(cell, min(ms), max(ms))
         fast = [r["predictions_per_s"] for r in mine if r["predictor"] == "operators"]
-        shown = NUMBER.findall(cells[3])
         if space == "nb201":
             agree(cells[3], min(fast) / max(rates), max(fast) / min(rates), min(fast), max(fast), min(rates), max(rates))
-        else:  # the mbconv measurement rate has no log: only the prediction rates are checked
-            agree(" ".join(shown[1:3]), min(fast), max(fast))
+        else:  # the mbconv measurement rate has no log: only the prediction rates are shown
+            agree(cells[3], min(fast), max(fast))
+            assert "no measurement rate kept" in cells[3], cells[3]
     says(section(text, PREDICTOR), f"took {min(seconds)}-{max(seconds)} s per configuration with 8 workers, "
                                    f"{min(rates):.0f}-{max(rates):.0f} measurements/s")
+    first = [float(ms) / 1000 for ms in re.findall(r"first eager forward: ([0-9.]+) ms",
+                                                   (H200 / "evaluator_phases_mbconv.log").read_text())]
+    assert len(first) == 2 and all(rounded(s, "2") for s in first), first
+    says(section(text, PREDICTOR), "spends about 2 s of its first forward in one-off library work")
 
 
 def check_measure_next(text: str) -> None:
@@ -813,7 +864,34 @@ def check_calibration(text: str) -> None:
          f"(tau {zero['kendall_tau']:.3f} against {shipped['kendall_tau']:.3f}) and reads them "
          f"{-pct(zero['median_signed']):.1f}% fast",
          f"{pct(got['calibrated']['10']['within_10pct']['mean']):.1f}% within +-10% on average; thirty reach "
-         f"{pct(got['calibrated']['30']['within_10pct']['mean']):.1f}%")
+         f"{pct(got['calibrated']['30']['within_10pct']['mean']):.1f}%",
+         f"the fitted profile's {pct(shipped['mape']):.1f}% error")
+
+
+def check_calibration_earlier(text: str) -> None:
+    """h200/calibration_unseen.json as committed in 98005f3 (a profile of nb201 and mbconv) and in 6f563f9 (rows
+    split rather than networks); the second's test set recomputed from its script's split (numpy, seed 0)."""
+    import numpy as np
+
+    path = "benchmarks/results/h200/calibration_unseen.json"
+    first, split = json.loads(committed("98005f3", path)), json.loads(committed("6f563f9", path))
+    measured = [r for r in csv.DictReader(io.StringIO(committed("6f563f9", "benchmarks/results/h200/predictor_data_mbconv.csv")))
+                if r["status"] == "ok" and r["dtype"] == "fp16" and r["batch_size"] == "256" and r["mode"] == "cudagraph"]
+    assert len(measured) == split["networks"]  # that version counted rows as networks
+    order = np.random.default_rng(0).permutation(len(measured))
+    test = {measured[i]["arch"] for i in order[:split["test"]]}
+    pool = {measured[i]["arch"] for i in order[split["test"]:]}
+    assert test & pool
+    notes = section(text, "### A space the profile never saw, and how many measurements calibrate it")
+    says(notes, f"split the {split['networks']} rows rather than the networks, so its test set of {split['test']} rows "
+                f"held {len(test)} networks",
+         f"it read {pct(split['zero_shot']['within_10pct']):.1f}%, {pct(split['calibrated']['10']['within_10pct']['mean']):.1f}% "
+         f"and {pct(split['calibrated']['30']['within_10pct']['mean']):.1f}%",
+         f"gave {pct(first['zero_shot']['within_10pct']):.1f}% zero-shot and "
+         f"{pct(first['calibrated']['10']['within_10pct']['mean']):.1f}% / "
+         f"{pct(first['calibrated']['30']['within_10pct']['mean']):.1f}% after 10 / 30 networks",
+         f"moved the zero-shot figure from {pct(first['zero_shot']['within_10pct']):.1f}% to "
+         f"{pct(split['zero_shot']['within_10pct']):.0f}%")
 
 
 # --- A search with a population, before the population ran asynchronously -----------------------------
@@ -851,6 +929,91 @@ def check_population_before_async(text: str) -> None:
     says(notes, f"rise {min(at_64):.1f}-{max(at_64):.1f}x at batch 64; at batch 256 barely ({gains[2]:.2f}x)")
 
 
+# --- Prune before training: nb201 -------------------------------------------------------------------
+
+PRUNE = "## Prune before training: nb201, CIFAR-10 200-epoch accuracy vs H200 throughput"
+DEFAULTS = "dominated_throughput_m0.0_b0.05_w10_n{}"  # margin 0, band 5%, warm-up 10, n neighbours
+
+
+def pruning_arm(stage: str, sampler: str, neighbours: int = 2) -> tuple[dict, float]:
+    """experiments/nb201_pruning/results/tuning/{stage}.csv's row for the sampler at the defaults, and the mean
+    trainings of its unpruned searches from {stage}_per_seed.csv."""
+    arm = f"{sampler}-{DEFAULTS.format(neighbours)}"
+    summary = {r["arm"]: r for r in rows_of(PRUNING / "tuning" / f"{stage}.csv")}[arm]
+    seeds = [r for r in rows_of(PRUNING / "tuning" / f"{stage}_per_seed.csv") if r["arm"] == arm]
+    assert len(seeds) == int(summary["n"]) == 10
+    return summary, statistics.fmean(int(r["baseline_trainings"]) for r in seeds)
+
+
+def check_pruning(text: str) -> None:
+    """experiments/nb201_pruning/results/: tuning/grid.csv (seeds 0-9) and tuning/confirm.csv (seeds 10-19) at the
+    defaults, summary.json (reference point, true front); h200/predictor_accuracy.json (the throughput model)."""
+    rows = table(text, PRUNE)
+    assert len(rows) == 6
+    for row, (label, stage, sampler) in zip(rows[:2] + rows[4:], (
+            ("random", "grid", "random"), ("NSGA-II, `pruned_as=predicted` (default)", "grid", "nsga2"),
+            ("confirmation, seeds 10-19: random", "confirm", "random"),
+            ("confirmation, seeds 10-19: NSGA-II, `predicted`", "confirm", "nsga2"))):
+        s, unpruned = pruning_arm(stage, sampler)
+        assert row[0] == label, row
+        agree(row[1], unpruned, float(s["trainings_mean"]))
+        agree(row[2], pct(s["saved_mean"]), pct(s["saved_min"]))
+        agree(row[3], float(s["hv_ratio_mean"]), float(s["hv_ratio_min"]))
+        assert row[4] == f"{s['seeds_goal_met']} of {s['n']} seeds", row
+    notes = flat(section(text, PRUNE))
+    (random, _), (nsga2, _) = pruning_arm("grid", "random"), pruning_arm("grid", "nsga2")
+    nsga2_3, _ = pruning_arm("grid", "nsga2", 3)
+    says(notes, f"{pct(random['saved_mean']):.1f}% fewer trainings keep {pct(random['hv_ratio_mean']):.1f}% of the "
+                f"hypervolume ({random['seeds_goal_met']} of {random['n']} seeds meet both halves)",
+         f"it saves {pct(nsga2['saved_mean']):.1f}% of the trainings for {float(nsga2['hv_ratio_mean']):.3f} of the "
+         f"hypervolume ({nsga2['seeds_goal_met']} of {nsga2['n']} seeds meet both halves)")
+    three = re.search(r"\(NSGA-II with 3 neighbours saved only ([0-9.]+%, [0-9]+ of [0-9]+) seeds\)", notes)
+    assert three, "the grid's 3 neighbours"  # the file's 0.4425 is a tie at one decimal: agree() takes either
+    agree(three.group(1), pct(nsga2_3["saved_mean"]), int(nsga2_3["seeds_goal_met"]), int(nsga2_3["n"]))
+    confirmed = re.search(r"confirmed on fresh seeds 10-19 \((.*?)\)\. A negative", notes)
+    assert confirmed, "the confirmation's sentence"
+    (c_nsga2, _), (c_random, _) = pruning_arm("confirm", "nsga2"), pruning_arm("confirm", "random")
+    (c_nsga2_3, _), (c_random_3, _) = pruning_arm("confirm", "nsga2", 3), pruning_arm("confirm", "random", 3)
+    agree(confirmed.group(1), pct(c_nsga2["saved_mean"]), float(c_nsga2["hv_ratio_mean"]), int(c_nsga2["seeds_goal_met"]),
+          10, pct(c_random["saved_mean"]), float(c_random["hv_ratio_mean"]), int(c_random["seeds_goal_met"]), 10, 3,
+          pct(c_nsga2_3["saved_mean"]), int(c_nsga2_3["seeds_goal_met"]), 10, pct(c_random_3["saved_mean"]),
+          int(c_random_3["seeds_goal_met"]), 10)
+    summary = load(PRUNING / "summary.json")
+    reference, front = summary["reference_point"], summary["true_front"]
+    says(notes, f"Hypervolume reference point: ({reference['accuracy']:.1f}% accuracy, "
+                f"{reference['throughput_per_s']:,.1f} images/s)", f"the true front has {front['cells']} cells")
+    model = next(s for s in load(H200 / "predictor_accuracy.json")["summaries"]
+                 if (s["space"], s["batch_size"], s["mode"]) == ("nb201", 256, "cudagraph"))
+    says(notes, f"Kendall tau {model['results']['learned']['kendall_tau']:.3f}, "
+                f"{pct(model['results']['learned']['within_10pct']):.1f}% of {model['test']} held-out cells within +-10%")
+
+
+def check_pruning_first_run(text: str) -> None:
+    """experiments/nb201_pruning/results/summary.json as first committed (bd442e6), seeds 0-9: the two other ways
+    NSGA-II was told of a pruned trial (its default and random rows are grid.csv's)."""
+    first = json.loads(committed("bd442e6", "experiments/nb201_pruning/results/summary.json"))
+    arms, paired = first["arms"], first["paired"]
+    rows = table(text, PRUNE)
+    for row, way in zip(rows[2:4], ("infeasible", "pruned")):
+        arm = f"nsga2-dominated_throughput-as_{way}"
+        assert arms[arm]["pruned_as"] == [way] and row[0] == f"NSGA-II, `pruned_as={way}`", row
+        p = paired[f"{arm} vs nsga2-none"]
+        agree(row[1], arms["nsga2-none"]["trainings"]["mean"], arms[arm]["trainings"]["mean"])
+        agree(row[2], pct(p["trainings_saved_mean"]), pct(p["trainings_saved_min"]))
+        agree(row[3], p["hv_ratio_mean"], p["hv_ratio_min"])
+        assert row[4] == f"{p['goal_met_seeds']} of {p['seeds']} seeds", row
+    for sampler, key in (("nsga2", "nsga2-dominated_throughput vs nsga2-none"),
+                         ("random", "random-dominated_throughput vs random-none")):
+        grid, _ = pruning_arm("grid", sampler)  # the same searches as the grid's default
+        assert abs(paired[key]["trainings_saved_mean"] - float(grid["saved_mean"])) < 1e-4, sampler
+        assert abs(paired[key]["hv_ratio_mean"] - float(grid["hv_ratio_mean"])) < 1e-4, sampler
+    as_pruned = "nsga2-dominated_throughput-as_pruned"
+    says(section(text, PRUNE), f"recorded as PRUNED the search reached {arms[as_pruned]['generations']['mean']:.1f} "
+                               f"generations instead of {arms['nsga2-none']['generations']['mean']:.0f} and lost "
+                               f"{pct(1 - paired[as_pruned + ' vs nsga2-none']['hv_ratio_mean']):.0f}% of the "
+                               f"hypervolume on average")
+
+
 # --- the tests ---------------------------------------------------------------------------------------
 
 CHECKS = [check_resnet50_modes, check_repeatability, check_evaluator_throughput, check_counters,
@@ -858,7 +1021,9 @@ CHECKS = [check_resnet50_modes, check_repeatability, check_evaluator_throughput,
           check_startup, check_cotrain_speed, check_cotrain_compiled, check_cotrain_equivalence,
           check_colocate_bench, check_compiled_candidates, check_compiled_colocate, check_compile_cost,
           check_compile_group, check_shared_study, check_predictor_accuracy, check_predictor_cost,
-          check_measure_next, check_heldout, check_calibration, check_population_before_async]
+          check_measure_next, check_heldout, check_calibration, check_population_before_async,
+          check_eager_isolation_earlier, check_shipped_profile, check_calibration_earlier, check_pruning,
+          check_pruning_first_run]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
@@ -888,6 +1053,15 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_compile_cost, r"\| block by block \| ([0-9.]+) \|"),
     (check_eager_host_probe, r"\| after `gc\.freeze\(\)` \| ([0-9.]+),"),
     (check_population_before_async, r"\| 3 \| 16 \| 112\.9 \| 80 \| ([0-9,]+) \|"),
+    (check_eager_isolation_earlier, r"first committed in 26de66f, gave ([0-9.]+)-"),
+    (check_shipped_profile, r"held-out error at batch 1 eager is ([0-9]+)%"),
+    (check_calibration, r"the fitted profile's ([0-9.]+)% error"),
+    (check_calibration_earlier, r"held ([0-9]+) networks, some of them"),
+    (check_calibration_earlier, r"gave ([0-9.]+)% zero-shot"),
+    (check_pruning, r"\| random \| 148\.7 -> ([0-9.]+) \|"),
+    (check_pruning, r"with 3 neighbours ([0-9.]+)% and 1 of 10 for NSGA-II"),
+    (check_pruning_first_run, r"`pruned_as=infeasible` \| 126\.7 -> [0-9.]+ \| ([0-9.]+)%"),
+    (check_predictor_cost, r"2\.26-2\.72 \| not known \(([0-9]+)-"),
 ]
 
 
