@@ -26,9 +26,10 @@ the lower budgets while the higher ones run:
   predicted hardware figures) as a result, while it trains on and after a cut
   (`nasutil.search.rung_informed`);
 - `ask_ahead`: at most `max(ask_ahead, results so far)` trials are asked with no result yet (no rung
-  reached, not ended), so a population of 256 does not ask a 64-trial budget in one go. This
-composes with pruning before training (a pruned candidate never reaches a rung) and with an Optuna
-pruner in `early_stopping` (both may stop a candidate).
+  reached, not ended), so a population of 256 does not ask a 64-trial budget in one go.
+
+Halving composes with pruning before training (a pruned candidate never reaches a rung) and with an
+Optuna pruner in `early_stopping` (both may stop a candidate).
 """
 
 from __future__ import annotations
