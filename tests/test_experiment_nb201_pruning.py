@@ -249,3 +249,31 @@ def test_the_third_versions_tuning_replays_as_committed(readme):
                 f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
                 f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
         assert line in readme, line
+
+
+def test_the_anchored_evaluation_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme):
+    """The third version with `anchors=4` in both arms, seeds 600-619: the committed trials give the committed
+    summary, and the README's table quotes it; in every search the first four trials were trained (the anchors)."""
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    folder = RESULTS / "measured_anchors"
+    trials = measured.read_trials(folder / "trials.csv.gz")
+    rows, summary = measured.analyze(trials, [150, 300], "dominated_throughput")
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
+    with (folder / "measured.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
+    assert len(rows) == 80 and {r["seed"] for r in rows} == set(range(600, 620))
+    with gzip.open(folder / "trials.csv.gz", "rt", newline="") as f:
+        first = [r for r in csv.DictReader(f) if int(r["number"]) < 4]
+    assert len(first) == 4 * 80 and all(r["outcome"] == "trained" for r in first)
+    low = [r for r in rows if r["hv_ratio_measured"] < 0.95]
+    slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
+    assert f"In {len(slower)} of the {len(low)} pairs below 0.95" in readme
+    names = {"nsga2": "NSGA-II", "tpe": "TPE"}
+    for key, e in summary["by_sampler"].items():
+        sampler, budget = key.split("@")
+        line = (f"| {names[sampler]}, seeds 600-619, anchors | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+        assert line in readme, line

@@ -66,6 +66,13 @@ def test_the_pruning_line_quotes_the_measured_scoring():
             f"{100 * max(e['trainings_saved_mean'] for e in earlier):.0f}%, "
             f"{min(e['hv_ratio_measured_min'] for e in earlier):.2f}-{max(e['hv_ratio_measured_min'] for e in earlier):.2f})"
             in " ".join(text.split()))
+    anchored = json.loads((ROOT / "experiments" / "nb201_pruning" / "results" / "measured_anchors" /
+                           "measured_summary.json").read_text())["by_sampler"]
+    worst = {b: [anchored[f"{s}@{b}"]["hv_ratio_measured_min"] for s in ("nsga2", "tpe")] for b in (150, 300)}
+    kept = [e["trainings_saved_mean"] for e in anchored.values()]
+    assert (f"their worst seeds rise to {min(worst[150]):.2f}-{max(worst[150]):.2f} at 150 trials and "
+            f"{min(worst[300]):.2f}-{max(worst[300]):.2f} at 300, for {100 * min(kept):.0f}-{100 * max(kept):.0f}% "
+            f"fewer trainings") in " ".join(text.split())
 
 
 def test_the_packing_figures_are_the_colocation_experiments():
