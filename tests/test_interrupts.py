@@ -132,3 +132,16 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
         reasons = {r for (r,) in db.execute("select value_json from trial_user_attributes where key = 'fail_reason'")}
     assert "RUNNING" not in states and states.get("FAIL", 0) >= 1, states
     assert any("interrupted (Ctrl-C) before its training ended" in r for r in reasons), reasons
+
+
+def test_a_ctrl_c_of_an_earlier_command_does_not_stop_the_next_where_sigint_is_ignored():
+    """A process whose SIGINT is ignored (a job started in the background) never installs the handler; a
+    Ctrl-C remembered from an earlier command in it must not stop the next command at its first safe point."""
+    interrupts._requested.set()  # what an earlier command's Ctrl-C left behind
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts.handled():
+            assert not interrupts.requested()
+            interrupts.stop_if_requested()  # does not raise
+    finally:
+        signal.signal(signal.SIGINT, before)

@@ -36,11 +36,13 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """Install the handler for the duration (main thread only, and only over Python's default one, so that
-    a program embedding nasutil keeps its own); a Ctrl-C remembered from before is forgotten."""
+    a program embedding nasutil keeps its own); a Ctrl-C remembered from before is forgotten, also where the
+    handler is not installed (SIGINT ignored, as in a job a shell started in the background): it belonged
+    to an earlier command of the process, and would stop this one at its first safe point."""
+    _requested.clear()
     own = threading.current_thread() is threading.main_thread() and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler
     if own:
-        _requested.clear()
         signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
