@@ -177,3 +177,21 @@ def test_bad_anchors_is_a_one_line_error(tmp_path, capsys):
     assert main([f"hydra.run.dir={tmp_path}", "anchors=-1", "plots=false", "progress=false", "n_trials=2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "anchors" in err and "\n" not in err
+
+
+def test_the_fast_end_of_a_latency_objective_is_its_lowest_latency():
+    """A minimised hardware objective ranks the other way: the anchors are the lowest predicted latencies."""
+    from nasutil.predictor import make_predictor
+    from nasutil.registry import get_space
+    from nasutil.search.anchors import fast_end
+    from nasutil.search.objectives import Objectives
+
+    space, predictor = get_space("nb201"), make_predictor(profile="h200")
+    target = predictor.target()
+    objectives = Objectives.from_config({"metrics": ["accuracy", "latency"]})
+    anchors = fast_end(space, "nb201", predictor, target, objectives, count=2, seed=1, predictions=64)
+    chosen = [p.latency_ms for p in predictor.predict_many(
+        "nb201", [space.suggest(optuna.trial.FixedTrial(p)) for p in anchors], target)]
+    sample = predictor.predict_many("nb201", space.sample_many(64, seed=1), target)
+    assert max(chosen) <= np.median([p.latency_ms for p in sample])
+    assert chosen == sorted(chosen)  # best first
