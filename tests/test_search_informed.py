@@ -76,6 +76,16 @@ def test_the_sampler_proposes_from_rung_results_before_any_trial_ends():
     assert _proposals(tpe()) != told
 
 
+def test_a_gaussian_process_sampler_is_informed_the_same_way():
+    def gp() -> optuna.samplers.BaseSampler:
+        return optuna.samplers.GPSampler(n_startup_trials=5, seed=3)
+
+    told = _proposals(gp(), tell=True, asks=6)
+    assert informable(gp()) and told.count("a") >= 4
+    assert _proposals(RungInformedSampler(gp()), asks=6) == told
+    assert _proposals(gp(), asks=6) != told
+
+
 def _config(tmp_path, *extra: str):
     from nasutil.search.config import compose
 
