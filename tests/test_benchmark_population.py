@@ -51,6 +51,16 @@ def test_seed_22s_front_figures_are_its_points():
     assert all(0.95 < r["span_s"] / r["wall_s"] <= 1 for r in runs)  # the two clocks agree
 
 
+def assert_replay_row(row: str, summary: dict) -> None:
+    """A row of a replay table (`population_front.py`) states its way's summary figures."""
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    got = summary[f"{cells[0]}/t{cells[1]}"]
+    assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
+                         str(got["seeds_below_0.95"]), f"{got['mean_ratio_to_first_budget']:.3f}",
+                         f"{got['worst_ratio_to_first_budget']:.3f}", f"{got['trained']:.1f}",
+                         f"{got['trainings_spent']:.1f}"], row
+
+
 def test_the_front_replay_table_is_its_result_file():
     summary = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "population_front" /
                           "population_front.json").read_text())["summary"]
@@ -60,12 +70,7 @@ def test_the_front_replay_table_is_its_result_file():
     rows = [line for line in section.splitlines() if line.startswith("| p")]
     assert len(rows) == 38
     for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        got = summary[f"{cells[0]}/t{cells[1]}"]
-        assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
-                             str(got["seeds_below_0.95"]), f"{got['mean_ratio_to_first_budget']:.3f}",
-                             f"{got['worst_ratio_to_first_budget']:.3f}", f"{got['trained']:.1f}",
-                             f"{got['trainings_spent']:.1f}"]
+        assert_replay_row(row, summary)
     for way, trials, figure in (("p1-other-seed", 64, "worst 0.598"), ("p1-other-seed", 128, "worst 0.710"),
                                 ("p16-pareto", 64, "0.570"), ("p16-pareto-tellcut", 128, "0.912"),
                                 ("p16-pareto-m3", 64, "0.807")):
@@ -224,12 +229,7 @@ def test_the_informed_replay_tables_are_their_result_files():
         rows = [line for line in table.splitlines() if line.startswith("| p")]
         assert len(rows) == len(summary)
         for row in rows:
-            cells = [c.strip() for c in row.strip("|").split("|")]
-            got = summary[f"{cells[0]}/t{cells[1]}"]
-            assert cells[2:] == [f"{got['mean_hypervolume_ratio']:.3f}", f"{got['worst_hypervolume_ratio']:.3f}",
-                                 str(got["seeds_below_0.95"]), f"{got['mean_ratio_to_first_budget']:.3f}",
-                                 f"{got['worst_ratio_to_first_budget']:.3f}", f"{got['trained']:.1f}",
-                                 f"{got['trainings_spent']:.1f}"], row
+            assert_replay_row(row, summary)
 
 
 def test_the_informed_population_table_is_its_result_files():

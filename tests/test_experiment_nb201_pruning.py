@@ -163,6 +163,20 @@ def test_the_300_trial_evaluation_is_what_its_committed_trials_say(tmp_path):
         assert figures in readme, figures
 
 
+def assert_measured_table_quoted(summary: dict, readme: str, label: str = "") -> None:
+    """Every sampler and budget of an `analyze_measured` summary is a row of the README's measured table
+    (`label` follows the sampler's name in its first cell, e.g. ", seeds 600-619")."""
+    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
+    for key, e in summary["by_sampler"].items():
+        sampler, budget = key.split("@")
+        line = (f"| {names[sampler]}{label} | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+        assert line in readme, line
+
+
 def test_the_measured_scoring_is_what_its_committed_trials_say_and_the_readme_quotes_it(tmp_path, readme):
     """Prune by prediction, score by measurement: the committed trials of the 120 searches give the
     committed summary, and the README's table quotes it."""
@@ -172,15 +186,7 @@ def test_the_measured_scoring_is_what_its_committed_trials_say_and_the_readme_qu
                                      "dominated_throughput")
     assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
     assert len(rows) == 120 and {r["seed"] for r in rows} == set(range(400, 420))
-    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
-    for key, e in summary["by_sampler"].items():
-        sampler, budget = key.split("@")
-        line = (f"| {names[sampler]} | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
-                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
-                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
-                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
-                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
-        assert line in readme, line
+    assert_measured_table_quoted(summary, readme, "")
 
 
 def test_the_third_version_on_fresh_seeds_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme):
@@ -199,15 +205,7 @@ def test_the_third_version_on_fresh_seeds_is_what_its_committed_trials_say_and_t
     slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
     assert (f"in {len(slower)} of the {len(low)} pairs (seed and budget) below 0.95 of the measured hypervolume, "
             f"the pruned search's fastest trained cell is slower than the unpruned one's") in readme
-    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
-    for key, e in summary["by_sampler"].items():
-        sampler, budget = key.split("@")
-        line = (f"| {names[sampler]}, seeds 600-619 | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
-                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
-                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
-                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
-                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
-        assert line in readme, line
+    assert_measured_table_quoted(summary, readme, ", seeds 600-619")
 
 
 def test_the_third_versions_tuning_replays_as_committed(readme):
@@ -240,15 +238,7 @@ def test_the_third_versions_tuning_replays_as_committed(readme):
     _, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
                                   "dominated_throughput_v3")  # the confirmation: real searches of the third version
     assert json.loads(json.dumps(summary)) == json.loads((folder / "confirm_summary.json").read_text())
-    names = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
-    for key, e in summary["by_sampler"].items():
-        sampler, budget = key.split("@")
-        line = (f"| {names[sampler]}, seeds 500-509 | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
-                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
-                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
-                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
-                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
-        assert line in readme, line
+    assert_measured_table_quoted(summary, readme, ", seeds 500-509")
 
 
 def test_the_anchored_evaluation_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme):
@@ -268,12 +258,4 @@ def test_the_anchored_evaluation_is_what_its_committed_trials_say_and_the_readme
     low = [r for r in rows if r["hv_ratio_measured"] < 0.95]
     slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
     assert f"In {len(slower)} of the {len(low)} pairs below 0.95" in readme
-    names = {"nsga2": "NSGA-II", "tpe": "TPE"}
-    for key, e in summary["by_sampler"].items():
-        sampler, budget = key.split("@")
-        line = (f"| {names[sampler]}, seeds 600-619, anchors | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
-                f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
-                f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
-                f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
-                f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
-        assert line in readme, line
+    assert_measured_table_quoted(summary, readme, ", seeds 600-619, anchors")
