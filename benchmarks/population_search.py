@@ -18,6 +18,9 @@ throughput divided by the largest of the seed's runs, reference (0, 0)). Runs wi
 (`--eager-trials` for the eager runs, which take about 25 s a candidate, and train no `anchors`: their few
 trials rate the eager step on the sampler's own proposals) are also rated over the span
 from their first trial's start to their last trial's end, which leaves out the start-up they share.
+With `--plain-loop`, each eager run's cells are trained again right after it by a textbook PyTorch loop
+(benchmarks/plain_eager.py, which shares only the network builder and the dataset reader with nasutil): an
+independent clock for the eager rate, and the `speedup_over_plain_loop` column divides by it.
 Writes population_search_runs.jsonl (a line per run as it ends), NAME.json and NAME.csv.
 """
 
@@ -75,6 +78,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
     ends = [t.datetime_complete for t in ended if t.datetime_complete]
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else float("nan")
     cut = [t for t in ended if str(t.user_attrs.get("prune_policy", "")).startswith("halving:")]
+    summary_file = run_dir / "summary.json"
+    activity = json.loads(summary_file.read_text()).get("trainer_activity") if summary_file.exists() else None
     return {"run": name, **spec, "seed": seed, "trials_asked": trials, "exit_code": code, "wall_s": wall,
             "span_s": span, "finished": len(ended), "trained": len(done), "cut_at_rung": len(cut),
             "pruned_before_training": sum(t.user_attrs.get("prune_stage") == "before_training" for t in ended),
@@ -84,7 +89,10 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "candidates_per_gpu_hour_span": len(ended) / span * 3600 if span == span and span > 0 else None,
             "best_accuracy": max((t.user_attrs["accuracy"] for t in done), default=None),
             "points": [(t.values[0], t.values[1]) for t in done], "numbers": [t.number for t in done],
-            "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done)}
+            "trial_seconds": [(t.user_attrs.get("arch"), (t.datetime_complete - t.datetime_start).total_seconds())
+                              for t in done if t.datetime_start and t.datetime_complete],
+            "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
+            "population_activity": activity}
 
 
 def order_for(runs: list[str], index: int) -> list[str]:
@@ -104,12 +112,17 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
         for r in group:
             r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
         for r in group:
-            row = {k: v for k, v in r.items() if k not in ("points", "numbers")}
+            row = {k: v for k, v in r.items() if k not in ("points", "numbers", "trial_seconds", "plain_loop")}
+            activity = r.get("population_activity") or {}
+            row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
             if base is not None:
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
             if slow is not None and slow.get("candidates_per_gpu_hour_span"):
                 row["speedup_over_eager"] = r["candidates_per_gpu_hour"] / slow["candidates_per_gpu_hour_span"]
+            if slow is not None and slow.get("plain_loop"):
+                plain_rate = 3600 / statistics.fmean(p["seconds"] for p in slow["plain_loop"])
+                row["speedup_over_plain_loop"] = r["candidates_per_gpu_hour"] / plain_rate
             rows.append(row)
     return rows
 
@@ -117,8 +130,9 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
 def write_csv(rows: list[dict], path: Path) -> None:
     columns = ["run", "seed", "population", "eager", "halving", "trials_asked", "finished", "trained", "cut_at_rung",
                "pruned_before_training", "failed", "wall_s", "span_s", "candidates_per_gpu_hour",
-               "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager", "best_accuracy",
-               "hypervolume", "hypervolume_ratio", "epochs_trained", "measured"]
+               "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
+               "speedup_over_plain_loop", "best_accuracy",
+               "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
@@ -138,6 +152,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[11])
     parser.add_argument("--settings", nargs="*", default=[], help="more key=value settings for every run")
     parser.add_argument("--warm-up", type=int, default=4, help="trials of an unrecorded search first (0: none)")
+    parser.add_argument("--plain-loop", action="store_true",
+                        help="after each eager run, train its cells again with benchmarks/plain_eager.py (the "
+                             "independent clock for the eager rate)")
     parser.add_argument("--name", default="population_search")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS_JSONL",
@@ -168,12 +185,32 @@ def run_all(args: argparse.Namespace) -> list[dict]:
             spec = parse_run(name)
             trials = spec["budget"] or (args.eager_trials if spec["eager"] else args.trials)
             results.append(search(name, seed, trials, args, work))
+            if spec["eager"] and args.plain_loop:
+                results[-1]["plain_loop"] = plain_loop(results[-1], args)
             with (args.out / f"{args.name}_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
                 fh.write(json.dumps({**results[-1], "settings": args.settings, "batch_size": args.batch_size}) + "\n")
             r = results[-1]
             print(json.dumps({k: r[k] for k in ("run", "seed", "wall_s", "finished", "trained", "cut_at_rung",
                                                   "failed", "candidates_per_gpu_hour")}), flush=True)
     return results
+
+
+def plain_loop(run: dict, args: argparse.Namespace) -> list[dict]:
+    """The eager run's cells trained again by a textbook loop, each beside the seconds its trial took."""
+    import torch
+
+    from plain_eager import load_split, train_plain
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    data = load_split(args.dataset, device)
+    timed = []
+    for arch, trial_seconds in run["trial_seconds"]:
+        result = train_plain(arch, data, batch_size=args.batch_size, epochs=args.epochs, seed=run["seed"],
+                             device=device)
+        timed.append({**result, "trial_seconds": trial_seconds})
+        print(json.dumps({"plain_loop": arch, "seconds": round(result["seconds"], 2),
+                          "trial_seconds": round(trial_seconds, 2)}), flush=True)
+    return timed
 
 
 def plain(value):
@@ -191,12 +228,13 @@ def report(args: argparse.Namespace, results: list[dict]) -> None:
         mine = [r for r in rows if r["run"] == name]
         by_run[name] = {key: statistics.fmean(r[key] for r in mine if r.get(key) is not None)
                         for key in ("candidates_per_gpu_hour", "speedup_over_baseline", "speedup_over_eager",
-                                    "hypervolume_ratio") if any(r.get(key) is not None for r in mine)}
+                                    "speedup_over_plain_loop", "hypervolume_ratio") if any(r.get(key) is not None for r in mine)}
         by_run[name]["worst_hypervolume_ratio"] = min((r["hypervolume_ratio"] for r in mine
                                                        if r.get("hypervolume_ratio") is not None), default=None)
         by_run[name]["failed"] = sum(r["failed"] for r in mine)
     summary = {"settings": {k: plain(v) for k, v in vars(args).items()},
-               "runs": rows, "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results},
+               "runs": rows, "plain_loop": {f"{r['run']}/s{r['seed']}": r["plain_loop"] for r in results
+                                            if r.get("plain_loop")}, "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results},
                "by_run": by_run}
     (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     write_csv(rows, args.out / f"{args.name}.csv")

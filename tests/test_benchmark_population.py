@@ -264,3 +264,108 @@ def test_the_informed_population_table_is_its_result_files():
                 figures = (f"| {float(r['wall_s']):.1f} | {r['trained']} | {r['cut_at_rung']} | "
                            f"{r['pruned_before_training']} | {r['measured']} | {float(r['candidates_per_gpu_hour']):,.0f} |")
                 assert figures in section, (name, r["run"])
+
+
+def _section(start: str, end: str) -> str:
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    return text[text.index(start):text.index(end)]
+
+
+def _cells(section: str, prefix: str) -> list[str]:
+    row = next(line for line in section.splitlines() if line.startswith(prefix))
+    return [c.strip() for c in row.strip("|").split("|")]
+
+
+def test_the_same_run_eager_table_is_its_result_file():
+    """Seeds 54-55: every row, the ratios to both eager clocks, the plain loop's seconds, the activity."""
+    section = _section("**The eager loop in the same run", "**Where the host time goes")
+    summary = json.loads((RESULTS / "population_search_b64_eager_s54-55.json").read_text())
+    populations = [r for r in summary["runs"] if r["run"] != "p1-eager"]
+    for r in summary["runs"]:
+        cells = _cells(section, f"| {r['seed']} | {r['run']} |")
+        assert cells[2:8] == [f"{r['wall_s']:.1f}", f"{r['span_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                              str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}"], cells
+        if r["run"] != "p1-eager":
+            assert cells[8:] == [f"{r['speedup_over_eager']:.1f}x", f"{r['speedup_over_plain_loop']:.1f}x",
+                                 f"{r['hypervolume_ratio']:.3f}", f"{r['mean_together']:.1f}",
+                                 f"{r['device_busy']:.0%}"], cells
+    flat = " ".join(section.split())
+    eager = [r["speedup_over_eager"] for r in populations]
+    plain = [r["speedup_over_plain_loop"] for r in populations]
+    assert f"{min(eager):.1f}-{max(eager):.1f}x the search's own eager step" in flat
+    assert f"{min(plain):.1f}-{max(plain):.1f}x the plain loop" in flat
+    by_run = summary["by_run"]
+    assert ", ".join(f"{by_run[n]['speedup_over_plain_loop']:.1f}x" for n in
+                     ("p16-pareto", "p64-pareto", "p256-pareto")) + " for 16, 64 and 256" in flat
+    cells = [p for runs in summary["plain_loop"].values() for p in runs]
+    seconds = ", ".join(f"{p['seconds']:.1f}" for p in cells)
+    trial_seconds = ", ".join(f"{p['trial_seconds']:.1f}" for p in cells)
+    assert f"{seconds} s for the cells the search's eager step trained in {trial_seconds} s" in flat
+    ratios = [p["seconds"] / p["trial_seconds"] - 1 for p in cells]
+    assert f"({-min(ratios):.0%} less to {max(ratios):.0%} more)" in flat
+    together = [r["mean_together"] for r in populations]
+    busy = [r["device_busy"] for r in populations]
+    assert f"{min(together):.1f}-{max(together):.1f} candidates at once" in flat
+    assert f"device {min(busy) * 100:.0f}-{max(busy):.0%} of its time" in flat
+    rate = {(r["seed"], r["run"]): r["candidates_per_gpu_hour"] for r in populations}
+    mean = {n: by_run[n]["candidates_per_gpu_hour"] / by_run["p16-pareto"]["candidates_per_gpu_hour"]
+            for n in ("p64-pareto", "p256-pareto")}
+    assert f"{mean['p64-pareto']:.2f}x and {mean['p256-pareto']:.2f}x of 16 on the mean" in flat
+    for seed in (54, 55):
+        figures = [rate[(seed, n)] / rate[(seed, "p16-pareto")] for n in ("p64-pareto", "p256-pareto")]
+        assert f"{figures[0]:.2f}x and {figures[1]:.2f}x on seed {seed}" in flat
+
+
+def test_the_host_profile_table_is_its_result_files():
+    section = _section("**Where the host time goes", "**Batch 256 on three seeds")
+    for population in (16, 64):
+        report = json.loads((ROOT / "benchmarks" / "results" / "h200" / "host_profile" /
+                             f"host_profile_b64_s56_p{population}.json").read_text())
+        driver, trial = report["roles"]["driver"], report["roles"]["trial"]
+        assert _cells(section, f"| {population} |")[1:] == [
+            f"{report['wall_s']:.1f}", f"{driver['leaf']['streams.py:synchronize']:.0%}",
+            f"{driver['ours']['population.py:launching']:.0%}", f"{driver['leaf']['graphs.py:replay']:.0%}",
+            f"{trial['ours']['population.py:host_turn']:.0%}", f"{trial['ours']['population.py:train']:.0%}"]
+
+
+def test_the_batch_256_three_seed_table_is_its_result_files():
+    import statistics
+
+    section = _section("**Batch 256 on three seeds", "**First measurements, H200")
+    first = json.loads((RESULTS / "population_search_b256_s56-58.json").read_text())["runs"]
+    again = json.loads((RESULTS / "population_search_b256_s58_rerun.json").read_text())["runs"]
+    for r in first + again:
+        tag = f"{r['seed']} (re-run)" if r in again else str(r["seed"])
+        cells = _cells(section, f"| {tag} | {r['run']} |")
+        assert cells[2:8] == [f"{r['wall_s']:.1f}", f"{r['span_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                              str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}"], cells
+        if r["run"] != "p1":
+            assert cells[8:] == [f"{r['speedup_over_baseline']:.2f}x", f"{r['hypervolume_ratio']:.3f}",
+                                 f"{r['mean_together']:.1f}"], cells
+    flat = " ".join(section.split())
+    clean = [r for r in first if r["seed"] != 58] + again
+    for name, words in (("p16-pareto", "16 at once read"), ("p64-pareto", "64 at once")):
+        x = [r["speedup_over_baseline"] for r in clean if r["run"] == name]
+        assert f"{words} {min(x):.2f}-{max(x):.2f}x (mean {statistics.fmean(x):.2f}x)" in flat
+    failed = next(r for r in first if r["seed"] == 58 and r["run"] == "p1")["failed"]
+    assert f"{failed} of its trials failed with CUDA out of memory" in flat
+    assert all(r["failed"] == 0 for r in clean)
+    hv = [r["hypervolume_ratio"] for r in clean if r["run"] != "p1"]
+    assert f"{min(hv):.3f}-{max(hv):.3f} of one-at-a-time's hypervolume" in flat
+
+
+def test_the_plain_loop_trains_a_cell_on_its_own():
+    """benchmarks/plain_eager.py, the eager runs' second clock: a textbook loop that learns (digits, CPU)."""
+    import sys
+
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from plain_eager import load_split, train_plain
+
+    data = load_split("digits", torch.device("cpu"))
+    arch = "|nor_conv_3x3~0|+|nor_conv_3x3~0|skip_connect~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+    result = train_plain(arch, data, batch_size=64, epochs=2, seed=0, device=torch.device("cpu"))
+    assert result["steps"] == 2 * (len(data["train"][1]) // 64)
+    assert result["finite"] and result["seconds"] > 0
+    assert result["test_accuracy"] > 50.0  # ten classes: chance is 10%

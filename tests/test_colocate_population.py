@@ -281,3 +281,21 @@ def test_the_driver_ends_when_nobody_trains():
 def test_bad_sizes_are_user_errors(size, ahead):
     with pytest.raises(NasutilError):
         Population(size, ahead=ahead)
+
+
+def test_activity_counts_the_members_that_trained_together():
+    """Three members of 20, 20 and 5 steps in a population of four: 45 member steps over the rounds
+    driven, three at most together; the driver's time is counted, and the share of it spent waiting for a
+    device is a share."""
+    population = Population(4)
+    errors: dict[str, BaseException] = {}
+    members = [Member(lambda: time.sleep(0.001), steps) for steps in (20, 20, 5)]
+    threads = [_start(population, m, errors, f"m{n}") for n, m in enumerate(members)]
+    for t in threads:
+        t.join(timeout=10)
+    assert not errors
+    activity = population.activity()
+    assert sum(m.taken for m in members) == 45
+    assert activity["most_together"] <= 3 and activity["rounds"] >= 20
+    assert activity["mean_together"] == pytest.approx(45 / activity["rounds"])
+    assert activity["driving_s"] > 0 and 0.0 <= activity["device_bound"] <= 1.0

@@ -113,6 +113,18 @@ def test_the_population_line_quotes_its_runs():
             f"mean)") in text
     wide = {r["run"]: float(r["speedup_over_baseline"]) for r in rows_of("population_search_b256_informed_s44.csv")}
     assert f"16 at once read {wide['p16-pareto']:.2f}x and 64 at once {wide['p64-pareto']:.2f}x" in text
+    same_run = [r for r in rows_of("population_search_b64_eager_s54-55.csv") if r["run"] in populations]
+    plain = [float(r["speedup_over_plain_loop"]) for r in same_run]
+    own = [float(r["speedup_over_eager"]) for r in same_run]
+    assert (f"read {min(plain):.1f}-{max(plain):.1f}x a textbook PyTorch loop training the same cells "
+            f"(`benchmarks/plain_eager.py`) and {min(own):.1f}-{max(own):.1f}x the search's own eager step") in text
+    wide_runs = [r for r in rows_of("population_search_b256_s56-58.csv") if r["seed"] != "58"]
+    wide_runs += rows_of("population_search_b256_s58_rerun.csv")
+    together = [float(r["mean_together"]) for r in wide_runs + same_run if r["mean_together"]]
+    assert f"trained {min(together):.1f}-{max(together):.1f} candidates at once on average" in text
+    spans = [[float(r["speedup_over_baseline"]) for r in wide_runs if r["run"] == run] for run in populations[:2]]
+    assert (f"16 and 64 at once read {min(spans[0]):.2f}-{max(spans[0]):.2f}x and {min(spans[1]):.2f}-"
+            f"{max(spans[1]):.2f}x one at a time (seeds 56-58") in text
     full = {r["run"]: r for r in rows_of("population_search_b64_defaults_s45.csv")}
     assert (f"16 at once read {float(full['p16-pareto']['speedup_over_baseline']):.2f}x, hypervolume "
             f"{float(full['p16-pareto']['hypervolume_ratio']):.3f}") in text

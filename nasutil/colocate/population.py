@@ -42,6 +42,7 @@ import contextlib
 import itertools
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -152,8 +153,11 @@ class Population:
         self.most_in_turn = 0  # the most members that did host work at once
         self._stopped: BaseException | None = None  # set by stop(): what every member raises
         self.rounds = 0  # rounds driven
+        self.member_steps = 0  # steps taken by all members: over `rounds`, how many trained at once
         self.most_together = 0  # the most members that took one round together
         self.most_reserved = 0
+        self.driving_s = 0.0  # the driver's time with someone training
+        self.waiting_s = 0.0  # of that, the time it waited for the device to catch up (the device was busy)
 
     # -- a member's thread -----------------------------------------------------------------------
 
@@ -306,6 +310,7 @@ class Population:
         if self.switch_interval_s:
             sys.setswitchinterval(min(before, self.switch_interval_s))
         marks: deque[Any] = deque()  # one event per round queued, to keep the lead bounded
+        last = time.perf_counter()
         try:
             while True:
                 with self._changed:
@@ -315,9 +320,12 @@ class Population:
                         return
                     together = [m for m in self._members if m.state == READY]
                 self.most_together = max(self.most_together, len(together))
+                self.member_steps += len(together)
                 changed = False
+                waited = time.perf_counter()
                 while len(marks) >= self.lead_rounds:  # outside the gate: a capture need not wait for this
                     marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
+                self.waiting_s += time.perf_counter() - waited
                 with self.gate.launching():
                     for m in together:
                         if m.error is not None:  # stopped from outside (stop()): it takes no more steps
@@ -335,12 +343,22 @@ class Population:
                     with self._changed:  # a member that has left gave its stream back: never mark that one
                         marks.append(self._mark([m for m in together if m.state != DONE]))
                 self.rounds += 1
+                now = time.perf_counter()
+                self.driving_s, last = self.driving_s + now - last, now
                 if changed:
                     with self._changed:
                         self._changed.notify_all()
         finally:
             if self.switch_interval_s and sys.getswitchinterval() == min(before, self.switch_interval_s):
                 sys.setswitchinterval(before)
+
+    def activity(self) -> dict[str, float]:
+        """How the population trained so far: rounds, members a round on average and at most, and the share
+        of the driver's time spent waiting for the device (near 1: the device, not the host, sets the pace)."""
+        return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
+                "most_together": self.most_together, "most_reserved": self.most_reserved,
+                "driving_s": round(self.driving_s, 3),
+                "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0}
 
     @staticmethod
     def _mark(together: list[Member]) -> Any:

@@ -35,7 +35,7 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "wall_s": round(wall_s, 2), "resumed": setup.resumed, "interrupted": interrupted,
                "metrics": s.objectives.names, "sampler": setup.sampler_name, "prune": s.policy.describe(),
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
-               "trainer": s.trainer.describe(), "counts": {**vars(counts), "trainings": counts.trainings}}
+               "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings}}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files)
     return summary

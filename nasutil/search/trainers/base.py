@@ -68,3 +68,7 @@ class Trainer(ABC):
 
     def describe(self) -> str:
         return self.name
+
+    def activity(self) -> dict[str, float] | None:
+        """How the trainer used the device, for the run's summary (None where it has nothing to say)."""
+        return None
