@@ -232,10 +232,9 @@ def report(args: argparse.Namespace, results: list[dict]) -> None:
         by_run[name]["worst_hypervolume_ratio"] = min((r["hypervolume_ratio"] for r in mine
                                                        if r.get("hypervolume_ratio") is not None), default=None)
         by_run[name]["failed"] = sum(r["failed"] for r in mine)
-    summary = {"settings": {k: plain(v) for k, v in vars(args).items()},
-               "runs": rows, "plain_loop": {f"{r['run']}/s{r['seed']}": r["plain_loop"] for r in results
-                                            if r.get("plain_loop")}, "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results},
-               "by_run": by_run}
+    summary = {"settings": {k: plain(v) for k, v in vars(args).items()}, "runs": rows,
+               "plain_loop": {f"{r['run']}/s{r['seed']}": r["plain_loop"] for r in results if r.get("plain_loop")},
+               "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results}, "by_run": by_run}
     (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     write_csv(rows, args.out / f"{args.name}.csv")
     print(json.dumps(by_run, indent=1))

@@ -58,7 +58,7 @@ def test_a_predictor_of_your_own_is_named_by_target(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("+prune.bandwidth=0.1", "prune 'dominated_throughput' takes no option bandwidth (takes: band, degenerate_fraction, error_band, margin, "),
+    ("+prune.bandwidth=0.1", "prune 'dominated_throughput' takes no option bandwidth (takes: band, degenerate_fraction, error_band, error_quantile, margin, "),
     ("predictor.kind=oracle", "unknown predictor 'oracle'"),
     ("+trainer.epochz=3", "trainer 'tabular' takes no option epochz"),
 ])

@@ -129,6 +129,8 @@ def test_latency_slo_policy_uses_predicted_latency():
     ({"_target_": "no_such_module_xyz.Policy"}, "cannot import prune"),
     ({"name": "dominated_throughput", "degenerate_fraction": 1.5}, "degenerate_fraction"),
     ({"name": "dominated_throughput", "throughput_error": "big"}, "throughput_error"),
+    ({"name": "dominated_throughput", "error_quantile": 1.5}, "error_quantile must be a fraction"),
+    ({"name": "dominated_throughput", "error_quantile": float("nan")}, "error_quantile must be a fraction"),
 ])
 def test_bad_policy_configs_are_one_line_errors(cfg, message):
     with pytest.raises(NasutilError, match=message):
@@ -223,9 +225,7 @@ def test_dominated_allows_a_quantile_of_the_measured_error_not_the_largest_one()
                       + [measured(1050.0 + 10 * i, 0.02 + 0.002 * i, 82.0, f"c{i}") for i in range(5)])
     reason = DominatedThroughput().decide(cand(1000.0), history)
     assert reason is not None and "92.00%" in reason and "86.00%" in reason and "error allowed 2.6%" in reason
-    largest = DominatedThroughput()
-    largest.error_quantile = 1.0
-    assert largest.decide(cand(1000.0), history) is None  # 10%: 1,100/s > 1,076/s
+    assert DominatedThroughput(error_quantile=1.0).decide(cand(1000.0), history) is None  # 10%: 1,100/s > 1,076/s
 
 
 def test_dominated_trains_a_candidate_that_the_largest_error_seen_could_make_the_fastest():

@@ -30,6 +30,9 @@ driver competes with `host_turns` threads at most.
 `stop(error)` (a Ctrl-C) ends every member with `error` after its step or host work in flight, and
 admits nobody after.
 
+`activity()` tells how the population trained: members a round on average and at most, and the share of
+the driver's time spent waiting for the device (low: the host, not the device, set the pace).
+
 `quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
 the block ends, so that a measurement sees an idle device. Members never share state: each has its
 own network, optimizer, schedule and data order, so training one in a population computes exactly

@@ -180,13 +180,11 @@ class DominatedThroughput(PrunePolicy):
     """
 
     name = "dominated_throughput"
-    #: the quantile of the measured errors allowed (1.0: the largest, the second version's rule); the upper
-    #: quartile was tuned on nb201 seeds 500-509 (experiments/nb201_pruning/README.md)
-    error_quantile: ClassVar[float] = 0.75
 
     def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 2,
                  margin: float = 0.0, degenerate_fraction: float = 0.5,
-                 throughput_error: float | str = "auto", error_band: float = 0.2) -> None:
+                 throughput_error: float | str = "auto", error_band: float = 0.2,
+                 error_quantile: float = 0.75) -> None:
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
         if not 0 <= degenerate_fraction < 1:
@@ -200,6 +198,12 @@ class DominatedThroughput(PrunePolicy):
             raise NasutilError(f"prune.error_band must be a fraction >= 0, got {error_band!r}")
         self.degenerate_fraction, self.throughput_error = float(degenerate_fraction), throughput_error
         self.error_band = float(error_band)
+        # the quantile of the measured errors allowed (1.0: the largest, the second version's rule); the upper
+        # quartile was tuned on nb201 seeds 500-509 (experiments/nb201_pruning/README.md)
+        if isinstance(error_quantile, bool) or not isinstance(error_quantile, (int, float)) \
+                or not 0 <= error_quantile <= 1:
+            raise NasutilError(f"prune.error_quantile must be a fraction in [0, 1], got {error_quantile!r}")
+        self.error_quantile = float(error_quantile)
 
     def _neighbours(self, candidate: Prediction, history: History) -> list[float]:
         """Accuracies of the working trained candidates of about the candidate's predicted throughput."""

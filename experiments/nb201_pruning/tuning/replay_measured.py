@@ -21,8 +21,7 @@ than the neighbours' bound), `throughput` (the front member that was to dominate
     python experiments/nb201_pruning/tuning/replay_measured.py TRIALS [--runs RUNS] \\
         [--grid 'error_quantile=1.0' 'error_quantile=0.75 band=0.1' ... --out SCREEN.csv] [--why WHY.csv]
 
-(`error_quantile` is a constant of the policy's class, set on the replayed policy; the other keys are its
-config settings.)
+(the keys are the policy's config settings.)
 """
 
 from __future__ import annotations
@@ -113,10 +112,7 @@ def screen(searches: dict, setting: str, budgets: list[int], tabs: tuple) -> lis
     predicted, measured, accuracy = tabs
     reference = (min(measured.values()), 10.0)
     settings = parse_setting(setting)
-    quantile = settings.pop("error_quantile", None)
     policy = DominatedThroughput(**settings)
-    if quantile is not None:  # a class constant, not a config option
-        policy.error_quantile = quantile
     per: dict = {}
     for (arm, seed), trials in sorted(searches.items()):
         sampler, _, prune = arm.partition("-")
