@@ -259,3 +259,26 @@ def test_the_anchored_evaluation_is_what_its_committed_trials_say_and_the_readme
     slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
     assert f"In {len(slower)} of the {len(low)} pairs below 0.95" in readme
     assert_measured_table_quoted(summary, readme, ", seeds 600-619, anchors")
+
+
+@pytest.mark.parametrize("folder_name, label, anchors", [
+    ("measured_q60", ", seeds 800-819, anchors=8, error_quantile=0.6", 8),
+    ("measured_q60_reference", ", seeds 800-819, anchors=4, defaults", 4),
+])
+def test_the_fresh_seed_comparison_is_what_its_committed_trials_say_and_the_readme_quotes_it(
+        readme, folder_name, label, anchors):
+    """Eight anchors and a lower error allowance against the defaults with four, both on fresh seeds 800-819:
+    the committed trials give the committed summaries, the README's table quotes them, and every search first
+    trained its anchors."""
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    folder = RESULTS / folder_name
+    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
+                                     "dominated_throughput")
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
+    with (folder / "measured.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
+    assert len(rows) == 80 and {r["seed"] for r in rows} == set(range(800, 820))
+    with gzip.open(folder / "trials.csv.gz", "rt", newline="") as f:
+        first = [r for r in csv.DictReader(f) if int(r["number"]) < anchors]
+    assert len(first) == anchors * 80 and all(r["outcome"] == "trained" for r in first)
+    assert_measured_table_quoted(summary, readme, label)

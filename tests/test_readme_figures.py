@@ -73,6 +73,21 @@ def test_the_pruning_line_quotes_the_measured_scoring():
     assert (f"their worst seeds rise to {min(worst[150]):.2f}-{max(worst[150]):.2f} at 150 trials and "
             f"{min(worst[300]):.2f}-{max(worst[300]):.2f} at 300, for {100 * min(kept):.0f}-{100 * max(kept):.0f}% "
             f"fewer trainings") in " ".join(text.split())
+    fresh = {folder: json.loads((ROOT / "experiments" / "nb201_pruning" / "results" / folder /
+                                 "measured_summary.json").read_text())["by_sampler"]
+             for folder in ("measured_q60_reference", "measured_q60")}
+    flat = " ".join(text.split())
+    reference, changed = fresh["measured_q60_reference"], fresh["measured_q60"]
+    assert (f"TPE at 300 trials ({100 * reference['tpe@300']['trainings_saved_mean']:.1f}% fewer trainings, worst seed "
+            f"{reference['tpe@300']['hv_ratio_measured_min']:.3f}) but not for NSGA-II "
+            f"({100 * reference['nsga2@300']['trainings_saved_mean']:.1f}%, worst "
+            f"{reference['nsga2@300']['hv_ratio_measured_min']:.3f})") in flat
+    assert (f"raised that to {100 * changed['tpe@300']['trainings_saved_mean']:.1f}% and "
+            f"{changed['tpe@300']['hv_ratio_measured_min']:.3f} (TPE) and "
+            f"{100 * changed['nsga2@300']['trainings_saved_mean']:.1f}% and "
+            f"{changed['nsga2@300']['hv_ratio_measured_min']:.3f} (NSGA-II)") in flat
+    low = min(changed[f"{s}@150"]["hv_ratio_measured_min"] for s in ("nsga2", "tpe"))
+    assert f"lowered the worst seed at 150 to {low:.2f}" in flat
 
 
 def test_the_packing_figures_are_the_colocation_experiments():
