@@ -307,7 +307,7 @@ class TorchTrainer(Trainer):
             done = self.activity()
             if done and done["rounds"]:
                 together += (f"; trained {done['mean_together']:.1f} at once on average (most "
-                             f"{done['most_together']}), the device busy {done['device_bound']:.0%} of the time")
+                             f"{done['most_together']}), waiting for the device {done['device_bound']:.0%} of the time")
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
 
 
