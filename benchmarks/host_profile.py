@@ -80,6 +80,8 @@ def main() -> int:
         stop.set()
         sampler.join()
     wall = time.perf_counter() - started
+    if code:  # the search said why on stderr; a profile of it would profile nothing
+        return code
     report = {"overrides": args.overrides, "exit_code": code, "wall_s": round(wall, 2), "roles": {}}
     for kind, counter in counts.items():
         total = counter.pop("samples")

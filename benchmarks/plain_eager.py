@@ -91,10 +91,16 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=1)
     args = parser.parse_args()
+    from nasutil.errors import NasutilError
+
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    data = load_split(args.dataset, device)
-    for arch in args.arch:
-        print(json.dumps(train_plain(arch, data, args.space, args.batch_size, args.epochs, device=device)), flush=True)
+    try:
+        data = load_split(args.dataset, device)
+        for arch in args.arch:
+            print(json.dumps(train_plain(arch, data, args.space, args.batch_size, args.epochs, device=device)),
+                  flush=True)
+    except NasutilError as exc:  # a bad arch, space or dataset: one line, exit 2
+        parser.exit(2, f"plain_eager.py: error: {exc}\n")
     return 0
 
 

@@ -350,6 +350,8 @@ def test_the_batch_256_three_seed_table_is_its_result_files():
     failed = next(r for r in first if r["seed"] == 58 and r["run"] == "p1")["failed"]
     assert f"{failed} of its trials failed with CUDA out of memory" in flat
     assert all(r["failed"] == 0 for r in clean)
+    spans = [r["span_s"] / r["wall_s"] for r in first + again]
+    assert f"{min(spans):.2f}-{max(spans):.2f} of the wall time" in flat
     hv = [r["hypervolume_ratio"] for r in clean if r["run"] != "p1"]
     assert f"{min(hv):.3f}-{max(hv):.3f} of one-at-a-time's hypervolume" in flat
 

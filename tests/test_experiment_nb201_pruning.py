@@ -177,6 +177,26 @@ def assert_measured_table_quoted(summary: dict, readme: str, label: str = "") ->
         assert line in readme, line
 
 
+def committed_analysis(folder: Path, pairs: int, seeds: range) -> tuple[list[dict], dict]:
+    """The analysis of a folder's committed trials, checked to be its committed summary and table: one row a
+    pair of searches (pruned and unpruned, one sampler and seed) and budget (150 and 300 trials), over `seeds`."""
+    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
+    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
+                                     "dominated_throughput")
+    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
+    with (folder / "measured.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
+    assert len(rows) == 2 * pairs and {r["seed"] for r in rows} == set(seeds)
+    return rows, summary
+
+
+def assert_anchors_trained_first(folder: Path, anchors: int, searches: int) -> None:
+    """In every search of the folder the first `anchors` trials were trained (the anchors)."""
+    with gzip.open(folder / "trials.csv.gz", "rt", newline="") as f:
+        first = [r for r in csv.DictReader(f) if int(r["number"]) < anchors]
+    assert len(first) == anchors * searches and all(r["outcome"] == "trained" for r in first)
+
+
 def test_the_measured_scoring_is_what_its_committed_trials_say_and_the_readme_quotes_it(tmp_path, readme):
     """Prune by prediction, score by measurement: the committed trials of the 120 searches give the
     committed summary, and the README's table quotes it."""
@@ -193,14 +213,7 @@ def test_the_third_version_on_fresh_seeds_is_what_its_committed_trials_say_and_t
     """The policy's third version (distinct cells, error quantile, guarded fast end), scored on measured
     throughput: the committed trials of its 120 searches on the evaluation seeds 600-619 give the committed
     summary, and the README's table quotes it."""
-    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
-    folder = RESULTS / "measured_v2"
-    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
-                                     "dominated_throughput")
-    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
-    with (folder / "measured.csv").open(newline="") as f:
-        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
-    assert len(rows) == 120 and {r["seed"] for r in rows} == set(range(600, 620))
+    rows, summary = committed_analysis(RESULTS / "measured_v2", 60, range(600, 620))
     low = [r for r in rows if r["hv_ratio_measured"] < 0.95]
     slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
     assert (f"in {len(slower)} of the {len(low)} pairs (seed and budget) below 0.95 of the measured hypervolume, "
@@ -244,17 +257,9 @@ def test_the_third_versions_tuning_replays_as_committed(readme):
 def test_the_anchored_evaluation_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme):
     """The third version with `anchors=4` in both arms, seeds 600-619: the committed trials give the committed
     summary, and the README's table quotes it; in every search the first four trials were trained (the anchors)."""
-    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
     folder = RESULTS / "measured_anchors"
-    trials = measured.read_trials(folder / "trials.csv.gz")
-    rows, summary = measured.analyze(trials, [150, 300], "dominated_throughput")
-    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
-    with (folder / "measured.csv").open(newline="") as f:
-        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
-    assert len(rows) == 80 and {r["seed"] for r in rows} == set(range(600, 620))
-    with gzip.open(folder / "trials.csv.gz", "rt", newline="") as f:
-        first = [r for r in csv.DictReader(f) if int(r["number"]) < 4]
-    assert len(first) == 4 * 80 and all(r["outcome"] == "trained" for r in first)
+    rows, summary = committed_analysis(folder, 40, range(600, 620))
+    assert_anchors_trained_first(folder, 4, 80)
     low = [r for r in rows if r["hv_ratio_measured"] < 0.95]
     slower = [r for r in low if r["fastest_pruned_measured"] < r["fastest_baseline_measured"]]
     assert f"In {len(slower)} of the {len(low)} pairs below 0.95" in readme
@@ -270,15 +275,7 @@ def test_the_fresh_seed_comparison_is_what_its_committed_trials_say_and_the_read
     """Eight anchors and a lower error allowance against the defaults with four, both on fresh seeds 800-819:
     the committed trials give the committed summaries, the README's table quotes them, and every search first
     trained its anchors."""
-    measured = load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured")
     folder = RESULTS / folder_name
-    rows, summary = measured.analyze(measured.read_trials(folder / "trials.csv.gz"), [150, 300],
-                                     "dominated_throughput")
-    assert json.loads(json.dumps(summary)) == json.loads((folder / "measured_summary.json").read_text())
-    with (folder / "measured.csv").open(newline="") as f:
-        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
-    assert len(rows) == 80 and {r["seed"] for r in rows} == set(range(800, 820))
-    with gzip.open(folder / "trials.csv.gz", "rt", newline="") as f:
-        first = [r for r in csv.DictReader(f) if int(r["number"]) < anchors]
-    assert len(first) == anchors * 80 and all(r["outcome"] == "trained" for r in first)
+    _, summary = committed_analysis(folder, 40, range(800, 820))
+    assert_anchors_trained_first(folder, anchors, 80)
     assert_measured_table_quoted(summary, readme, label)
