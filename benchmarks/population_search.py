@@ -20,7 +20,11 @@ trials rate the eager step on the sampler's own proposals) are also rated over t
 from their first trial's start to their last trial's end, which leaves out the start-up they share.
 With `--plain-loop`, each eager run's cells are trained again right after it by a textbook PyTorch loop
 (benchmarks/plain_eager.py, which shares only the network builder and the dataset reader with nasutil): an
-independent clock for the eager rate, and the `speedup_over_plain_loop` column divides by it.
+independent clock for the eager rate, and the `speedup_over_plain_loop` column divides by it. The few
+cells of an eager run are the sampler's first proposals, whose cost varies fourfold from seed to seed; with
+`--plain-sample K`, K of the baseline's own trained cells (drawn with the seed) are trained by the plain loop
+after it, and `speedup_over_plain_search` divides by the baseline's whole search as that loop would run it
+(its span times the loop's seconds over the trials' seconds on those K cells).
 Writes population_search_runs.jsonl (a line per run as it ends), NAME.json and NAME.csv.
 """
 
@@ -112,7 +116,8 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
         for r in group:
             r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
         for r in group:
-            row = {k: v for k, v in r.items() if k not in ("points", "numbers", "trial_seconds", "plain_loop")}
+            row = {k: v for k, v in r.items()
+                   if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample")}
             activity = r.get("population_activity") or {}
             row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
             if base is not None:
@@ -123,15 +128,27 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             if slow is not None and slow.get("plain_loop"):
                 plain_rate = 3600 / statistics.fmean(p["seconds"] for p in slow["plain_loop"])
                 row["speedup_over_plain_loop"] = r["candidates_per_gpu_hour"] / plain_rate
+            if base is not None and base.get("plain_sample"):
+                row["plain_over_baseline"], plain_rate = plain_search_rate(base)
+                row["speedup_over_plain_search"] = r["candidates_per_gpu_hour"] / plain_rate
             rows.append(row)
     return rows
+
+
+def plain_search_rate(base: dict) -> tuple[float, float]:
+    """The baseline's search as a plain eager loop would run it, one cell after another: the cells the
+    loop trained took `ratio` times their trials' seconds, so the baseline's span (its trials back to
+    back) times `ratio` is the loop's time for all of them. Returns the ratio and candidates per hour."""
+    sample = base["plain_sample"]
+    ratio = sum(p["seconds"] for p in sample) / sum(p["trial_seconds"] for p in sample)
+    return ratio, base["finished"] / (base["span_s"] * ratio) * 3600
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
     columns = ["run", "seed", "population", "eager", "halving", "trials_asked", "finished", "trained", "cut_at_rung",
                "pruned_before_training", "failed", "wall_s", "span_s", "candidates_per_gpu_hour",
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
-               "speedup_over_plain_loop", "best_accuracy",
+               "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
@@ -155,6 +172,9 @@ def main() -> int:
     parser.add_argument("--plain-loop", action="store_true",
                         help="after each eager run, train its cells again with benchmarks/plain_eager.py (the "
                              "independent clock for the eager rate)")
+    parser.add_argument("--plain-sample", type=int, default=0, metavar="K",
+                        help="train K of the baseline's cells again with the plain loop, which rates the "
+                             "baseline's whole search as a plain eager loop would run it")
     parser.add_argument("--name", default="population_search")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS_JSONL",
@@ -187,6 +207,8 @@ def run_all(args: argparse.Namespace) -> list[dict]:
             results.append(search(name, seed, trials, args, work))
             if spec["eager"] and args.plain_loop:
                 results[-1]["plain_loop"] = plain_loop(results[-1], args)
+            if name == args.baseline and args.plain_sample:
+                results[-1]["plain_sample"] = plain_loop(results[-1], args, sample=args.plain_sample)
             with (args.out / f"{args.name}_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
                 fh.write(json.dumps({**results[-1], "settings": args.settings, "batch_size": args.batch_size}) + "\n")
             r = results[-1]
@@ -195,16 +217,22 @@ def run_all(args: argparse.Namespace) -> list[dict]:
     return results
 
 
-def plain_loop(run: dict, args: argparse.Namespace) -> list[dict]:
-    """The eager run's cells trained again by a textbook loop, each beside the seconds its trial took."""
+def plain_loop(run: dict, args: argparse.Namespace, sample: int | None = None) -> list[dict]:
+    """A run's cells (all, or `sample` of them drawn with the run's seed) trained again by a textbook
+    loop, each beside the seconds its trial took."""
+    import random
+
     import torch
 
     from plain_eager import load_split, train_plain
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     data = load_split(args.dataset, device)
+    cells = run["trial_seconds"]
+    if sample is not None:
+        cells = random.Random(run["seed"]).sample(cells, min(sample, len(cells)))
     timed = []
-    for arch, trial_seconds in run["trial_seconds"]:
+    for arch, trial_seconds in cells:
         result = train_plain(arch, data, batch_size=args.batch_size, epochs=args.epochs, seed=run["seed"],
                              device=device)
         timed.append({**result, "trial_seconds": trial_seconds})
@@ -228,12 +256,13 @@ def report(args: argparse.Namespace, results: list[dict]) -> None:
         mine = [r for r in rows if r["run"] == name]
         by_run[name] = {key: statistics.fmean(r[key] for r in mine if r.get(key) is not None)
                         for key in ("candidates_per_gpu_hour", "speedup_over_baseline", "speedup_over_eager",
-                                    "speedup_over_plain_loop", "hypervolume_ratio") if any(r.get(key) is not None for r in mine)}
+                                    "speedup_over_plain_loop", "speedup_over_plain_search", "hypervolume_ratio") if any(r.get(key) is not None for r in mine)}
         by_run[name]["worst_hypervolume_ratio"] = min((r["hypervolume_ratio"] for r in mine
                                                        if r.get("hypervolume_ratio") is not None), default=None)
         by_run[name]["failed"] = sum(r["failed"] for r in mine)
     summary = {"settings": {k: plain(v) for k, v in vars(args).items()}, "runs": rows,
                "plain_loop": {f"{r['run']}/s{r['seed']}": r["plain_loop"] for r in results if r.get("plain_loop")},
+               "plain_sample": {f"{r['run']}/s{r['seed']}": r["plain_sample"] for r in results if r.get("plain_sample")},
                "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results}, "by_run": by_run}
     (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     write_csv(rows, args.out / f"{args.name}.csv")

@@ -371,3 +371,107 @@ def test_the_plain_loop_trains_a_cell_on_its_own():
     assert result["steps"] == 2 * (len(data["train"][1]) // 64)
     assert result["finite"] and result["seconds"] > 0
     assert result["test_accuracy"] > 50.0  # ten classes: chance is 10%
+
+
+def test_the_plain_search_rate_scales_the_baselines_span_by_the_loops_share():
+    """`--plain-sample`: a loop that took twice its trials' seconds on the sampled cells runs the whole
+    baseline search in twice its span."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import plain_search_rate
+
+    base = {"finished": 64, "span_s": 100.0,
+            "plain_sample": [{"seconds": 4.0, "trial_seconds": 1.0}, {"seconds": 2.0, "trial_seconds": 2.0}]}
+    ratio, rate = plain_search_rate(base)
+    assert ratio == 2.0 and rate == 64 / 200.0 * 3600
+
+
+def _table_after(marker: str) -> list[list[str]]:
+    """The cells of each row of the first table after `marker` in BENCHMARKS.md."""
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    rows, started = [], False
+    for line in text[text.index(marker):].splitlines():
+        if line.startswith("| ---"):
+            started = True
+        elif started and line.startswith("|"):
+            rows.append([c.strip() for c in line.strip("|").split("|")])
+        elif started:
+            return rows
+    return rows
+
+
+def test_the_capture_and_host_turn_table_is_its_result_files():
+    rows = _table_after("*Seed 60: the two ways of capturing")
+    expected = []
+    for setting in ("alone", "beside", "turns4"):
+        for r in map(json.loads, (RESULTS / "capture_ab_s60" / f"ab_{setting}_runs.jsonl").open()):
+            a = r["population_activity"]
+            expected.append([setting, r["run"], f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                             str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                             f"{a['rounds'] * a['mean_together'] / a['driving_s']:,.0f}",
+                             f"{r['epochs_trained'] / r['span_s']:.3f}", f"{a['mean_together']:.1f}",
+                             f"{a['device_bound']:.0%}"])
+    assert rows == expected
+
+
+def test_the_seed_61_and_62_table_is_its_result_files():
+    import csv
+
+    rows = _table_after("*Seeds 61 and 62: the new defaults")
+    expected = []
+    for seed in (61, 62):
+        summary = {r["run"]: r for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open())}
+        for r in map(json.loads, (RESULTS / f"population_search_b64_s{seed}_runs.jsonl").open()):
+            s = summary[r["run"]]
+            plain = s.get("speedup_over_plain_search") or s["speedup_over_plain_loop"]
+            population = r["run"] not in ("p1", "p1-eager")
+            expected.append([str(seed), r["run"], f"{r['wall_s']:.1f}", f"{r['span_s']:.1f}", str(r["trained"]),
+                             str(r["cut_at_rung"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                             f"{float(s['speedup_over_baseline']):.2f}x" if r["run"] != "p1" else "",
+                             f"{float(plain):.1f}x" if r["run"] != "p1-eager" else "",
+                             f"{float(s['hypervolume_ratio']):.3f}" if population else "",
+                             f"{float(s['mean_together']):.1f}" if population else "",
+                             f"{r['epochs_trained'] / r['span_s']:.3f}"])
+    assert rows == expected
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    base = json.loads((RESULTS / "population_search_b64_s62.json").read_text())
+    sample = base["plain_sample"]["p1/s62"]
+    ratio = sum(p["seconds"] for p in sample) / sum(p["trial_seconds"] for p in sample)
+    assert f"the loop took {ratio:.2f}x their trials' seconds" in flat
+    assert f"(its span times {ratio:.2f})" in flat
+
+
+def test_the_measured_survivor_runs_are_their_result_files():
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    before = json.loads((RESULTS / "population_search_b64_defaults_s62_runs.jsonl").read_text().splitlines()[0])
+    after = json.loads((RESULTS / "population_search_b64_defaults_s63_runs.jsonl").read_text())
+    assert before["failed"] == 12 and after["failed"] == 0
+    assert f"12 of 64 trials failed with \"operation not permitted when stream is capturing\" " \
+           f"({before['wall_s']:.1f} s, {before['candidates_per_gpu_hour']:,.0f} candidates per GPU-hour)" in flat
+    assert (f"no failed trial, {after['wall_s']:.1f} s, {after['candidates_per_gpu_hour']:,.0f} candidates per "
+            f"GPU-hour, {after['trained']} trained, {after['cut_at_rung']} cut and all {after['measured']} survivors "
+            "measured") in flat
+    log = " ".join((RESULTS / "population_search_b64_defaults_s62.log").read_text().split())
+    assert log.count("operation not permitted when stream is capturing") + log.count("previous error during capture") \
+        == 12
+
+
+def test_readmes_figures_for_seeds_61_and_62_are_the_result_files():
+    import csv
+
+    rows = [r for seed in (61, 62) for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open())]
+    by = {(r["seed"], r["run"]): r for r in rows}
+    speed = {run: " and ".join(f"{float(by[(s, run)]['speedup_over_baseline']):.2f}x" for s in ("61", "62"))
+             for run in ("p16-pareto", "p64-pareto", "p256-pareto")}
+    populations = [r for r in rows if r["run"].endswith("-pareto")]
+    hv = [float(r["hypervolume_ratio"]) for r in populations]
+    plain = [float(r.get("speedup_over_plain_search") or r["speedup_over_plain_loop"]) for r in populations]
+    rel = [float(r["candidates_per_gpu_hour"]) / float(by[(r["seed"], "p16-pareto")]["candidates_per_gpu_hour"])
+           for r in populations if r["run"] != "p16-pareto"]
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"16 at once read {speed['p16-pareto']} one at a time, 64 at once {speed['p64-pareto']}, 256 at once "
+            f"{speed['p256-pareto']}, with fronts {min(hv):.3f}-{max(hv):.3f}") in flat
+    assert f"{min(plain):.1f}-{max(plain):.1f}x a plain eager loop" in flat
+    assert f"64 and 256 at once were {min(rel):.2f}-{max(rel):.2f}x of 16" in flat
+    assert all(r["failed"] == "0" for r in rows)

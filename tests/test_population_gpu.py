@@ -1,5 +1,5 @@
 """An asynchronous population on a CUDA device (skipped without one): members captured while others
-train compute what each computes alone, a search with rung cuts runs its budget with no failed trial,
+train compute what each computes alone (beyond PyTorch's 32 pooled streams too), a search with rung cuts runs its budget with no failed trial,
 and a survivor measured while the population trains reads what a quiet device reads."""
 
 from __future__ import annotations
@@ -40,6 +40,24 @@ def test_members_captured_while_others_train_compute_what_each_computes_alone():
         assert abs(together[n].accuracy - alone[n].accuracy) <= 1.0, (n, together[n].accuracy, alone[n].accuracy)
 
 
+def test_more_members_than_the_stream_pool_holds_are_captured_while_the_others_train():
+    """40 places and 8 ahead: PyTorch's pool has 32 streams, so members share streams, and each step is
+    captured while the others replay theirs (on a stream no member has). No trial fails, more than 32 hold
+    a stream at once, and the members checked end where they end alone."""
+    settings = {**SETTINGS, "epochs": 20}
+    trials = [(ARCHS[n % len(ARCHS)], Recorder(), n) for n in range(48)]
+    trainer = shipped("trainer", "torch", **settings, population=40, ahead=8)
+    assert trainer.capture == "beside"
+    together = train_in_threads(trainer, trials, timeout=900)
+    failed = {n: r for n, r in together.items() if isinstance(r, BaseException)}
+    assert not failed, failed
+    assert trainer._population.most_reserved > 32, trainer._population.activity()
+    alone_trainer = shipped("trainer", "torch", **settings)
+    for n in (0, 33, 47):
+        alone = alone_trainer.train(get_space("nb201"), trials[n][0], Recorder(), trial_number=n)
+        assert together[n].extra["train_loss"] == pytest.approx(alone.extra["train_loss"], rel=1e-3), n
+
+
 def _graph_pool_bytes() -> int:
     """Bytes allocated in private memory pools (CUDA graphs'), from the allocator's own snapshot."""
     return sum(block["size"] for segment in torch.cuda.memory_snapshot()
@@ -50,19 +68,21 @@ def _graph_pool_bytes() -> int:
 def test_a_candidate_trained_alone_gives_its_graph_memory_back():
     """One at a time with CUDA-graph steps, nothing of a candidate's captured step stays allocated once its
     training ends, even where the garbage collector does not run (left to it, a search at batch 256 ran
-    out of memory after 94 candidates, 107.8 GiB of it in graph pools). The total allocated is not the
-    measure: each new stream gets its own cuBLAS workspace."""
+    out of memory after 94 candidates, 107.8 GiB of it in graph pools). The first candidate leaves what
+    stays for good: the cuBLAS workspace of the stream steps are captured on (65 MiB on an H200), allocated
+    in the first graph's pool, and whatever earlier tests of this process hold; later ones add nothing."""
     trainer = shipped("trainer", "torch", **{**SETTINGS, "batch_size": 256, "epochs": 1})
     space = get_space("nb201")
     trainer.train(space, ARCHS[0], Recorder(), trial_number=0)  # the data on the device, cuDNN warmed up
     torch.cuda.synchronize()
     gc.collect()
+    baseline = _graph_pool_bytes()
     gc.disable()
     try:
         for n, arch in enumerate(ARCHS[1:5], start=1):
             trainer.train(space, arch, Recorder(), trial_number=n)
             torch.cuda.synchronize()
-            assert _graph_pool_bytes() == 0, (n, _graph_pool_bytes())
+            assert _graph_pool_bytes() <= baseline, (n, baseline, _graph_pool_bytes())
     finally:
         gc.enable()
 

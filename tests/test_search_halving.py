@@ -124,9 +124,26 @@ def test_trainer_settings_of_a_population():
     trainer = shipped("trainer", "torch", dataset="digits", population=8)
     assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs
     assert shipped("trainer", "torch", dataset="digits", population=8, ahead=0).concurrent_trials == 8
-    for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe")):
+    assert trainer.host_turns == 4 and trainer.capture == "beside"
+    for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe"),
+                dict(host_turns=0), dict(host_turns=1.5), dict(host_turns=True), dict(capture="later")):
         with pytest.raises(NasutilError):
             shipped("trainer", "torch", dataset="digits", population=8, **bad)
+
+
+def test_a_population_gets_its_host_turns_from_the_trainer():
+    trainer = shipped("trainer", "torch", dataset="digits", population=4, host_turns=3, device="cpu")
+    trainer._load()
+    assert trainer._population.host_turns == 3
+
+
+def test_a_bad_capture_setting_is_one_line_and_exit_2(tmp_path, capsys):
+    from nasutil.cli.search_command import main
+
+    code = main([f"hydra.run.dir={tmp_path}", "trainer=torch", "trainer.dataset=digits", "trainer.capture=later",
+                 "n_trials=1", "plots=false", "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "trainer.capture must be one of beside, alone" in err[0]
 
 
 def test_compile_auto_stays_off_where_it_cannot_pay():

@@ -133,7 +133,7 @@ class Population:
     `host_turns`: how many members may do host work at once (see the module)."""
 
     def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
-                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 2) -> None:
+                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 4) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:

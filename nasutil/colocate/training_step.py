@@ -11,8 +11,8 @@ Everything a step reads that changes between steps lives on the device: the epoc
 step counter from which the step picks its batch and its learning rate (from a schedule held on the
 device) and which it advances itself. A step is therefore one graph launch and nothing else, and
 nothing in it waits for the host: the loss is summed on the device and read once an epoch. A step is
-captured on its own stream without a device-wide synchronize, so members of a population are captured
-while the others train.
+captured without a device-wide synchronize, on a stream that only captures use (`capture_stream`), and
+replayed on the candidate's own: members of a population are captured while the others train.
 """
 
 from __future__ import annotations
@@ -35,6 +35,23 @@ from nasutil.errors import NasutilError
 CAPTURE_LOCK = threading.RLock()
 
 WARM_UP_STEPS = 3  # eager steps before a capture: cuDNN picks its algorithms, autograd its buffers
+
+_capture_streams: dict[int, torch.cuda.Stream] = {}
+
+
+def capture_stream(device: torch.device) -> torch.cuda.Stream:
+    """The stream every capture on `device` runs on (call it holding `CAPTURE_LOCK`), lent to no candidate.
+
+    A graph replays on whichever stream launches it, so it need not be captured on the stream it will run
+    on. Capturing on a stream nothing else uses is what lets the others train meanwhile: PyTorch hands out
+    streams from a pool of 32 a priority, so in a population of more than 32 places two members share a
+    stream, and a step of one launched there during the other's capture would be taken into the graph
+    (CUDA: "capturing stream has unjoined work"). Populations lend the low-priority pool's streams; this
+    one comes from the high-priority pool."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _capture_streams:
+        _capture_streams[index] = torch.cuda.Stream(device=index, priority=-1)
+    return _capture_streams[index]
 
 
 def cosine_rates(lr: float, steps: int) -> torch.Tensor:
@@ -84,10 +101,10 @@ class TrainingStep:
     `stream`: the stream to run on (a population lends one); by default a new one where graphs are on.
     `epoch_batches`: the batches of an epoch, where it takes fewer than the data holds.
     `capture_alone`: a block in which nothing else of this process runs on the device (a population's
-    `Gate.closed`): the capture itself runs inside it, so that no other thread's work (another
-    candidate's steps, its validation or warm-up, the autograd engine's device thread serving them)
-    meets a stream being captured. `launching`: the block the eager warm-up before a capture runs in
-    (a population's `Gate.launching`, which `capture_alone` waits for)."""
+    `Gate.closed`, where `trainer.capture=alone`): the capture itself runs inside it. By default the
+    capture runs beside the others' work, on `capture_stream`. `launching`: the block the eager warm-up,
+    the capture (unless alone) and the restore after it run in (a population's `Gate.launching`, which
+    `capture_alone` and a quiet measurement wait for)."""
 
     def __init__(self, model: nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor], train_x: torch.Tensor,
                  train_y: torch.Tensor, batch_size: int, rates: torch.Tensor, momentum: float, weight_decay: float,
@@ -138,7 +155,7 @@ class TrainingStep:
             self.loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_bytes = 0  # memory the captured graph keeps for itself
-        self.capture_alone = capture_alone or contextlib.nullcontext
+        self.capture_alone = capture_alone
         self.launching = launching or contextlib.nullcontext
 
     @contextlib.contextmanager
@@ -242,8 +259,9 @@ class TrainingStep:
     def _capture(self) -> None:
         """Warm up eagerly, capture, then put back every value the warm-up changed (weights, BatchNorm
         statistics, momentum, loss, step counter), so that the first replay is the candidate's next step.
-        Everything runs on this candidate's stream, without the device-wide synchronize of
-        `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
+        The warm-up and the restore run on this candidate's stream, the capture on `capture_stream` (a
+        capture queues nothing, so nothing there has to follow the warm-up), all without the device-wide
+        synchronize of `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
         with self.launching():
             with torch.no_grad():
                 saved = [t.detach().clone() for t in self._state()]
@@ -253,7 +271,10 @@ class TrainingStep:
             for p in self.params:
                 p.grad = None
         graph = torch.cuda.CUDAGraph()
-        with CAPTURE_LOCK, self.capture_alone(), _no_collection():
+        # beside the others' launches, never while the population is held quiet: a measurement there captures
+        # a graph of its own, and a capture beside it fails ("operation not permitted when stream is capturing")
+        guard = self.capture_alone() if self.capture_alone is not None else self.launching()
+        with CAPTURE_LOCK, guard, _no_collection(), torch.cuda.stream(capture_stream(self.device)):
             free_before = torch.cuda.mem_get_info(self.device)[0]
             graph.capture_begin(capture_error_mode="thread_local")
             try:

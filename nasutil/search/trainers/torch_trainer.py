@@ -17,7 +17,9 @@ where a candidate's training is long enough for that to pay back.
 With `population=P` the search runs up to P trials at once and their candidates train together
 (`nasutil.colocate.Population`): a driver thread queues one step of each per round, each candidate's
 own thread prepares it (its step captured while the others train) and validates it (while the others
-train), and each computes what it would alone, from the same seed.
+train), and each computes what it would alone, from the same seed. `host_turns` candidates do host work
+(build, warm up, capture, validate) at once; `capture=alone` holds every other launch back while a step is
+captured, as populations did before captures got a stream of their own.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
 from nasutil.space import SearchSpace
 
 
+CAPTURE_CHOICES = ("beside", "alone")  # a step captured while the others train, or while nothing else launches
+
+
 class TorchTrainer(Trainer):
     name = "torch"
     reports_rungs = True
@@ -51,7 +56,8 @@ class TorchTrainer(Trainer):
                  amp: bool | str = "auto", channels_last: bool = True, device: str = "auto",
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
-                 compile: bool | str = "auto", ahead: int | str = "auto") -> None:
+                 compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
+                 capture: str = "beside") -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -109,6 +115,11 @@ class TorchTrainer(Trainer):
         if ahead != "auto" and (isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0):
             raise NasutilError(f"trainer.ahead must be a whole number >= 0 or auto, got {ahead!r}")
         self.ahead = (max(1, population // 4) if population > 1 else 0) if ahead == "auto" else int(ahead)
+        if isinstance(host_turns, bool) or not isinstance(host_turns, int) or host_turns < 1:
+            raise NasutilError(f"trainer.host_turns must be a whole number >= 1, got {host_turns!r}")
+        if capture not in CAPTURE_CHOICES:
+            raise NasutilError(f"trainer.capture must be one of {', '.join(CAPTURE_CHOICES)}, got {capture!r}")
+        self.host_turns, self.capture = host_turns, capture
         self.max_step = self.epochs
         self.population = population  # trials trained at once
         self.concurrent_trials = population + self.ahead if population > 1 else 1  # trials the search runs at once
@@ -172,7 +183,7 @@ class TorchTrainer(Trainer):
                 self.memory_budget = AUTO_BUDGET_SHARE * torch.cuda.mem_get_info(self.device)[0]
             if self.population > 1:
                 self._population = Population(self.population, self.memory_budget, ahead=self.ahead,
-                                              device=self.device)
+                                              device=self.device, host_turns=self.host_turns)
         return self._data
 
     def _decide_compile(self, batches: int) -> None:
@@ -245,7 +256,7 @@ class TorchTrainer(Trainer):
             run = None
             try:
                 with population.place(memory) as place:
-                    # moved to the device and warmed up while the others train; captured while they wait
+                    # moved to the device, warmed up and captured while the others train
                     with population.host_turn():
                         run = _Run(self, model, space.in_channels, reporter, trial_number, data,
                                    stream=place.stream, gate=population.gate)
@@ -380,17 +391,19 @@ class _Run:
                                f"training images of {t.dataset}")
         if t.max_batches:
             self.batches = min(self.batches, t.max_batches)
-        with self._launching():  # no copy to the device while a graph is being captured
+        with self._launching():  # no copy to the device while the population is held quiet (or a capture alone)
             model = model.to(t.device)
             self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
         self.total_steps = t.epochs * self.batches
-        with self._launching():  # its buffers are allocated on the device: never during another's capture
+        with self._launching():  # its buffers are allocated on the device: not while the population is quiet
             self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x,
                                           self.train_y, t.batch_size, cosine_rates(t.lr, self.total_steps),
                                           t.momentum, t.weight_decay, t._amp_dtype if t.amp else None,
                                           graph=t.graphs, compiled=t.compile, stream=stream,
                                           epoch_batches=self.batches,
-                                          capture_alone=gate.closed if gate is not None else None)
+                                          capture_alone=(gate.closed if gate is not None and t.capture == "alone"
+                                                         else None),
+                                          launching=gate.launching if gate is not None else None)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         fractions = [float(f) for f in getattr(reporter, "rungs", ()) or () if 0 < float(f) < 1]
         self.rungs = {max(1, math.ceil(f * self.total_steps)): f for f in sorted(fractions, reverse=True)}
@@ -406,7 +419,7 @@ class _Run:
 
     def prepare(self) -> None:
         """The first epoch's data order on the device, and the step captured (where graphs are on): warmed
-        up beside the others' steps, captured while nothing else of this process runs on the device."""
+        up and captured beside the others' steps (captured alone where `capture=alone`)."""
         with self._launching():
             self._start_epoch()
         self.step_unit.capture()
@@ -463,7 +476,7 @@ class _Run:
 
     def _start_epoch(self) -> None:
         order = torch.randperm(len(self.train_y), generator=self.generator)
-        with self.step_unit.on_stream():  # callers hold the launching gate: no capture runs meanwhile
+        with self.step_unit.on_stream():  # callers hold the launching gate: nothing runs while the population is quiet
             self.step_unit.start_epoch(order.to(self.trainer.device))
 
     def _launching(self) -> contextlib.AbstractContextManager:
