@@ -6,8 +6,9 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING]`: P candidates trained at once, `eager` for `trainer.graphs=false`
-(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `@TRIALS` a trial
+A run is named `pP[-eager][-HALVING][-rR]`: P candidates trained at once, `eager` for `trainer.graphs=false`
+(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `-rR` at most R of them
+stepping in one round (`trainer.round_size=R`), `@TRIALS` a trial
 budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less per trial, so compare where
 the work is alike). `p1` is the project's default: one candidate at a time, each step a CUDA graph.
 
@@ -44,15 +45,19 @@ import optuna
 
 from nasutil.pareto import hypervolume_2d
 
-RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:@(?P<trials>\d+))?$")
+RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-r(?P<round>\d+))?"
+                 r"(?:@(?P<trials>\d+))?$")
 
 
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][@TRIALS], e.g. p16-pareto@128")
-    return {"population": int(match["population"]), "eager": bool(match["eager"]),
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-rR][@TRIALS], e.g. p16-pareto@128")
+    spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
+    if match["round"]:
+        spec["round_size"] = int(match["round"])
+    return spec
 
 
 def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Path) -> dict:
@@ -66,6 +71,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
                  f"trainer.dataset={args.dataset}", f"trainer.epochs={args.epochs}",
                  f"trainer.batch_size={args.batch_size}", f"trainer.population={spec['population']}",
                  f"halving={spec['halving']}", *args.settings]
+    if "round_size" in spec:
+        overrides.append(f"trainer.round_size={spec['round_size']}")
     if spec["eager"]:  # a few trials rate the eager step: representative ones, not the predicted-fastest anchors
         overrides += ["trainer.graphs=false", "anchors=0"]
     os.environ["NASUTIL_CACHE_DIR"] = str(work / f"cache-{study_name}")  # each run measures its own survivors

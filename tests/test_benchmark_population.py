@@ -114,6 +114,8 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
 
     assert parse_run("p16-pareto@128") == {"population": 16, "eager": False, "halving": "pareto", "budget": 128}
     assert parse_run("p1-eager")["budget"] is None
+    assert parse_run("p64-pareto-r16") == {"population": 64, "eager": False, "halving": "pareto", "budget": None,
+                                           "round_size": 16}
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
 

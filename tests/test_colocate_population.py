@@ -184,7 +184,40 @@ def test_stop_ends_every_member_and_admits_none():
     assert pausing.taken == 1 and all(m.taken == 0 for m in waiting)
     assert _wait_until(lambda: population._driver is None, timeout=5)
 
-@pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True)])
+def test_a_round_of_limited_size_steps_the_members_furthest_along_first():
+    """With `round_size`, at most that many members step a round, those that have taken the most steps
+    first: of four members of 30 steps, two a round, the first two to join take all their steps before
+    the other two take one (not all four together, each finishing at the end)."""
+    population = Population(4, round_size=2)
+    errors: dict[str, BaseException] = {}
+    others_at_finish: dict[int, int] = {}
+    gate = threading.Event()
+    members: list[Member] = []
+
+    def member(index: int) -> Member:
+        def step() -> None:
+            gate.wait(timeout=10)  # every member has joined before the first step
+            if me.taken + 1 == me.steps:  # its last step: how far the others had come
+                others_at_finish[index] = sum(m.taken for m in members if m is not me)
+
+        me = Member(step, 30)
+        return me
+
+    members += [member(i) for i in range(4)]
+    threads = [_start(population, m, errors, f"m{i}") for i, m in enumerate(members)]
+    assert _wait_until(lambda: len(population._members) == 4)
+    first, second = (members.index(m) for m in population._members[:2])
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and all(m.taken == 30 for m in members)
+    assert population.most_together == 2
+    assert others_at_finish[first] <= 30 and others_at_finish[second] <= 30  # only the pair had stepped
+    assert min(others_at_finish[i] for i in set(range(4)) - {first, second}) >= 60 + 28
+
+
+@pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True),
+                                        ("round_size", 0), ("round_size", 2.5), ("round_size", True)])
 def test_bad_admission_settings_are_user_errors(key, value):
     with pytest.raises(NasutilError, match=key):
         Population(2, **{key: value})

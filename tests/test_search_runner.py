@@ -73,6 +73,40 @@ def test_the_runner_asks_only_while_the_budget_has_room_and_stops_when_asked():
     assert len(study.trials) == 6 and sorted(asked) == list(range(6))
 
 
+def test_an_end_wakes_one_waiting_thread_not_all_of_them():
+    """A population of 64 runs 80 trial threads while its budget lets only a few trials run at once; each
+    end woke all of them, and each took the interpreter to read the budget. An end now wakes one, which
+    passes the turn on only when it could ask: the budget is read a few times per trial, not once per
+    thread, and every trial is still run."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+
+    def objective(trial, begun):
+        threading.Event().wait(0.01)
+        return trial.suggest_float("x", 0, 1)
+
+    def may_ask() -> bool:
+        return runner._running < 2
+
+    def after(study, frozen):
+        if len(study.trials) >= 40:
+            runner.stop()
+
+    runner = TrialRunner(study, objective, workers=48, max_trials=40, callbacks=[after], may_ask=may_ask,
+                         poll_s=10.0)
+    allowed = runner._allowed
+    calls = [0]
+
+    def counted() -> bool:
+        calls[0] += 1
+        return allowed()
+
+    runner._allowed = counted  # every look at the budget, a cached refusal included
+    runner.run()
+    assert len(study.trials) == 40
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    assert calls[0] < 6 * 40, calls[0]  # waking every thread at every end: about 34 per trial
+
+
 def test_a_worker_stops_when_other_workers_finish_the_study(tmp_path):
     """Two workers share a study (with heartbeats, so another worker's running trial holds its place) with
     a budget of 6. The second finds every place held by the first's running trials; when the first

@@ -7,7 +7,9 @@ its step or its host work raised (a pruner's stop, a cut at a rung, a divergence
 The work is split by who may wait:
 
 - **A driver thread** (one per population, running while anyone trains) only queues steps: each round,
-  every member that is ready takes one `step()`, which must not wait for the device. It keeps at most
+  every member that is ready takes one `step()`, which must not wait for the device (or, with
+  `round_size`, that many of them, those furthest along first: once the device is saturated, more
+  members a round only slow every member down, and the ones nearest a result get there first). It keeps at most
   `lead_rounds` rounds queued ahead of the device, so that a decision about a member (its rung, its
   epoch's validation) comes soon after its step ran.
 - **Each member's own thread** does everything that may wait: `prepare()` (moving the network to the
@@ -130,16 +132,23 @@ class Population:
     (`Place.stream`), so that the caching allocator's blocks of a stream serve the members that follow.
     `switch_interval_s`: Python's thread switch interval while the driver runs, so that threads
     preparing members hold the interpreter for short turns and the driver's launches are not held up.
-    `host_turns`: how many members may do host work at once (see the module)."""
+    `host_turns`: how many members may do host work at once (see the module).
+    `round_size`: at most this many members step in one round, those that have taken the most steps
+    first (ties: the first to join); None: every member that is ready."""
 
     def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
-                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 4) -> None:
+                 lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 4,
+                 round_size: int | None = None) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
             raise NasutilError(f"a population's ahead must be a whole number >= 0, got {ahead}")
         if isinstance(host_turns, bool) or not isinstance(host_turns, int) or host_turns < 1:
             raise NasutilError(f"a population's host_turns must be a whole number >= 1, got {host_turns}")
+        if round_size is not None and (isinstance(round_size, bool) or not isinstance(round_size, int)
+                                       or round_size < 1):
+            raise NasutilError(f"a population's round_size must be a whole number >= 1 or None, got {round_size}")
+        self.round_size = round_size
         self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
         self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
         self._changed = threading.Condition()
@@ -321,7 +330,7 @@ class Population:
                     if not self._members:
                         self._driver = None
                         return
-                    together = [m for m in self._members if m.state == READY]
+                    together = self._this_round([m for m in self._members if m.state == READY])
                 self.most_together = max(self.most_together, len(together))
                 self.member_steps += len(together)
                 changed = False
@@ -354,6 +363,13 @@ class Population:
         finally:
             if self.switch_interval_s and sys.getswitchinterval() == min(before, self.switch_interval_s):
                 sys.setswitchinterval(before)
+
+    def _this_round(self, ready: list[Member]) -> list[Member]:
+        """The members that step this round: all that are ready, or the `round_size` furthest along (the
+        members list is in joining order, and the sort keeps it among equals)."""
+        if self.round_size is None or len(ready) <= self.round_size:
+            return ready
+        return sorted(ready, key=lambda m: -m.taken)[:self.round_size]
 
     def activity(self) -> dict[str, float]:
         """How the population trained so far: rounds, members a round on average and at most, and the share

@@ -45,9 +45,9 @@ def capture_stream(device: torch.device) -> torch.cuda.Stream:
     A graph replays on whichever stream launches it, so it need not be captured on the stream it will run
     on. Capturing on a stream nothing else uses is what lets the others train meanwhile: PyTorch hands out
     streams from a pool of 32 a priority, so in a population of more than 32 places two members share a
-    stream, and a step of one launched there during the other's capture would be taken into the graph
-    (CUDA: "capturing stream has unjoined work"). Populations lend the low-priority pool's streams; this
-    one comes from the high-priority pool."""
+    stream, and a step of one launched there during the other's capture would be taken into that graph
+    instead of running (or break the capture). Populations lend the low-priority pool's streams; this one
+    comes from the high-priority pool."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index not in _capture_streams:
         _capture_streams[index] = torch.cuda.Stream(device=index, priority=-1)

@@ -7,6 +7,10 @@ ask: the proposals follow the seed and what the study held at each ask. With one
 reproducible from its seed; with several, what a proposal could see depends on which trials finished
 first (docs/search.md says exactly what stays fixed).
 
+Threads the budget refuses wait in line: an end (or a nudge) wakes one of them, and that one passes the
+turn on only when it could ask, so a population's hundreds of idle threads do not each wake, take the
+interpreter and read the budget at every end; one of them (the poller) looks again every `poll_s`.
+
 A trial's heartbeat (where the storage keeps them) runs while its objective runs, and stale trials of
 dead workers are failed before each ask, as `optimize` does.
 """
@@ -58,20 +62,45 @@ class TrialRunner:
         self._refused: tuple[int, float] | None = None  # (ends, time) of the last refusal to ask
         self._idle_since: float | None = None  # refused with none of this run's trials running, since
         self._ended = threading.Condition()  # a trial of this run ended: a place in the budget may be free
+        self._wakes = 0  # ends, nudges and turns passed on, counted under `_ended`: no wake-up is missed
+        self._polling = False  # a waiting thread looks at the budget every `poll_s`; the others wait for a turn
         self._stopped = threading.Event()
         self._error: BaseException | None = None
 
     def stop(self) -> None:
         self._stopped.set()
-        with self._ended:
-            self._ended.notify_all()
+        self._wake(everyone=True)
 
     def nudge(self) -> None:
         """Something `may_ask` reads has changed (a trial had its first result): look again now, not at the
         next end or poll."""
         self._refused = None
+        self._wake()
+
+    def _wake(self, everyone: bool = False) -> None:
+        """One waiting thread looks at the budget (it passes the turn on if it could ask); `everyone`
+        when the run is ending and every thread must see it."""
         with self._ended:
-            self._ended.notify_all()
+            self._wakes += 1
+            if everyone:
+                self._ended.notify_all()
+            else:
+                self._ended.notify()
+
+    def _wait_for_turn(self, seen: int) -> None:
+        """Wait until something may have freed the budget since wake-up count `seen`; the poller also wakes
+        every `poll_s` (the budget may be freed elsewhere: another process's trials)."""
+        with self._ended:
+            if self._wakes != seen:
+                return
+            if self._polling:
+                self._ended.wait(timeout=max(30 * self.poll_s, 5.0))  # the poller passes the turn on
+                return
+            self._polling = True
+            try:
+                self._ended.wait(timeout=self.poll_s)
+            finally:
+                self._polling = False
 
     def run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
@@ -109,12 +138,14 @@ class TrialRunner:
             self._work(deadline)
         finally:
             done.set()
+            self._wake(everyone=True)  # whatever ended this thread's work (budget spent, stop, deadline) ends theirs
 
     def _work(self, deadline: float | None) -> None:
         from optuna.storages._heartbeat import get_heartbeat_thread
 
         while True:
             with self._ask_turn:
+                seen = self._wakes
                 if self._stopped.is_set() or self._asked >= self.max_trials or self._error is not None:
                     return
                 if deadline is not None and time.monotonic() >= deadline:
@@ -131,16 +162,16 @@ class TrialRunner:
                 elif self._idle_too_long():
                     return  # the budget is held by other workers' trials, and has been for a long time
             if trial is None:  # the budget is held by running trials: ask again once one of them ends
-                with self._ended:
-                    self._ended.wait(timeout=self.poll_s)
+                self._wait_for_turn(seen)
                 continue
+            self._wake()  # the budget had room for this one: the next in line may find room too
             with get_heartbeat_thread(trial._trial_id, self.study._storage):
                 values, state, failure = self._call(trial, begun, failure)
             frozen = self._tell(trial, values, state, failure)
             with self._ended:
                 self._running -= 1
                 self._ends += 1
-                self._ended.notify_all()
+            self._wake()
             if frozen is None:
                 continue
             with self._told:

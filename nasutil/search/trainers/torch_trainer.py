@@ -57,7 +57,7 @@ class TorchTrainer(Trainer):
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
-                 capture: str = "beside") -> None:
+                 capture: str = "beside", round_size: int | None = None) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -119,7 +119,10 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"trainer.host_turns must be a whole number >= 1, got {host_turns!r}")
         if capture not in CAPTURE_CHOICES:
             raise NasutilError(f"trainer.capture must be one of {', '.join(CAPTURE_CHOICES)}, got {capture!r}")
-        self.host_turns, self.capture = host_turns, capture
+        if round_size is not None and (isinstance(round_size, bool) or not isinstance(round_size, int)
+                                       or round_size < 1):
+            raise NasutilError(f"trainer.round_size must be a whole number >= 1 or null, got {round_size!r}")
+        self.host_turns, self.capture, self.round_size = host_turns, capture, round_size
         self.max_step = self.epochs
         self.population = population  # trials trained at once
         self.concurrent_trials = population + self.ahead if population > 1 else 1  # trials the search runs at once
@@ -183,7 +186,8 @@ class TorchTrainer(Trainer):
                 self.memory_budget = AUTO_BUDGET_SHARE * torch.cuda.mem_get_info(self.device)[0]
             if self.population > 1:
                 self._population = Population(self.population, self.memory_budget, ahead=self.ahead,
-                                              device=self.device, host_turns=self.host_turns)
+                                              device=self.device, host_turns=self.host_turns,
+                                              round_size=self.round_size)
         return self._data
 
     def _decide_compile(self, batches: int) -> None:
