@@ -477,3 +477,74 @@ def test_readmes_figures_for_seeds_61_and_62_are_the_result_files():
     assert f"{min(plain):.1f}-{max(plain):.1f}x a plain eager loop" in flat
     assert f"64 and 256 at once were {min(rel):.2f}-{max(rel):.2f}x of 16" in flat
     assert all(r["failed"] == "0" for r in rows)
+
+
+def test_the_seed_64_table_and_notes_are_its_result_files():
+    import csv
+
+    rows = _table_after("**Trial threads woken one at a time: seeds 64 and 65")
+    summary = {r["run"]: r for r in csv.DictReader((RESULTS / "population_search_b64_s64.csv").open())}
+    runs = [json.loads(line) for line in (RESULTS / "population_search_b64_s64_runs.jsonl").open()]
+    expected = []
+    for r in runs:
+        s, a, population = summary[r["run"]], r.get("population_activity") or {}, r["run"] != "p1"
+        expected.append(["64", r["run"], f"{r['wall_s']:.1f}", f"{r['span_s']:.1f}", str(r["trained"]),
+                         str(r["cut_at_rung"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                         f"{float(s['speedup_over_baseline']):.2f}x" if population else "",
+                         f"{float(s['speedup_over_plain_search']):.1f}x",
+                         f"{float(s['hypervolume_ratio']):.3f}" if population else "",
+                         f"{a['mean_together']:.1f}" if population else "",
+                         str(a["most_reserved"]) if population else "", f"{r['epochs_trained']:.1f}",
+                         f"{r['epochs_trained'] / r['span_s']:.3f}"])
+    assert rows == expected
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    sample = json.loads((RESULTS / "population_search_b64_s64.json").read_text())["plain_sample"]["p1/s64"]
+    ratio = sum(p["seconds"] for p in sample) / sum(p["trial_seconds"] for p in sample)
+    assert f"the loop took {ratio:.2f}x its cells' trial seconds" in flat
+    rate = {r["run"]: r["candidates_per_gpu_hour"] for r in runs}
+    assert (f"64 at once read {rate['p64-pareto'] / rate['p16-pareto']:.2f}x of 16 and 256 at once "
+            f"{rate['p256-pareto'] / rate['p16-pareto']:.2f}x; with `round_size=16`, "
+            f"{rate['p64-pareto-r16'] / rate['p16-pareto']:.2f}x and {rate['p256-pareto-r16'] / rate['p16-pareto']:.2f}x") in flat
+    most = {r["run"]: r["population_activity"]["most_together"] for r in runs if r["run"] != "p1"}
+    assert most["p64-pareto-r16"] < 16 and most["p256-pareto-r16"] < 16  # the cap never bound
+    assert (f"at most {most['p256-pareto-r16']} and {most['p64-pareto-r16']} members step in one round") in flat
+    assert all(r["failed"] == 0 for r in runs)
+    log = (RESULTS / "population_search_gpu_tests_s64.log").read_text()
+    assert "2 passed" in log and "failed" not in log
+
+
+def test_the_host_turns_s65_table_is_its_result_files():
+    import csv
+
+    rows = _table_after("*Seed 65: eight host turns against four*")
+    expected = []
+    for turns in (8, 4):
+        for r in csv.DictReader((RESULTS / "host_turns_s65" / f"turns{turns}.csv").open()):
+            first = r["run"] == "p16-pareto"
+            expected.append([str(turns), r["run"], f"{float(r['wall_s']):.1f}", r["trained"], r["cut_at_rung"],
+                             r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                             "" if first else f"{float(r['speedup_over_baseline']):.2f}x",
+                             "" if first else f"{float(r['hypervolume_ratio']):.3f}",
+                             f"{float(r['mean_together']):.1f}", f"{float(r['epochs_trained']):.1f}"])
+    assert rows == expected
+
+
+def test_readmes_figures_for_seed_64_are_the_result_files():
+    import csv
+
+    by = {r["run"]: r for r in csv.DictReader((RESULTS / "population_search_b64_s64.csv").open())}
+    rate = {run: float(r["candidates_per_gpu_hour"]) for run, r in by.items()}
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    p16 = by["p16-pareto"]
+    assert (f"16 at once read {float(p16['speedup_over_baseline']):.2f}x one at a time and "
+            f"{float(p16['speedup_over_plain_search']):.1f}x a plain eager loop") in flat
+    assert (f"64 and 256 at once {rate['p64-pareto'] / rate['p16-pareto']:.2f}x and "
+            f"{rate['p256-pareto'] / rate['p16-pareto']:.2f}x of 16") in flat
+    assert f"256 at once kept {float(by['p256-pareto']['hypervolume_ratio']):.3f} of one-at-a-time's front" in flat
+    speed = [float(r["speedup_over_baseline"]) for seed in (61, 62, 64)
+             for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()) if r["run"] == "p16-pareto"]
+    plain = [float(r.get("speedup_over_plain_search") or r["speedup_over_plain_loop"]) for seed in (61, 62, 64)
+             for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()) if r["run"] == "p16-pareto"]
+    met = {0: "none", 1: "one", 2: "two", 3: "all three"}
+    assert (f"16 at once met 5x one at a time on {met[sum(x >= 5 for x in speed)]} and 40x a plain eager loop on "
+            f"{met[sum(x >= 40 for x in plain)]}") in flat

@@ -310,7 +310,7 @@ def check_nb201_rate(text: str) -> None:
     whole = load(study / "summary.json")["full_pass_b256"]
     cvs = [float(r["latency_cv"]) for r in rows_of(study / "measured_all_b256.csv") if r["status"] == "ok"]
     heading = "### The whole NAS-Bench-201 space in one pass"
-    runs, phases, agreement = tables(section(text, heading))
+    runs, phases, agreement, fresh = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -345,11 +345,44 @@ def check_nb201_rate(text: str) -> None:
     for row, (got, keys) in zip(agreement, expected):
         figures = [got[keys[0]]] + [pct(got[k]) if k != "median_ratio" else got[k] for k in keys[1:]]
         agree(" ".join(row[1:]), *figures)
+    fresh_cells_and_the_gap(section(text, heading), fresh)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
          f"the copies waited {first['mean_phase_ms']['to_device_s']:.0f} ms a cell for the GPU, the median CV was "
          f"{pct(first['median_cv']):.0f}%, and latencies read {outside['agreement']['default vs fast']['median_ratio']:.2f}x")
+
+
+def fresh_cells_and_the_gap(text: str, fresh: list[list[str]]) -> None:
+    """h200/rate/fresh_s91: the 200 fresh cells' agreement table, and the in-process ways of
+    reference_gap.py against the plain loop and against the worker's fast readings of the same cells."""
+    folder = H200 / "rate" / "fresh_s91"
+    rate, gap = load(folder / "nb201_rate.json"), load(folder / "reference_gap.json")
+    got = rate["agreement"]
+    expected = [(got["fast vs fast again"], ("cells", "median", "p90", "max", "median_ratio")),
+                (got["default vs fast"], ("cells", "median", "p90", "max", "median_ratio")),
+                (got["reference vs fast"], ("cells", "median", "max", "median_ratio")),
+                (got["reference vs default"], ("cells", "median", "max", "median_ratio"))]
+    assert len(fresh) == len(expected)
+    for row, (values, keys) in zip(fresh, expected):
+        figures = [values[k] if k in ("cells", "median_ratio") else pct(values[k]) for k in keys]
+        agree(" ".join(row[1:]), *figures)
+    assert got["default vs fast"]["median"] <= 0.01 and got["default vs fast"]["max"] <= 0.03  # the goal
+    ways = [gap[f"{w} / plain"] for w in ("plain long", "plain queued", "evaluator", "plain again")]
+    says(text, f"medians {min(w['median'] for w in ways):.3f}-{max(w['median'] for w in ways):.3f} of the plain loop",
+         f"the widest cell {min(w['min'] for w in ways):.3f}-{max(w['max'] for w in ways):.3f}")
+    plain = {r["arch"]: float(r["plain"]) for r in rows_of(folder / "reference_gap.csv")}
+    worker = {r["arch"]: float(r["latency_ms"]) for r in rows_of(folder / "nb201_rate.csv") if r["pass"] == "fast"}
+    parent = {r["arch"]: float(r["latency_ms"]) for r in rows_of(folder / "nb201_rate.csv")
+              if r["pass"] == "reference"}
+    offsets = sorted(1e3 * (plain[a] - worker[a]) for a in plain)
+    says(text, f"(median ratio {statistics.median(parent[a] / plain[a] for a in plain):.3f})",
+         f"{offsets[0]:.0f}-{offsets[-1]:.0f} µs a forward faster (median {statistics.median(offsets):.0f} µs)")
+    lightest, heaviest = min(plain, key=plain.get), max(plain, key=plain.get)
+    says(text, f"{pct(1 - worker[lightest] / plain[lightest]):.1f}% of the lightest cell ({plain[lightest]:.2f} ms)",
+         f"{pct(1 - worker[heaviest] / plain[heaviest]):.1f}% of the heaviest ({plain[heaviest]:.2f} ms)")
+    passes = {p["pass"]: p for p in rate["passes"]}
+    says(text, f"{passes['fast']['cells_per_s']:.1f}-{passes['fast again']['cells_per_s']:.1f} cells a second")
 
 
 def check_eager_host_probe(text: str) -> None:

@@ -168,6 +168,27 @@ def test_the_other_command_costs_are_the_measured_ones():
         assert (r["exit_code"] == "0") == (not r["error"]), r["command"]
 
 
+def test_the_h200_command_costs_are_the_measured_ones():
+    folder = ROOT / "benchmarks" / "results" / "h200" / "command_cost"
+    with (folder / "command_cost_docs.csv").open(newline="") as f:
+        measured = list(csv.DictReader(f))
+    text = readme()
+    assert measured and all(r["exit_code"] == "0" and r["gpu"] == "NVIDIA H200" for r in measured)
+    for r in measured:  # the row's last cell, after its CPU outcome
+        assert re.search(rf"\| `{re.escape(r['command'])}` \|[^|]*\|[^|]*\|[^|]*\| {float(r['wall_s']):,.0f} s \|",
+                         text), r["command"]
+    population = ROOT / "benchmarks" / "results" / "h200" / "population"
+    walls = [float(r["wall_s"]) for seed in (61, 62, 64)
+             for r in csv.DictReader((population / f"population_search_b64_s{seed}.csv").open())
+             if r["run"] == "p16-pareto"]
+    walls += [float(r["wall_s"]) for turns in (4, 8)
+              for r in csv.DictReader((population / "host_turns_s65" / f"turns{turns}.csv").open())
+              if r["run"] == "p16-pareto"]
+    pruned = json.loads((population / "population_search_b64_defaults_s63_runs.jsonl").read_text())
+    assert (f"took {min(walls):.0f}-{max(walls):.0f} s on seeds 61-65, and {pruned['wall_s']:.0f} s with pruning "
+            "before training and measured survivors (seed 63;") in text
+
+
 PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes from a result file)
     (test_the_survey_line_quotes_its_data, r"SM activity has a median of ([0-9.]+)%"),
     (test_the_nb201_study_line_quotes_its_data, r"all ([0-9,]+) NAS-Bench-201 cells measured"),
@@ -176,6 +197,7 @@ PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes fr
     (test_the_population_line_quotes_its_runs, r"([0-9.]+)-[0-9.]+x a plain eager loop"),
     (test_the_command_costs_are_the_measured_ones, r"\| `nasutil-search` \| ([0-9]+) s \|"),
     (test_the_other_command_costs_are_the_measured_ones, r"\| `nasutil-codes k=4 [^|]*` \| ([0-9]+) s \|"),
+    (test_the_h200_command_costs_are_the_measured_ones, r"halving=pareto` \| 903 s \| 0 \| [^|]* \| ([0-9]+) s \|"),
 ]
 
 

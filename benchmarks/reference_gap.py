@@ -1,0 +1,120 @@
+"""Where the evaluator and the plain reference loop part: the same NAS-Bench-201 cells timed several ways
+in this one process, each cell's ways back to back, their order turned from cell to cell.
+
+    python benchmarks/reference_gap.py --cells 60 --out benchmarks/results/h200/rate
+
+The plain loop of `nasutil.evaluator.reference` (20 replays a window, 7 windows, the device synchronised
+after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on the lightest cells. Ways:
+  plain        that loop as the rate benchmark runs it
+  plain long   the same graph, 100 replays a window, 5 windows (a longer window)
+  plain queued the reference's graph timed by the evaluator's windows (`time_windows`: one warm-up, 5
+               windows of >= 2 ms queued behind a short device sleep, no synchronisation between them)
+  evaluator    the evaluator's own capture (`modes.prepare`, eager warm-up) and windows, in this process
+  plain again  the first way once more (drift over the cell's turn)
+Each reading comes with the SM clock NVML reported after it. The cells are `nb201_rate.py`'s for the same
+`--seed` (its first cells), so the two files compare cell by cell. Writes reference_gap.csv and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nasutil import get_space
+from nasutil.evaluator.counters import NvmlDevice
+from nasutil.evaluator.modes import prepare
+from nasutil.evaluator.reference import capture_graph, graph_replay_ms
+from nasutil.evaluator.timing import time_windows
+
+WAYS = ("plain", "plain long", "plain queued", "evaluator", "plain again")
+
+
+def cells(n: int, seed: int) -> list[str]:
+    space = get_space("nb201")
+    every = [a.to_string() for a in space.enumerate()]
+    return [every[i] for i in np.random.default_rng(seed).permutation(len(every))[:n]]
+
+
+def queued_ms(fn, device: torch.device) -> float:
+    return time_windows(fn, device, warmup=1, repeats=5, min_window_ms=2.0, max_iters=10_000, prefill=True).median_ms
+
+
+def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None) -> dict[str, float]:
+    space = get_space("nb201")
+    device = torch.device("cuda")
+    readings: dict[str, float] = {}
+    with torch.inference_mode():
+        model = space.build(space.parse(arch), num_classes=10).eval()
+        model = model.to(device, torch.float16, memory_format=torch.channels_last)
+        x = torch.randn(256, 3, 32, 32, device=device, dtype=torch.float16).contiguous(
+            memory_format=torch.channels_last)
+        graph = capture_graph(model, x)
+        run = prepare(model, x, "cudagraph", warm_up=True)
+        for way in order:
+            if way in ("plain", "plain again"):
+                readings[way] = graph_replay_ms(model, x, replays=20, windows=7)
+            elif way == "plain long":
+                readings[way] = _replays_ms(graph, replays=100, windows=5)
+            elif way == "plain queued":
+                readings[way] = queued_ms(graph.replay, device)
+            else:
+                readings[way] = queued_ms(run.fn, device)
+            readings[f"{way} clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
+    return readings
+
+
+def _replays_ms(graph: torch.cuda.CUDAGraph, replays: int, windows: int) -> float:
+    times = []
+    for _ in range(windows):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / replays)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("reference_gap.py: needs a CUDA device")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        nvml = NvmlDevice.for_torch_device(torch.device("cuda"))
+    except Exception:
+        nvml = None
+    rows = []
+    for i, arch in enumerate(cells(args.cells, args.seed)):
+        middle = list(WAYS[1:4]) if i % 2 == 0 else list(reversed(WAYS[1:4]))
+        readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml)
+        rows.append({"arch": arch, **readings})
+    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows)}
+    for way in WAYS[1:]:
+        ratios = [r[way] / r["plain"] for r in rows]
+        summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
+    summary["lightest quarter: evaluator / plain"] = statistics.median(r["evaluator"] / r["plain"] for r in light)
+    summary["lightest quarter: plain long / plain"] = statistics.median(r["plain long"] / r["plain"] for r in light)
+    print(json.dumps(summary, indent=1), flush=True)
+    (args.out / "reference_gap.json").write_text(json.dumps(summary, indent=1))
+    with (args.out / "reference_gap.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
