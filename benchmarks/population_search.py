@@ -127,6 +127,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
                    if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample")}
             activity = r.get("population_activity") or {}
             row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
+            row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")
             if base is not None:
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
@@ -156,7 +157,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "pruned_before_training", "failed", "wall_s", "span_s", "candidates_per_gpu_hour",
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
-               "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy"]
+               "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
+               "mean_paused", "mean_unjoined"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

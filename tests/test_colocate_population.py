@@ -332,3 +332,25 @@ def test_activity_counts_the_members_that_trained_together():
     assert activity["most_together"] <= 3 and activity["rounds"] >= 20
     assert activity["mean_together"] == pytest.approx(45 / activity["rounds"])
     assert activity["driving_s"] > 0 and 0.0 <= activity["device_bound"] <= 1.0
+
+
+def test_activity_says_where_the_members_that_did_not_step_were():
+    """One member steps on while another pauses for host work at every step and a third waits for a place:
+    the rounds count the paused one and the unjoined one, and host work that waited for a turn says how long."""
+    population = Population(2, ahead=1, host_turns=1)
+    errors: dict[str, BaseException] = {}
+    steady = Member(lambda: time.sleep(0.001), 200)
+    pausing = Member(lambda: (lambda: time.sleep(0.005)), 10)
+    late = Member(lambda: None, 1, prepare=lambda: time.sleep(0.02))
+    threads = [_start(population, steady, errors, "steady")]
+    assert _wait_until(lambda: _joined(population, steady))
+    threads.append(_start(population, pausing, errors, "pausing"))
+    assert _wait_until(lambda: _joined(population, pausing))
+    threads.append(_start(population, late, errors, "late"))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {}
+    activity = population.activity()
+    assert 0 < activity["mean_paused"] < 1  # the pausing member, paused in part of the rounds
+    assert 0 < activity["mean_unjoined"] < 1  # the late one, reserved while both places were taken
+    assert activity["mean_turn_wait_ms"] >= 0 and population.turn_waits == 11  # 10 pieces of host work, 1 prepare

@@ -32,8 +32,10 @@ driver competes with `host_turns` threads at most.
 `stop(error)` (a Ctrl-C) ends every member with `error` after its step or host work in flight, and
 admits nobody after.
 
-`activity()` tells how the population trained: members a round on average and at most, and the share of
-the driver's time spent waiting for the device (low: the host, not the device, set the pace).
+`activity()` tells how the population trained: members a round on average and at most, where the
+others were meanwhile (paused for host work, or reserved and not yet joined), how long host work waited
+for its turn, and the share of the driver's time spent waiting for the device (low: the host, not the
+device, set the pace).
 
 `quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
 the block ends, so that a measurement sees an idle device. Members never share state: each has its
@@ -168,6 +170,10 @@ class Population:
         self.member_steps = 0  # steps taken by all members: over `rounds`, how many trained at once
         self.most_together = 0  # the most members that took one round together
         self.most_reserved = 0
+        self.paused_rounds = 0  # members paused for host work, summed over rounds: over `rounds`, how many a round
+        self.unjoined_rounds = 0  # reserved members not yet training (preparing, or waiting for a place), likewise
+        self.turn_waits = 0  # host work that took a turn
+        self.turn_wait_s = 0.0  # its time waiting for that turn
         self.driving_s = 0.0  # the driver's time with someone training
         self.waiting_s = 0.0  # of that, the time it waited for the device to catch up (the device was busy)
 
@@ -185,8 +191,11 @@ class Population:
     def host_turn(self) -> Iterator[None]:
         """A turn to do host work for a member (build, warm up, capture, validate): blocks until one of
         the `host_turns` is free."""
+        asked = time.perf_counter()
         with self._turns:
             with self._changed:
+                self.turn_waits += 1
+                self.turn_wait_s += time.perf_counter() - asked
                 self._in_turn += 1
                 self.most_in_turn = max(self.most_in_turn, self._in_turn)
             try:
@@ -331,6 +340,8 @@ class Population:
                         self._driver = None
                         return
                     together = self._this_round([m for m in self._members if m.state == READY])
+                    self.paused_rounds += sum(m.state == PAUSED for m in self._members)
+                    self.unjoined_rounds += sum(not p.joined for p in self._reserved)
                 self.most_together = max(self.most_together, len(together))
                 self.member_steps += len(together)
                 changed = False
@@ -372,9 +383,14 @@ class Population:
         return sorted(ready, key=lambda m: -m.taken)[:self.round_size]
 
     def activity(self) -> dict[str, float]:
-        """How the population trained so far: rounds, members a round on average and at most, and the share
-        of the driver's time spent waiting for the device (near 1: the device, not the host, sets the pace)."""
+        """How the population trained so far: rounds, members a round on average and at most, members paused
+        for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
+        for its turn, and the share of the driver's time spent waiting for the device (near 1: the device, not
+        the host, sets the pace)."""
+        rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
+                "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
+                "mean_turn_wait_ms": 1e3 * self.turn_wait_s / self.turn_waits if self.turn_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
                 "driving_s": round(self.driving_s, 3),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0}

@@ -322,7 +322,9 @@ class TorchTrainer(Trainer):
             done = self.activity()
             if done and done["rounds"]:
                 together += (f"; trained {done['mean_together']:.1f} at once on average (most "
-                             f"{done['most_together']}), waiting for the device {done['device_bound']:.0%} of the time")
+                             f"{done['most_together']}; {done['mean_paused']:.1f} paused for host work, "
+                             f"{done['mean_unjoined']:.1f} reserved but not yet training), waiting for the device "
+                             f"{done['device_bound']:.0%} of the time")
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
 
 
