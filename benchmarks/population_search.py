@@ -8,7 +8,8 @@ Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accura
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
 A run is named `pP[-eager][-HALVING][-rR]`: P candidates trained at once, `eager` for `trainer.graphs=false`
 (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `-rR` at most R of them
-stepping in one round (`trainer.round_size=R`), `@TRIALS` a trial
+stepping in one round (`trainer.round_size=R`), `.K` a repeat of the same run in the same call (`p16-pareto.2`:
+within one seed, what the halving chooses to train moves a run's rate by a third), `@TRIALS` a trial
 budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less per trial, so compare where
 the work is alike). `p1` is the project's default: one candidate at a time, each step a CUDA graph.
 
@@ -46,13 +47,13 @@ import optuna
 from nasutil.pareto import hypervolume_2d
 
 RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-r(?P<round>\d+))?"
-                 r"(?:@(?P<trials>\d+))?$")
+                 r"(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-rR][@TRIALS], e.g. p16-pareto@128")
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-rR][@TRIALS][.K], e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
     if match["round"]:
@@ -190,7 +191,12 @@ def main() -> int:
                         help="run nothing: summarise the runs of these files (seeds run in separate calls)")
     args = parser.parse_args()
     for run in args.runs:
-        parse_run(run)
+        try:
+            parse_run(run)
+        except SystemExit as exc:
+            parser.exit(2, f"population_search.py: error: {exc}\n")
+        if args.runs.count(run) > 1:
+            parser.exit(2, f"population_search.py: error: run {run!r} is named twice: name its repeat {run}.2\n")
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     if args.from_runs:

@@ -116,6 +116,7 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p1-eager")["budget"] is None
     assert parse_run("p64-pareto-r16") == {"population": 64, "eager": False, "halving": "pareto", "budget": None,
                                            "round_size": 16}
+    assert parse_run("p16-pareto@128.2") == parse_run("p16-pareto@128")  # a repeat: the same settings
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
 
@@ -548,3 +549,14 @@ def test_readmes_figures_for_seed_64_are_the_result_files():
     met = {0: "none", 1: "one", 2: "two", 3: "all three"}
     assert (f"16 at once met 5x one at a time on {met[sum(x >= 5 for x in speed)]} and 40x a plain eager loop on "
             f"{met[sum(x >= 40 for x in plain)]}") in flat
+
+
+def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    script = ROOT / "benchmarks" / "population_search.py"
+    for runs, says in ((["p1", "p1"], "name its repeat p1.2"), (["p16-paretto"], "expected pP")):
+        done = subprocess.run([sys.executable, str(script), "--runs", *runs, "--out", str(tmp_path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
