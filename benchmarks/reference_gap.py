@@ -1,7 +1,9 @@
 """Where the evaluator and the plain reference loop part: the same NAS-Bench-201 cells timed several ways
-in this one process, each cell's ways back to back, their order turned from cell to cell.
+in this one process (and, with --worker, by the evaluator's own worker process), each cell's ways back
+to back, their order turned from cell to cell.
 
-    python benchmarks/reference_gap.py --cells 60 --out benchmarks/results/h200/rate
+    python benchmarks/reference_gap.py --cells 32 --seed 91 --out benchmarks/results/h200/rate/fresh_s91
+    python benchmarks/reference_gap.py --cells 32 --seed 91 --worker [--like-worker] --out OUT
 
 The plain loop of `nasutil.evaluator.reference` (20 replays a window, 7 windows, the device synchronised
 after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on the lightest cells. Ways:
@@ -11,6 +13,9 @@ after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on th
                windows of >= 2 ms queued behind a short device sleep, no synchronisation between them)
   evaluator    the evaluator's own capture (`modes.prepare`, eager warm-up) and windows, in this process
   plain again  the first way once more (drift over the cell's turn)
+  worker       (--worker) the evaluator itself, one isolated worker process, fast settings, the same cell
+With --like-worker the ways in this process run as the worker runs them: TF32 off (`matmul_precision`,
+as for fp16) and torch's CPU threads as 8 workers share this machine's cores.
 Each reading comes with the SM clock NVML reported after it. The cells are `nb201_rate.py`'s for the same
 `--seed` (its first cells), so the two files compare cell by cell. Writes reference_gap.csv and .json.
 """
@@ -18,8 +23,10 @@ Each reading comes with the SM clock NVML reported after it. The cells are `nb20
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -27,7 +34,9 @@ import numpy as np
 import torch
 
 from nasutil import get_space
+from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 from nasutil.evaluator.counters import NvmlDevice
+from nasutil.evaluator.dtypes import matmul_precision
 from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.reference import capture_graph, graph_replay_ms
 from nasutil.evaluator.timing import time_windows
@@ -45,11 +54,17 @@ def queued_ms(fn, device: torch.device) -> float:
     return time_windows(fn, device, warmup=1, repeats=5, min_window_ms=2.0, max_iters=10_000, prefill=True).median_ms
 
 
-def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None) -> dict[str, float]:
+def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: bool = False,
+             worker: Evaluator | None = None) -> dict[str, float]:
     space = get_space("nb201")
     device = torch.device("cuda")
     readings: dict[str, float] = {}
-    with torch.inference_mode():
+    if worker is not None:
+        measured = worker.measure(Candidate("nb201", arch))
+        readings["worker"] = measured.latency_ms if measured.ok else float("nan")
+        readings["worker clock_mhz"] = measured.sm_clock_mhz or float("nan")
+    flags = matmul_precision("fp16") if like_worker else contextlib.nullcontext()
+    with flags, torch.inference_mode():
         model = space.build(space.parse(arch), num_classes=10).eval()
         model = model.to(device, torch.float16, memory_format=torch.channels_last)
         x = torch.randn(256, 3, 32, 32, device=device, dtype=torch.float16).contiguous(
@@ -87,10 +102,20 @@ def main() -> int:
     parser.add_argument("--cells", type=int, default=60)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--worker", action="store_true", help="also measure each cell with the evaluator's worker")
+    parser.add_argument("--like-worker", action="store_true",
+                        help="run the ways in this process with the worker's TF32 flags and CPU threads")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("reference_gap.py: needs a CUDA device")
+        parser.exit(2, "reference_gap.py: error: needs a CUDA device\n")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.like_worker:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // 8))
+    worker = None
+    if args.worker:
+        config = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False).fast()
+        worker = Evaluator(config, workers=1, timeout_s=120)
+        worker.start()
     try:
         nvml = NvmlDevice.for_torch_device(torch.device("cuda"))
     except Exception:
@@ -98,10 +123,13 @@ def main() -> int:
     rows = []
     for i, arch in enumerate(cells(args.cells, args.seed)):
         middle = list(WAYS[1:4]) if i % 2 == 0 else list(reversed(WAYS[1:4]))
-        readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml)
+        readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml, args.like_worker, worker)
         rows.append({"arch": arch, **readings})
-    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows)}
-    for way in WAYS[1:]:
+    if worker is not None:
+        worker.close()
+    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
+               "like_worker": args.like_worker}
+    for way in [*WAYS[1:], *(["worker"] if args.worker else [])]:
         ratios = [r[way] / r["plain"] for r in rows]
         summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
