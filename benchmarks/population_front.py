@@ -209,7 +209,9 @@ def main() -> int:
     parser.add_argument("--ways", nargs="+", default=DEFAULT_WAYS)
     parser.add_argument("--baseline", default="p1")
     parser.add_argument("--trials", type=int, nargs="+", default=[64])
-    parser.add_argument("--seeds", type=int, default=20, help="seeds 1000..1000+N-1")
+    parser.add_argument("--seeds", type=int, default=20, help="seeds FIRST..FIRST+N-1")
+    parser.add_argument("--first-seed", type=int, default=1000,
+                        help="the first seed (1000; a fresh range checks a setting chosen on another)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--name", default="population_front", help="the result file is NAME.json")
     args = parser.parse_args()
@@ -219,7 +221,7 @@ def main() -> int:
     first: dict[int, float] = {}  # p1's hypervolume at the smallest budget, per seed: the equal-work view
     names = list(dict.fromkeys([args.baseline, *args.ways]))
     for trials in sorted(args.trials):
-        for seed in range(1000, 1000 + args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             mine = {name: search(parse_way(name), seed + (10_000 if "other-seed" in name else 0), trials, tables)
                     for name in names}
             base = mine[args.baseline]["hypervolume"]

@@ -226,8 +226,10 @@ def test_the_informed_replay_tables_are_their_result_files():
     text = (ROOT / "BENCHMARKS.md").read_text()
     section = text[text.index("**The replay with the sampler informed"):text.index("### A search with a population, before")]
     tables = section.split("| way | trials |")[1:]
-    assert len(tables) == 2
-    for name, table in zip(("population_front_informed", "population_front_anchors"), tables):
+    names = ("population_front_informed", "population_front_anchors", "population_front_rungs_screen",
+             "population_front_rungs_fresh")
+    assert len(tables) == len(names)
+    for name, table in zip(names, tables):
         summary = json.loads((folder / f"{name}.json").read_text())["summary"]
         rows = [line for line in table.splitlines() if line.startswith("| p")]
         assert len(rows) == len(summary)
