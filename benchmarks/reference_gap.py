@@ -38,7 +38,7 @@ from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 from nasutil.evaluator.counters import NvmlDevice
 from nasutil.evaluator.dtypes import matmul_precision
 from nasutil.evaluator.modes import prepare
-from nasutil.evaluator.reference import capture_graph, graph_replay_ms
+from nasutil.evaluator.reference import capture_graph, graph_replay_ms, replay_ms
 from nasutil.evaluator.timing import time_windows
 
 WAYS = ("plain", "plain long", "plain queued", "evaluator", "plain again")
@@ -75,26 +75,13 @@ def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: 
             if way in ("plain", "plain again"):
                 readings[way] = graph_replay_ms(model, x, replays=20, windows=7)
             elif way == "plain long":
-                readings[way] = _replays_ms(graph, replays=100, windows=5)
+                readings[way] = replay_ms(graph, replays=100, windows=5, warm=0)
             elif way == "plain queued":
                 readings[way] = queued_ms(graph.replay, device)
             else:
                 readings[way] = queued_ms(run.fn, device)
             readings[f"{way} clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
     return readings
-
-
-def _replays_ms(graph: torch.cuda.CUDAGraph, replays: int, windows: int) -> float:
-    times = []
-    for _ in range(windows):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / replays)
-    return statistics.median(times)
 
 
 def main() -> int:

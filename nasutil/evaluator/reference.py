@@ -30,8 +30,13 @@ def capture_graph(model: torch.nn.Module, batch: torch.Tensor) -> torch.cuda.CUD
 
 def graph_replay_ms(model: torch.nn.Module, batch: torch.Tensor, replays: int = 50, windows: int = 7) -> float:
     """Median milliseconds per replay of the model's CUDA graph over `windows` windows of `replays` replays."""
-    graph = capture_graph(model, batch)
-    for _ in range(5):
+    return replay_ms(capture_graph(model, batch), replays, windows)
+
+
+def replay_ms(graph: torch.cuda.CUDAGraph, replays: int = 50, windows: int = 7, warm: int = 5) -> float:
+    """Median milliseconds per replay of a captured graph over `windows` windows of `replays` replays, each
+    window timed with CUDA events and waited for, after `warm` untimed replays."""
+    for _ in range(warm):
         graph.replay()
     times = []
     for _ in range(windows):
