@@ -7,7 +7,8 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
 A run is named `pP[-eager][-HALVING][-rR]`: P candidates trained at once, `eager` for `trainer.graphs=false`
-(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `-rR` at most R of them
+(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `-fF` its rungs at 1/F^2 and 1/F
+of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16 and 1/4), `-rR` at most R of them
 stepping in one round (`trainer.round_size=R`), `.K` a repeat of the same run in the same call (`p16-pareto.2`:
 within one seed, what the halving chooses to train moves a run's rate by a third), `@TRIALS` a trial
 budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less per trial, so compare where
@@ -46,18 +47,23 @@ import optuna
 
 from nasutil.pareto import hypervolume_2d
 
-RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-r(?P<round>\d+))?"
+RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?"
+                 r"(?:-r(?P<round>\d+))?"
                  r"(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-rR][@TRIALS][.K], e.g. p16-pareto@128")
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][@TRIALS][.K], e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
     if match["round"]:
         spec["round_size"] = int(match["round"])
+    if match["factor"]:
+        if not match["halving"] or int(match["factor"]) < 2:
+            raise SystemExit(f"run {name!r}: -fF needs a halving (-pareto, -accuracy) and F >= 2")
+        spec["reduction_factor"] = int(match["factor"])
     return spec
 
 
@@ -74,6 +80,9 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
                  f"halving={spec['halving']}", *args.settings]
     if "round_size" in spec:
         overrides.append(f"trainer.round_size={spec['round_size']}")
+    if "reduction_factor" in spec:  # two rungs, as the defaults have: at 1/F^2 and 1/F of the training
+        factor = spec["reduction_factor"]
+        overrides += [f"halving.reduction_factor={factor}", f"halving.min_fraction={1 / factor ** 2:.6g}"]
     if spec["eager"]:  # a few trials rate the eager step: representative ones, not the predicted-fastest anchors
         overrides += ["trainer.graphs=false", "anchors=0"]
     os.environ["NASUTIL_CACHE_DIR"] = str(work / f"cache-{study_name}")  # each run measures its own survivors

@@ -117,8 +117,11 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p64-pareto-r16") == {"population": 64, "eager": False, "halving": "pareto", "budget": None,
                                            "round_size": 16}
     assert parse_run("p16-pareto@128.2") == parse_run("p16-pareto@128")  # a repeat: the same settings
+    assert parse_run("p16-pareto-f4.2")["reduction_factor"] == 4
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
+    with pytest.raises(SystemExit, match="needs a halving"):
+        parse_run("p16-f4")
 
 
 def test_the_three_seed_table_is_its_joined_result_files():
