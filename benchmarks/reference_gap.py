@@ -14,6 +14,9 @@ after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on th
   evaluator    the evaluator's own capture (`modes.prepare`, eager warm-up) and windows, in this process
   plain again  the first way once more (drift over the cell's turn)
   worker       (--worker) the evaluator itself, one isolated worker process, fast settings, the same cell
+  task here    (--worker) the worker's own task (`measure_task`: build, cast, copy, capture, windows) run
+               in this process with the same settings: worker and task here part if the process is the
+               cause, task here and the other ways part if the task's way of building and moving is
 With --like-worker the ways in this process run as the worker runs them: TF32 off (`matmul_precision`,
 as for fp16) and torch's CPU threads as 8 workers share this machine's cores.
 Each reading comes with the SM clock NVML reported after it. The cells are `nb201_rate.py`'s for the same
@@ -40,6 +43,7 @@ from nasutil.evaluator.dtypes import matmul_precision
 from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.reference import capture_graph, graph_replay_ms, replay_ms
 from nasutil.evaluator.timing import time_windows
+from nasutil.evaluator.worker import measure_task
 
 WAYS = ("plain", "plain long", "plain queued", "evaluator", "plain again")
 
@@ -55,7 +59,7 @@ def queued_ms(fn, device: torch.device) -> float:
 
 
 def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: bool = False,
-             worker: Evaluator | None = None) -> dict[str, float]:
+             worker: Evaluator | None = None, config: MeasureConfig | None = None) -> dict[str, float]:
     space = get_space("nb201")
     device = torch.device("cuda")
     readings: dict[str, float] = {}
@@ -63,6 +67,9 @@ def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: 
         measured = worker.measure(Candidate("nb201", arch))
         readings["worker"] = measured.latency_ms if measured.ok else float("nan")
         readings["worker clock_mhz"] = measured.sm_clock_mhz or float("nan")
+        here = measure_task(Candidate("nb201", arch), config)
+        readings["task here"] = here.latency_ms if here.ok else float("nan")
+        readings["task here clock_mhz"] = here.sm_clock_mhz or float("nan")
     flags = matmul_precision("fp16") if like_worker else contextlib.nullcontext()
     with flags, torch.inference_mode():
         model = space.build(space.parse(arch), num_classes=10).eval()
@@ -98,7 +105,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.like_worker:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // 8))
-    worker = None
+    worker, config = None, None
     if args.worker:
         config = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False).fast()
         worker = Evaluator(config, workers=1, timeout_s=120)
@@ -110,13 +117,13 @@ def main() -> int:
     rows = []
     for i, arch in enumerate(cells(args.cells, args.seed)):
         middle = list(WAYS[1:4]) if i % 2 == 0 else list(reversed(WAYS[1:4]))
-        readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml, args.like_worker, worker)
+        readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml, args.like_worker, worker, config)
         rows.append({"arch": arch, **readings})
     if worker is not None:
         worker.close()
     summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
                "like_worker": args.like_worker}
-    for way in [*WAYS[1:], *(["worker"] if args.worker else [])]:
+    for way in [*WAYS[1:], *(["worker", "task here"] if args.worker else [])]:
         ratios = [r[way] / r["plain"] for r in rows]
         summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
