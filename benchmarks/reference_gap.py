@@ -17,6 +17,9 @@ after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on th
   task here    (--worker) the worker's own task (`measure_task`: build, cast, copy, capture, windows) run
                in this process with the same settings: worker and task here part if the process is the
                cause, task here and the other ways part if the task's way of building and moving is
+  built outside (--worker) the plain loop on the cell built outside inference mode, as the task builds it
+  cast on cpu  (--worker) the plain loop on the cell cast to fp16 and channels_last on the CPU before the
+               copy, as the task casts it
 With --like-worker the ways in this process run as the worker runs them: TF32 off (`matmul_precision`,
 as for fp16) and torch's CPU threads as 8 workers share this machine's cores.
 Each reading comes with the SM clock NVML reported after it. The cells are `nb201_rate.py`'s for the same
@@ -58,6 +61,25 @@ def queued_ms(fn, device: torch.device) -> float:
     return time_windows(fn, device, warmup=1, repeats=5, min_window_ms=2.0, max_iters=10_000, prefill=True).median_ms
 
 
+def task_steps(arch: str, nvml: NvmlDevice | None) -> dict[str, float]:
+    """The plain loop on the cell made the task's way, one difference at a time."""
+    space = get_space("nb201")
+    device = torch.device("cuda")
+    readings: dict[str, float] = {}
+    outside = space.build(space.parse(arch), num_classes=10).eval()  # parameters that are not inference tensors
+    with torch.inference_mode():
+        x = torch.randn(256, 3, 32, 32, device=device, dtype=torch.float16).contiguous(
+            memory_format=torch.channels_last)
+        model = outside.to(device, torch.float16, memory_format=torch.channels_last)
+        readings["built outside"] = graph_replay_ms(model, x, replays=20, windows=7)
+        readings["built outside clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
+        model = space.build(space.parse(arch), num_classes=10).eval()
+        model = model.to(dtype=torch.float16, memory_format=torch.channels_last).to(device)
+        readings["cast on cpu"] = graph_replay_ms(model, x, replays=20, windows=7)
+        readings["cast on cpu clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
+    return readings
+
+
 def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: bool = False,
              worker: Evaluator | None = None, config: MeasureConfig | None = None) -> dict[str, float]:
     space = get_space("nb201")
@@ -70,6 +92,7 @@ def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: 
         here = measure_task(Candidate("nb201", arch), config)
         readings["task here"] = here.latency_ms if here.ok else float("nan")
         readings["task here clock_mhz"] = here.sm_clock_mhz or float("nan")
+        readings.update(task_steps(arch, nvml))
     flags = matmul_precision("fp16") if like_worker else contextlib.nullcontext()
     with flags, torch.inference_mode():
         model = space.build(space.parse(arch), num_classes=10).eval()
@@ -123,7 +146,7 @@ def main() -> int:
         worker.close()
     summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
                "like_worker": args.like_worker}
-    for way in [*WAYS[1:], *(["worker", "task here"] if args.worker else [])]:
+    for way in [*WAYS[1:], *(["worker", "task here", "built outside", "cast on cpu"] if args.worker else [])]:
         ratios = [r[way] / r["plain"] for r in rows]
         summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]

@@ -157,6 +157,75 @@ def test_host_work_takes_turns_while_the_driver_steps_on():
 
 
 
+def test_a_paused_members_host_work_takes_the_next_turn_before_preparing_ones():
+    """Three threads want the one turn that a fourth holds: two prepare new members, and one does the host
+    work of a member that holds a place and steps no more until it is done. That one goes first, though it
+    asked last."""
+    population = Population(4, host_turns=1)
+    order: list[str] = []
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with population.host_turn():
+            held.set()
+            release.wait(10)
+
+    def wants(name: str, paused: bool) -> None:
+        with population.host_turn(paused=paused):
+            order.append(name)
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert held.wait(10)
+    for name, paused in (("prepare a", False), ("prepare b", False), ("paused", True)):
+        threads.append(threading.Thread(target=wants, args=(name, paused)))
+        threads[-1].start()
+        assert _wait_until(lambda: _waiters(population) == len(threads) - 1)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order[0] == "paused" and sorted(order[1:]) == ["prepare a", "prepare b"]
+    assert population.paused_waits == 1 and population.activity()["mean_paused_wait_ms"] > 0
+
+
+def test_host_work_waiting_for_the_device_lends_its_turn_out():
+    """With one turn, host work that waits for the device (`waiting_for_device`) lets another member's host
+    work run meanwhile, and carries on once it has the turn back."""
+    population = Population(4, host_turns=1)
+    steps: list[str] = []
+    device_done = threading.Event()
+
+    def validating() -> None:
+        with population.host_turn(paused=True):
+            steps.append("queued its validation")
+            with population.waiting_for_device():
+                device_done.wait(10)
+            steps.append("read its validation")
+
+    def preparing() -> None:
+        with population.host_turn():
+            steps.append("prepared")
+        device_done.set()
+
+    first = threading.Thread(target=validating)
+    first.start()
+    assert _wait_until(lambda: steps == ["queued its validation"])
+    second = threading.Thread(target=preparing)
+    second.start()
+    first.join(timeout=10)
+    second.join(timeout=10)
+    assert steps == ["queued its validation", "prepared", "read its validation"]
+    assert population.most_in_turn == 1  # never two at once
+    with population.waiting_for_device():  # outside a turn it only runs its block
+        pass
+
+
+def _waiters(population: Population) -> int:
+    """Threads blocked on the population's turns (the condition's waiters)."""
+    return len(population._turns_changed._waiters)
+
+
 def test_stop_ends_every_member_and_admits_none():
     """A Ctrl-C: training members raise the error after their step in flight, a member doing host work
     after that work, and reservations still waiting raise it too; the driver then ends."""

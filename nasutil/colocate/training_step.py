@@ -211,10 +211,24 @@ class TrainingStep:
 
     def take_loss(self, steps: int) -> float:
         """The mean loss of the last `steps` steps (waits for them), and the sum starts again."""
+        return float(self.queue_loss()) / max(1, steps)
+
+    def queue_loss(self) -> torch.Tensor:
+        """The summed loss of the steps since the last call, as a device tensor (queued, not waited for),
+        and the sum starts again."""
         with self.on_stream():
-            mean = float(self.loss_sum) / max(1, steps)
+            total = self.loss_sum.clone()
             self.loss_sum.zero_()
-        return mean
+        return total
+
+    def mark(self) -> torch.cuda.Event | None:
+        """An event after everything queued on this candidate's stream so far (None off CUDA): waiting for
+        it waits for this candidate alone, and releases the interpreter meanwhile."""
+        if self.stream is None:
+            return None
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        return event
 
     def _compute(self) -> None:
         """The step's arithmetic: what the graph holds, or what runs eagerly."""

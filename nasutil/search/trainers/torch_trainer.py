@@ -263,7 +263,8 @@ class TorchTrainer(Trainer):
                     # moved to the device, warmed up and captured while the others train
                     with population.host_turn():
                         run = _Run(self, model, space.in_channels, reporter, trial_number, data,
-                                   stream=place.stream, gate=population.gate)
+                                   stream=place.stream, gate=population.gate,
+                                   waiting=population.waiting_for_device)
                         run.prepare()
                     population.train(place, Member(run.launch, run.total_steps, memory,
                                                    stream=run.step_unit.stream))
@@ -386,10 +387,12 @@ class _Run:
 
     def __init__(self, trainer: TorchTrainer, model: nn.Module, in_channels: int, reporter: Reporter,
                  trial_number: int, data: dict, stream: torch.cuda.Stream | None = None,
-                 gate: Gate | None = None) -> None:
+                 gate: Gate | None = None,
+                 waiting: Callable[[], contextlib.AbstractContextManager] | None = None) -> None:
         t = trainer
         self.trainer, self.reporter, self.data, self.in_channels = t, reporter, data, in_channels
         self.gate = gate
+        self.waiting = waiting or contextlib.nullcontext  # a block that only waits for the device
         self.train_x, self.train_y = data["train"]
         self.batches = len(self.train_y) // t.batch_size  # full batches only: a graph's shapes are fixed
         if self.batches < 1:
@@ -455,8 +458,14 @@ class _Run:
         with self._launching(), self.step_unit.on_stream():
             valid = t._correct(self.model, self.data["valid"], self.in_channels)
             test = t._correct(self.model, self.data["test"], self.in_channels) if last else None
-            if epoch_end:
-                self.train_loss = self.step_unit.take_loss(self.batches)  # waits for this candidate only
+            loss = self.step_unit.queue_loss() if epoch_end else None
+            done = self.step_unit.mark()
+        with self.waiting():  # this candidate's work alone; the host turn is another's meanwhile
+            if done is not None:
+                done.synchronize()
+        with self.step_unit.on_stream():
+            if loss is not None:
+                self.train_loss = float(loss) / self.batches
             self.valid_acc = 100.0 * int(valid) / len(self.data["valid"][1])
             if test is not None:
                 self.test_acc = 100.0 * int(test) / len(self.data["test"][1])
