@@ -20,6 +20,9 @@ after each) read NAS-Bench-201 cells 2-10% slower than the evaluator, more on th
   built outside (--worker) the plain loop on the cell built outside inference mode, as the task builds it
   cast on cpu  (--worker) the plain loop on the cell cast to fp16 and channels_last on the CPU before the
                copy, as the task casts it
+  task graph   (--worker) the plain loop replaying the graph that the task's own steps capture
+               (`prepare` without eager warm-up, as in a worker that has captured before)
+  task graph warmed (--worker) the same with `prepare`'s eager warm-up
 With --like-worker the ways in this process run as the worker runs them: TF32 off (`matmul_precision`,
 as for fp16) and torch's CPU threads as 8 workers share this machine's cores.
 Each reading comes with the SM clock NVML reported after it. The cells are `nb201_rate.py`'s for the same
@@ -77,6 +80,16 @@ def task_steps(arch: str, nvml: NvmlDevice | None) -> dict[str, float]:
         model = model.to(dtype=torch.float16, memory_format=torch.channels_last).to(device)
         readings["cast on cpu"] = graph_replay_ms(model, x, replays=20, windows=7)
         readings["cast on cpu clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
+    for way, warm_up in (("task graph", False), ("task graph warmed", True)):
+        model = space.build(space.parse(arch), num_classes=10).eval()
+        model = model.to(dtype=torch.float16, memory_format=torch.channels_last)
+        with matmul_precision("fp16"), torch.inference_mode():
+            model = model.to(device)
+            x = torch.randn(256, 3, 32, 32, device=device, dtype=torch.float16).contiguous(
+                memory_format=torch.channels_last)
+            run = prepare(model, x, "cudagraph", warm_up=warm_up)
+            readings[way] = replay_ms(run.keep, replays=20, windows=7)
+            readings[f"{way} clock_mhz"] = nvml.sm_clock_mhz() if nvml is not None else float("nan")
     return readings
 
 
@@ -146,7 +159,8 @@ def main() -> int:
         worker.close()
     summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
                "like_worker": args.like_worker}
-    for way in [*WAYS[1:], *(["worker", "task here", "built outside", "cast on cpu"] if args.worker else [])]:
+    for way in [*WAYS[1:], *(["worker", "task here", "built outside", "cast on cpu", "task graph",
+                                   "task graph warmed"] if args.worker else [])]:
         ratios = [r[way] / r["plain"] for r in rows]
         summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
