@@ -8,9 +8,6 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
   default    the default timing (3 warm-ups, 7 windows of >= 5 ms, eager warm-up before every capture),
              with which the study measured its first 4,540 cells
   fast again the first --repeat-cells cells once more with the fast path (run-to-run repeatability)
-  one turn   (--one-turn, before `fast again`) the same cells with each copy, capture and timing in one
-             exclusive device turn (`Evaluator(share_preparation=False)`), as the evaluator took turns
-             before preparation was shared: the rate and the readings of the two ways, same cells, same call
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
 Writes nb201_rate.json (summary) and nb201_rate.csv (one row per cell and pass).
 """
@@ -31,7 +28,7 @@ from nasutil import get_space
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.reference import graph_replay_ms
 
-PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s")
+PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "time_s")
 
 
 def cells(n: int, seed: int) -> list[str]:
@@ -40,10 +37,9 @@ def cells(n: int, seed: int) -> list[str]:
     return [every[i] for i in np.random.default_rng(seed).permutation(len(every))[:n]]
 
 
-def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int,
-             share_preparation: bool = True) -> tuple[dict, list[Measurement]]:
+def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int) -> tuple[dict, list[Measurement]]:
     started = time.perf_counter()
-    with Evaluator(config, workers=workers, timeout_s=120, share_preparation=share_preparation) as evaluator:
+    with Evaluator(config, workers=workers, timeout_s=120) as evaluator:
         evaluator.start()  # every worker up before the clock starts
         ready = time.perf_counter()
         results = list(evaluator.measure_many([Candidate("nb201", a) for a in archs]))
@@ -95,8 +91,6 @@ def main() -> int:
     parser.add_argument("--reference-cells", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--one-turn", action="store_true",
-                        help="also a pass with copy, capture and timing in one device turn (the earlier way)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -104,11 +98,10 @@ def main() -> int:
     base = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False)
     fast = base.fast()
     passes = [("fast", fast, archs), ("default", base, archs[: args.repeat_cells]),
-              *([("one turn", fast, archs[: args.repeat_cells])] if args.one_turn else []),
               ("fast again", fast, archs[: args.repeat_cells])]
     summaries, by_pass = [], {}
     for name, config, part in passes:
-        summary, results = run_pass(name, config, part, args.workers, share_preparation=name != "one turn")
+        summary, results = run_pass(name, config, part, args.workers)
         summaries.append(summary)
         by_pass[name] = {m.arch: m for m in results}
 
@@ -126,9 +119,6 @@ def main() -> int:
         "reference vs fast": against_reference("fast"),
         "reference vs default": against_reference("default"),
     }
-    if args.one_turn:
-        agreement["one turn vs fast again"] = differences(by_pass["one turn"], by_pass["fast again"], floor)
-        agreement["reference vs one turn"] = against_reference("one turn")
     print(json.dumps(agreement, indent=1), flush=True)
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cpus": len(__import__("os")
                                                                                           .sched_getaffinity(0))}

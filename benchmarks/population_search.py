@@ -138,6 +138,8 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             activity = r.get("population_activity") or {}
             row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
             row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")
+            row["mean_turn_wait_ms"] = activity.get("mean_turn_wait_ms")
+            row["mean_paused_wait_ms"] = activity.get("mean_paused_wait_ms")
             if base is not None:
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
@@ -168,7 +170,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
-               "mean_paused", "mean_unjoined"]
+               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

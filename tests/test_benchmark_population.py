@@ -556,6 +556,41 @@ def test_readmes_figures_for_seed_64_are_the_result_files():
             f"{met[sum(x >= 40 for x in plain)]}") in flat
 
 
+def test_the_earlier_rungs_table_and_notes_are_their_result_files():
+    """Seeds 66-68: each row from its seed's CSV (which `--from-runs` makes from the runs file), and the notes'
+    averages and ranges from the same rows."""
+    import csv
+    import statistics
+
+    def cell(value: str, fmt: str, suffix: str = "") -> str:
+        return format(float(value), fmt) + suffix if value else ""
+
+    rows = _table_after("**Earlier rungs end to end, and a paused member's host work first: seeds 66-68")
+    expected, by = [], {}
+    for seed in (66, 67, 68):
+        for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()):
+            by[(seed, r["run"])] = r
+            population = r["run"] != "p1"
+            expected.append([str(seed), r["run"], cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
+                             f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                             cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
+                             cell(r["speedup_over_plain_search"], ".1f", "x"),
+                             cell(r["hypervolume_ratio"], ".3f") if population else "", cell(r["epochs_trained"], ".1f"),
+                             cell(r["mean_together"], ".1f"), cell(r["device_busy"], ".2f"), cell(r["mean_paused"], ".1f"),
+                             cell(r["mean_turn_wait_ms"], ".0f"), cell(r["mean_paused_wait_ms"], ".0f")])
+    assert rows == expected
+    runs = [json.loads(line) for seed in (66, 67, 68)
+            for line in (RESULTS / f"population_search_b64_s{seed}_runs.jsonl").open()]
+    assert sum(r["failed"] for r in runs) == 0
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    early = [float(r["speedup_over_baseline"]) for (_, run), r in by.items() if run.startswith("p16-pareto-f4")]
+    usual = [float(r["speedup_over_baseline"]) for (seed, run), r in by.items()
+             if run in ("p16-pareto", "p16-pareto.2") and seed in (66, 67)]
+    assert f"{statistics.fmean(early):.2f}x on average against {statistics.fmean(usual):.2f}x" in flat
+    assert float(by[(68, "p16-pareto")]["mean_paused_wait_ms"]) < 0.5 * min(
+        float(r["mean_turn_wait_ms"]) for (seed, _), r in by.items() if seed in (66, 67) and r["mean_turn_wait_ms"])
+
+
 def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
     import subprocess
     import sys

@@ -310,7 +310,7 @@ def check_nb201_rate(text: str) -> None:
     whole = load(study / "summary.json")["full_pass_b256"]
     cvs = [float(r["latency_cv"]) for r in rows_of(study / "measured_all_b256.csv") if r["status"] == "ok"]
     heading = "### The whole NAS-Bench-201 space in one pass"
-    runs, phases, agreement, fresh = tables(section(text, heading))
+    runs, phases, agreement, fresh, narrowed, shared = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -346,6 +346,8 @@ def check_nb201_rate(text: str) -> None:
         figures = [got[keys[0]]] + [pct(got[k]) if k != "median_ratio" else got[k] for k in keys[1:]]
         agree(" ".join(row[1:]), *figures)
     fresh_cells_and_the_gap(section(text, heading), fresh)
+    the_gap_narrowed(section(text, heading), narrowed)
+    shared_preparation(section(text, heading), shared)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -383,6 +385,39 @@ def fresh_cells_and_the_gap(text: str, fresh: list[list[str]]) -> None:
          f"{pct(1 - worker[heaviest] / plain[heaviest]):.1f}% of the heaviest ({plain[heaviest]:.2f} ms)")
     passes = {p["pass"]: p for p in rate["passes"]}
     says(text, f"{passes['fast']['cells_per_s']:.1f}-{passes['fast again']['cells_per_s']:.1f} cells a second")
+
+
+def the_gap_narrowed(text: str, narrowed: list[list[str]]) -> None:
+    """h200/rate/fresh_s91/reference_gap_{worker,like_worker,bisect}.json: each way's median ratio to the
+    plain loop, a column a file (blank where that run had no such way)."""
+    folder = H200 / "rate" / "fresh_s91"
+    runs = [load(folder / f"reference_gap_{name}.json") for name in ("worker", "like_worker", "bisect")]
+    assert [r["like_worker"] for r in runs] == [False, True, False]
+    assert [row[0] for row in narrowed] == ["plain long", "plain queued", "evaluator", "plain again", "worker",
+                                           "task here", "built outside", "cast on cpu"]
+    for way, *cells in narrowed:
+        for cell, run in zip(cells, runs):
+            found = run.get(f"{way} / plain")
+            assert (cell == "") == (found is None), (way, cell)
+            if found is not None:
+                agree(cell, found["median"])
+    worker = [r["worker / plain"]["median"] for r in runs]
+    says(text, f"{pct(1 - max(worker)):.1f}-{pct(1 - min(worker)):.1f}% below the plain loop")
+
+
+def shared_preparation(text: str, shared: list[list[str]]) -> None:
+    """h200/rate/shared_turns_s92/nb201_rate_shared_turns.log: the passes that script printed as it went
+    (its summary file was not written: the call's time limit cut the plain loop after them)."""
+    log = H200 / "rate" / "shared_turns_s92" / "nb201_rate_shared_turns.log"
+    passes = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"pass"')]
+    assert [row[0] for row in shared] == [p["pass"] for p in passes]
+    for row, p in zip(shared, passes):
+        phase = p["mean_phase_ms"]
+        agree(" ".join(row[2:]), p["cells"], p["cells_per_s"], phase["to_device_s"], phase["prepare_s"],
+              *([phase["turn_wait_s"]] if p["pass"] != "one turn" else []), phase["time_s"])
+    one, again = next(p for p in passes if p["pass"] == "one turn"), passes[-1]
+    assert again["pass"] == "fast again" and again["cells_per_s"] < one["cells_per_s"]  # no faster: taken out
+    says(text, f"({again['cells_per_s']:.2f} against {one['cells_per_s']:.2f} cells a second on the same cells)")
 
 
 def check_eager_host_probe(text: str) -> None:

@@ -267,16 +267,14 @@ def test_cli_measure_bad_line_in_archs_file(cli, tmp_path):
     assert r.returncode == 2 and "entry 2" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def _hold_turn_forever(turns, shared: bool = False):
+def _hold_turn_forever(turns):
     import time
 
-    turn = turns.turn()
-    with turn.shared() if shared else turn:
+    with turns.turn():
         time.sleep(3600)
 
 
-@pytest.mark.parametrize("shared", [False, True], ids=["exclusive", "shared"])
-def test_a_killed_worker_does_not_keep_the_device(shared):
+def test_a_killed_worker_does_not_keep_the_device():
     import multiprocessing as mp
     import time
 
@@ -284,71 +282,14 @@ def test_a_killed_worker_does_not_keep_the_device(shared):
 
     ctx = mp.get_context("spawn")
     turns = DeviceTurns(ctx)
-    holder = ctx.Process(target=_hold_turn_forever, args=(turns, shared))
+    holder = ctx.Process(target=_hold_turn_forever, args=(turns,))
     holder.start()
     deadline = time.monotonic() + 60
-    held = (lambda: holder.pid in list(turns._sharers)) if shared else (lambda: turns._holder.value == holder.pid)
-    while not held() and time.monotonic() < deadline:
+    while turns._holder.value != holder.pid and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert held()
+    assert turns._holder.value == holder.pid
     holder.kill()
     holder.join()
     turns.release_if_held_by(holder.pid)
-    assert not any(turns._sharers)
-    assert turns._room.acquire(timeout=5)
-    turns._room.release()
-
-
-def _take_turns(turns, kind: str, log, hold_s: float) -> None:
-    import os
-    import time
-
-    turn = turns.turn()
-    with turn.shared() if kind == "shared" else turn:
-        log.put((kind, "in", os.getpid(), time.monotonic()))
-        time.sleep(hold_s)
-        log.put((kind, "out", os.getpid(), time.monotonic()))
-
-
-def test_shared_turns_overlap_each_other_but_never_a_timing():
-    """Three workers' copies and captures (shared turns) and two timings (exclusive turns) from five
-    processes: shared turns run side by side, an exclusive one runs with nobody else on the device."""
-    import multiprocessing as mp
-
-    from nasutil.evaluator.worker import DeviceTurns
-
-    ctx = mp.get_context("spawn")
-    turns, log = DeviceTurns(ctx), ctx.Queue()
-    first = [ctx.Process(target=_take_turns, args=(turns, "shared", log, 2.0)) for _ in range(2)]
-    for proc in first:
-        proc.start()
-    events = [log.get(timeout=60)]  # one preparation has begun: the rest come while it lasts
-    kinds = ["exclusive", "shared", "exclusive"]
-    later = [ctx.Process(target=_take_turns, args=(turns, kind, log, 0.3)) for kind in kinds]
-    for proc in later:
-        proc.start()
-    for proc in first + later:
-        proc.join(60)
-    events = sorted(events + [log.get(timeout=5) for _ in range(9)], key=lambda e: e[3])
-    inside: dict[int, str] = {}
-    most_shared = 0
-    for kind, what, pid, _ in events:
-        if what == "in":
-            assert "exclusive" not in inside.values(), events  # nobody joins a timing
-            assert kind != "exclusive" or not inside, events  # a timing starts alone
-            inside[pid] = kind
-            most_shared = max(most_shared, sum(k == "shared" for k in inside.values()))
-        else:
-            del inside[pid]
-    assert most_shared >= 2, events  # preparation did run side by side
-
-
-def test_preparation_can_be_kept_inside_one_exclusive_turn():
-    import multiprocessing as mp
-
-    from nasutil.evaluator.worker import DeviceTurns
-
-    turn = DeviceTurns(mp.get_context("spawn"), share_preparation=False).turn()
-    assert not turn.sharing
-    with turn.shared():  # an exclusive turn in disguise
-        assert turn._turns._holder.value != 0
+    assert turns._lock.acquire(timeout=5)
+    turns._lock.release()

@@ -30,9 +30,7 @@ class Evaluator:
     CPU the workers share the cores that time, so use one worker there for clean timings.
 
     `devices` (e.g. ["cuda:0", "cuda:1"]) spreads the workers over several devices, worker i on
-    devices[i % len]; the workers of one device take turns on it: a timing alone, and with
-    `share_preparation` (the default) the copies and captures of several workers side by side, never
-    beside a timing (`DeviceTurns`); without it each candidate's copy, capture and timing are one turn.
+    devices[i % len]; the workers of one device take turns on it.
 
     A GPU result timed at an SM clock below `clock_floor` times the highest clock seen so far is
     measured again, up to `clock_retries` times, and the one at the highest clock is kept: a clock dip
@@ -41,8 +39,7 @@ class Evaluator:
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
                  timeout_s: float = 300.0, remeasure: bool = False, workers: int = 1,
-                 clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None,
-                 share_preparation: bool = True) -> None:
+                 clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None) -> None:
         if workers < 1:
             raise NasutilError(f"need at least one worker, got {workers}")
         if not 0 <= clock_floor <= 1 or clock_retries < 0:
@@ -61,8 +58,7 @@ class Evaluator:
             raise NasutilError("spreading over devices needs isolated worker processes")
         placed = [devices[i % len(devices)] for i in range(workers)] if devices else [config.device] * workers
         # workers on one device take turns on it; workers on different devices never wait for each other
-        turns = {d: DeviceTurns(mp.get_context("spawn"), share_preparation)
-                 for d in set(placed) if placed.count(d) > 1}
+        turns = {d: DeviceTurns(mp.get_context("spawn")) for d in set(placed) if placed.count(d) > 1}
         threads = max(1, len(os.sched_getaffinity(0)) // workers) if workers > 1 else None
         self._workers = [IsolatedWorker(d, timeout_s, turns=turns.get(d), threads=threads)
                          for d in placed] if isolate else []

@@ -72,9 +72,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
     candidates while one of them has the device to itself. (Any device work from another process,
     even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
-    1.5x too long with copies and captures left outside the turn.) Where `exclusive` is a worker's
-    `Turn` that shares preparation, the copy and the capture run in a shared turn (beside other workers'
-    copies and captures, never beside a timing) and the rest in an exclusive one.
+    1.5x too long with copies and captures left outside the turn.)
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
@@ -90,69 +88,61 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     model = model.to(dtype=dtype, memory_format=memory_format)
     phases["cast_s"] = time.perf_counter() - t0
 
-    sharing = getattr(exclusive, "sharing", False)
-    whole = contextlib.nullcontext() if sharing else exclusive or contextlib.nullcontext()
-    with whole, matmul_precision(config.dtype), torch.inference_mode():
-        with exclusive.shared() if sharing else contextlib.nullcontext():  # type: ignore[union-attr]
-            t0 = time.perf_counter()
-            model = model.to(device)
-            x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
-            x = x.contiguous(memory_format=memory_format)
-            phases["to_device_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            run = prepare(model, x, config.mode, warm_up=config.eager_warm_up or not _captured_before)
-            if sharing and device.type == "cuda":
-                torch.cuda.synchronize(device)  # nothing of this preparation is left to run beside a timing
-            phases["prepare_s"] = time.perf_counter() - t0
+    with exclusive or contextlib.nullcontext(), matmul_precision(config.dtype), torch.inference_mode():
         t0 = time.perf_counter()
-        with exclusive if sharing else contextlib.nullcontext():  # type: ignore[union-attr]
-            if sharing:
-                phases["turn_wait_s"] = time.perf_counter() - t0  # for the exclusive turn, after the shared one
-            t0 = time.perf_counter()
-            prefill = config.mode == "cudagraph"
-            nvml = _nvml(device)
-            clock_before = nvml.sm_clock_mhz() if nvml else None
-            timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
-                                  min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
+        model = model.to(device)
+        x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
+        x = x.contiguous(memory_format=memory_format)
+        phases["to_device_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        run = prepare(model, x, config.mode, warm_up=config.eager_warm_up or not _captured_before)
+        phases["prepare_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        prefill = config.mode == "cudagraph"
+        nvml = _nvml(device)
+        clock_before = nvml.sm_clock_mhz() if nvml else None
+        timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
+                              min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
+                              prefill=prefill)
+        remeasured = False
+        if timing.cv > config.cv_threshold:
+            remeasured = True
+            timing = time_windows(run.fn, device, warmup=1, repeats=2 * config.repeats,
+                                  min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window,
                                   prefill=prefill)
-            remeasured = False
-            if timing.cv > config.cv_threshold:
-                remeasured = True
-                timing = time_windows(run.fn, device, warmup=1, repeats=2 * config.repeats,
-                                      min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window,
-                                      prefill=prefill)
-            phases["time_s"] = time.perf_counter() - t0
-            _note_captured(config.mode)
+        phases["time_s"] = time.perf_counter() - t0
+        _note_captured(config.mode)
 
-            counters = empty_counters()
-            reading = None
-            # the lower of the clocks before and after the windows: a dip at either end shows
-            sm_clock = _lower(clock_before, nvml.sm_clock_mhz() if nvml else None)
-            if nvml is not None and config.counters:
-                t0 = time.perf_counter()
-                reading = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms,
-                                           tolerance=config.counter_tolerance, max_ms=config.counter_max_ms)
-                counters = reading.counters
-                phases["counters_s"] = time.perf_counter() - t0
-                phases["counter_windows"] = reading.windows
+        counters = empty_counters()
+        reading = None
+        # the lower of the clocks before and after the windows: a dip at either end shows
+        sm_clock = _lower(clock_before, nvml.sm_clock_mhz() if nvml else None)
+        if nvml is not None and config.counters:
+            t0 = time.perf_counter()
+            reading = measure_counters(run.fn, device, nvml, config.counter_window_ms, timing.median_ms,
+                                       tolerance=config.counter_tolerance, max_ms=config.counter_max_ms)
+            counters = reading.counters
+            phases["counters_s"] = time.perf_counter() - t0
+            phases["counter_windows"] = reading.windows
 
-            name = device_name(device)
-            measured_peak = measured_peak_tflops(str(device), config.dtype)
-            datasheet = datasheet_peak_tflops(name, config.dtype) if device.type == "cuda" else None
-            peak, source = (datasheet, "datasheet") if datasheet else (measured_peak, "measured_gemm")
+        name = device_name(device)
+        measured_peak = measured_peak_tflops(str(device), config.dtype)
+        datasheet = datasheet_peak_tflops(name, config.dtype) if device.type == "cuda" else None
+        peak, source = (datasheet, "datasheet") if datasheet else (measured_peak, "measured_gemm")
 
-            latency_s = timing.median_ms * 1e-3
-            flops_per_batch = counts.flops_per_image * config.batch_size
-            achieved = flops_per_batch / latency_s / 1e12
+        latency_s = timing.median_ms * 1e-3
+        flops_per_batch = counts.flops_per_image * config.batch_size
+        achieved = flops_per_batch / latency_s / 1e12
 
-            layers = None
-            if config.per_layer:
-                t0 = time.perf_counter()
-                times, kernel_total_ms = profile_layer_times_ms(model, x)
-                layers = layer_breakdown(counts, times, config.batch_size, peak)
-                phases["layers_s"] = time.perf_counter() - t0
-                phases["kernel_time_ms"] = kernel_total_ms
-            del run
+        layers = None
+        if config.per_layer:
+            t0 = time.perf_counter()
+            times, kernel_total_ms = profile_layer_times_ms(model, x)
+            layers = layer_breakdown(counts, times, config.batch_size, peak)
+            phases["layers_s"] = time.perf_counter() - t0
+            phases["kernel_time_ms"] = kernel_total_ms
+        del run
 
     return Measurement(
         space=space, arch=arch, arch_hash=arch_hash, device=device.type, device_name=name, dtype=config.dtype,

@@ -28,111 +28,33 @@ from nasutil.evaluator.task import R, Task
 
 
 class DeviceTurns:
-    """Lets sibling workers take turns on one device; survives a holder that is killed mid-turn.
+    """Lets sibling workers take turns on the device; survives a holder that is killed mid-turn.
 
-    A timing runs alone on the device (an exclusive turn). Where `share_preparation` is on, the copies and
-    captures that come before a timing may run side by side in several workers (a shared turn), but never
-    beside a timing: any device work from another process, even a copy, puts a context switch inside the
-    timed window (BENCHMARKS.md measured windows 1.48x too long with them left outside every turn). An
-    exclusive turn that waits keeps new shared turns out, so timings are not starved."""
+    A turn covers a candidate's copy, capture and timing. Letting several workers copy and capture side by
+    side (never beside a timing) was measured no faster on an H200: each copy then took 190-240 ms instead
+    of 14, the device switching between the workers' contexts (BENCHMARKS.md, "Copies and captures side by
+    side")."""
 
-    def __init__(self, ctx, share_preparation: bool = True, slots: int = 256) -> None:
-        self.share_preparation = share_preparation
-        self._entry = ctx.Lock()  # held by an exclusive turn while it waits for the room: shared turns queue behind
-        self._room = ctx.Lock()  # the device: one exclusive turn, or every shared turn together
-        self._count = ctx.Lock()  # guards `_sharers`
-        self._sharers = ctx.Array("i", slots, lock=False)  # pids in a shared turn (0: a free slot)
-        self._holder = ctx.Value("i", 0, lock=False)  # pid in the exclusive turn
-        self._entry_holder = ctx.Value("i", 0, lock=False)
-        self._count_holder = ctx.Value("i", 0, lock=False)
-
-    def turn(self, notify: Callable[[str], None] = lambda state: None) -> Turn:
-        """What a task holds on the device: enter it for an exclusive turn; `shared()` for a shared one."""
-        return Turn(self, notify)
+    def __init__(self, ctx) -> None:
+        self._lock = ctx.Lock()
+        self._holder = ctx.Value("i", 0, lock=False)
 
     @contextlib.contextmanager
-    def exclusive(self, notify: Callable[[str], None] = lambda state: None) -> Iterator[None]:
+    def turn(self, notify: Callable[[str], None] = lambda state: None) -> Iterator[None]:
         notify("waiting")
-        pid = os.getpid()
-        with self._locked(self._entry, self._entry_holder):
-            self._room.acquire()
-            self._holder.value = pid
-        notify("running")
-        try:
-            yield
-        finally:
-            self._holder.value = 0
-            self._room.release()
-
-    @contextlib.contextmanager
-    def shared(self, notify: Callable[[str], None] = lambda state: None) -> Iterator[None]:
-        notify("waiting")
-        pid = os.getpid()
-        with self._locked(self._entry, self._entry_holder):
-            pass  # behind any exclusive turn that waits
-        with self._locked(self._count, self._count_holder):
-            if not any(self._sharers):
-                self._room.acquire()  # the first sharer takes the device for all of them
-            self._sharers[list(self._sharers).index(0)] = pid
-        notify("running")
-        try:
-            yield
-        finally:
-            self._leave(pid)
-
-    def _leave(self, pid: int) -> None:
-        with self._locked(self._count, self._count_holder):
-            slots = [i for i, held in enumerate(self._sharers) if held == pid]
-            for i in slots:
-                self._sharers[i] = 0
-            if slots and not any(self._sharers):
-                self._room.release()  # the last sharer out gives the device back
-
-    @contextlib.contextmanager
-    def _locked(self, lock, holder) -> Iterator[None]:
-        lock.acquire()
-        holder.value = os.getpid()
-        try:
-            yield
-        finally:
-            holder.value = 0
-            lock.release()
+        with self._lock:
+            self._holder.value = os.getpid()
+            notify("running")
+            try:
+                yield
+            finally:
+                self._holder.value = 0
 
     def release_if_held_by(self, pid: int | None) -> None:
-        """Called by the parent after killing `pid`: a dead holder can no longer release what it held."""
-        if not pid:
-            return
-        if self._holder.value == pid:
+        """Called by the parent after killing `pid`: a dead holder can no longer release the lock."""
+        if pid and self._holder.value == pid:
             self._holder.value = 0
-            self._room.release()
-        for lock, holder in ((self._entry, self._entry_holder), (self._count, self._count_holder)):
-            if holder.value == pid:
-                holder.value = 0
-                lock.release()
-        self._leave(pid)
-
-
-class Turn:
-    """A task's hold on the device among sibling workers: `with turn:` is an exclusive turn (the timing),
-    `turn.shared()` a shared one (copies and captures), or an exclusive one where preparation is not shared."""
-
-    def __init__(self, turns: DeviceTurns, notify: Callable[[str], None]) -> None:
-        self._turns, self._notify = turns, notify
-        self._held: contextlib.AbstractContextManager | None = None
-        self.sharing = turns.share_preparation
-
-    def shared(self) -> contextlib.AbstractContextManager:
-        return self._turns.shared(self._notify) if self.sharing else self._turns.exclusive(self._notify)
-
-    def __enter__(self) -> Turn:
-        self._held = self._turns.exclusive(self._notify)
-        self._held.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        held, self._held = self._held, None
-        assert held is not None
-        held.__exit__(*exc)
+            self._lock.release()
 
 
 def _first_line(exc: BaseException) -> str:
