@@ -587,8 +587,29 @@ def test_the_earlier_rungs_table_and_notes_are_their_result_files():
     usual = [float(r["speedup_over_baseline"]) for (seed, run), r in by.items()
              if run in ("p16-pareto", "p16-pareto.2") and seed in (66, 67)]
     assert f"{statistics.fmean(early):.2f}x on average against {statistics.fmean(usual):.2f}x" in flat
+    fewer = [float(r["epochs_trained"]) for (_, run), r in by.items() if run.startswith("p16-pareto-f4")]
+    more = [float(r["epochs_trained"]) for (seed, run), r in by.items()
+            if run in ("p16-pareto", "p16-pareto.2") and seed in (66, 67)]
+    saved = 1 - statistics.fmean(fewer) / statistics.fmean(more)
+    assert (f"trained {100 * saved:.0f}% fewer epochs than with the defaults ({statistics.fmean(fewer):.1f} against "
+            f"{statistics.fmean(more):.1f} on average") in flat
+    assert f"trained {100 * saved:.0f}% fewer epochs ({statistics.fmean(fewer):.1f} against" in " ".join(
+        (ROOT / "README.md").read_text().split())
     assert float(by[(68, "p16-pareto")]["mean_paused_wait_ms"]) < 0.5 * min(
         float(r["mean_turn_wait_ms"]) for (seed, _), r in by.items() if seed in (66, 67) and r["mean_turn_wait_ms"])
+
+
+def test_readmes_figures_for_seeds_66_to_68_are_the_result_files():
+    import csv
+
+    rows = [r for seed in (66, 67, 68) for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open())
+            if r["run"] in ("p16-pareto", "p16-pareto.2")]
+    speed = [float(r["speedup_over_baseline"]) for r in rows]
+    plain = [float(r["speedup_over_plain_search"]) for r in rows]
+    front = [float(r["hypervolume_ratio"]) for r in rows]
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"16 at once read {min(speed):.2f}-{max(speed):.2f}x one at a time and {min(plain):.1f}-{max(plain):.1f}x "
+            f"a plain eager loop, fronts {min(front):.3f}-{max(front):.3f}") in flat
 
 
 def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
