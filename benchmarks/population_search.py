@@ -6,13 +6,14 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING][-rR]`: P candidates trained at once, `eager` for `trainer.graphs=false`
-(a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`), `-fF` its rungs at 1/F^2 and 1/F
-of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16 and 1/4), `-rR` at most R of them
-stepping in one round (`trainer.round_size=R`), `.K` a repeat of the same run in the same call (`p16-pareto.2`:
-within one seed, what the halving chooses to train moves a run's rate by a third), `@TRIALS` a trial
-budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less per trial, so compare where
-the work is alike). `p1` is the project's default: one candidate at a time, each step a CUDA graph.
+A run is named `pP[-eager][-HALVING][-fF][-rR][@TRIALS][.K]`: P candidates trained at once, `eager` for
+`trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
+`-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
+and 1/4), `-rR` at most R of them stepping in one round (`trainer.round_size=R`), `.K` a repeat of the same
+run in the same call (`p16-pareto.2`: within one seed, what the halving chooses to train moves a run's rate
+by a third), `@TRIALS` a trial budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less
+per trial, so compare where the work is alike). `p1` is the project's default: one candidate at a time,
+each step a CUDA graph.
 
 Per run, from its study: trials finished (trained to the end, cut at a rung, pruned before training),
 failed trials, wall time from the search's start to its end (Hydra, data loading and all), candidates
@@ -55,7 +56,8 @@ RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][@TRIALS][.K], e.g. p16-pareto@128")
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][@TRIALS][.K], "
+                         "e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
     if match["round"]:

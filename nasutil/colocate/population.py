@@ -38,8 +38,8 @@ admits nobody after.
 
 `activity()` tells how the population trained: members a round on average and at most, where the
 others were meanwhile (paused for host work, or reserved and not yet joined), how long host work waited
-for its turn (all of it, and a paused member's alone), and the share of the driver's time spent waiting for the device (low: the host, not the
-device, set the pace).
+for its turn (all of it, and a paused member's alone), and the share of the driver's time spent waiting
+for the device (low: the host, not the device, set the pace).
 
 `quiet()` holds every launch back (the driver's rounds and any work wrapped in `launching()`) until
 the block ends, so that a measurement sees an idle device. Members never share state: each has its
@@ -430,8 +430,8 @@ class Population:
     def activity(self) -> dict[str, float]:
         """How the population trained so far: rounds, members a round on average and at most, members paused
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
-        for its turn (all, and a paused member's alone), and the share of the driver's time spent waiting for the device (near 1: the device, not
-        the host, sets the pace)."""
+        for its turn (all, and a paused member's alone), and the share of the driver's time spent waiting for
+        the device (near 1: the device, not the host, sets the pace)."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
