@@ -30,8 +30,9 @@ the device ran dry. A member waiting for its turn waits on a lock, not for the i
 driver competes with `host_turns` threads at most. A paused member's host work goes before preparing
 new ones (it holds a place that takes no steps meanwhile; a new member holds only a reservation), and
 host work that waits for the device (a validation read back) gives its turn up while it waits
-(`waiting_for_device`): on an H200, with 16 places and four turns each held through a validation's
-wait for the device, host work waited 0.6-0.8 s for a turn on average.
+(`waiting_for_device`). On an H200 with 16 places, host work waited 0.6-1.1 s for a turn on average
+while a turn was held through its validation's wait for the device; a paused member's waited 0.24 s
+after this change (BENCHMARKS.md, "Earlier rungs end to end").
 
 `stop(error)` (a Ctrl-C) ends every member with `error` after its step or host work in flight, and
 admits nobody after.
