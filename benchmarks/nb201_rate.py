@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -83,6 +84,24 @@ def differences(a: dict[str, Measurement], b: dict[str, Measurement], floor: flo
             "max": max(diffs), "median_ratio": statistics.median(ratios)}
 
 
+def write(out: Path, info: dict, summaries: list[dict], agreement: dict, by_pass: dict[str, dict[str, Measurement]],
+          reference: dict[str, float]) -> None:
+    """nb201_rate.json and .csv from what has run so far: written after every pass, so a call cut short
+    keeps the passes it finished."""
+    (out / "nb201_rate.json").write_text(json.dumps({"machine": info, "passes": summaries,
+                                                      "agreement": agreement}, indent=1))
+    with (out / "nb201_rate.csv").open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["pass", "arch", "status", "latency_ms", "latency_cv", "sm_clock_mhz", "clock_retries",
+                         *PHASES])
+        for name, results in by_pass.items():
+            for m in results.values():
+                writer.writerow([name, m.arch, m.status, m.latency_ms, m.latency_cv, m.sm_clock_mhz,
+                                 m.timing.get("clock_retries", 0), *(m.timing.get(p, "") for p in PHASES)])
+        for arch, ms in reference.items():
+            writer.writerow(["reference", arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", type=int, default=2000)
@@ -99,15 +118,19 @@ def main() -> int:
     fast = base.fast()
     passes = [("fast", fast, archs), ("default", base, archs[: args.repeat_cells]),
               ("fast again", fast, archs[: args.repeat_cells])]
+    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cpus": len(os.sched_getaffinity(0))}
     summaries, by_pass = [], {}
     for name, config, part in passes:
         summary, results = run_pass(name, config, part, args.workers)
         summaries.append(summary)
         by_pass[name] = {m.arch: m for m in results}
+        write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short
 
     reference = reference_ms(archs[: args.reference_cells])
     clocks = [m.sm_clock_mhz for p in by_pass.values() for m in p.values() if m.ok and m.sm_clock_mhz]
     floor = 0.95 * max(clocks)
+
     def against_reference(name: str) -> dict:
         ratios = [by_pass[name][a].latency_ms / r for a, r in reference.items()]
         return {"cells": len(ratios), "median": statistics.median(abs(x - 1) for x in ratios),
@@ -120,20 +143,7 @@ def main() -> int:
         "reference vs default": against_reference("default"),
     }
     print(json.dumps(agreement, indent=1), flush=True)
-    info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cpus": len(__import__("os")
-                                                                                          .sched_getaffinity(0))}
-    (args.out / "nb201_rate.json").write_text(json.dumps({"machine": info, "passes": summaries,
-                                                           "agreement": agreement}, indent=1))
-    with (args.out / "nb201_rate.csv").open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["pass", "arch", "status", "latency_ms", "latency_cv", "sm_clock_mhz", "clock_retries",
-                         *PHASES])
-        for name, results in by_pass.items():
-            for m in results.values():
-                writer.writerow([name, m.arch, m.status, m.latency_ms, m.latency_cv, m.sm_clock_mhz,
-                                 m.timing.get("clock_retries", 0), *(m.timing.get(p, "") for p in PHASES)])
-        for arch, ms in reference.items():
-            writer.writerow(["reference", arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
+    write(args.out, info, summaries, agreement, by_pass, reference)
     return 0
 
 

@@ -242,6 +242,7 @@ def run_all(args: argparse.Namespace) -> list[dict]:
             r = results[-1]
             print(json.dumps({k: r[k] for k in ("run", "seed", "wall_s", "finished", "trained", "cut_at_rung",
                                                   "failed", "candidates_per_gpu_hour")}), flush=True)
+            report(args, results, echo=False)  # NAME.json and .csv of the runs so far: kept if the call is cut short
     return results
 
 
@@ -276,7 +277,7 @@ def plain(value):
     return str(value) if isinstance(value, Path) else value
 
 
-def report(args: argparse.Namespace, results: list[dict]) -> None:
+def report(args: argparse.Namespace, results: list[dict], echo: bool = True) -> None:
     eager = next((r for r in args.runs if parse_run(r)["eager"]), None)
     rows = summarise(results, args.baseline, eager)
     by_run = {}
@@ -294,7 +295,8 @@ def report(args: argparse.Namespace, results: list[dict]) -> None:
                "points": {f"{r['run']}/s{r['seed']}": r["points"] for r in results}, "by_run": by_run}
     (args.out / f"{args.name}.json").write_text(json.dumps(summary, indent=1))
     write_csv(rows, args.out / f"{args.name}.csv")
-    print(json.dumps(by_run, indent=1))
+    if echo:
+        print(json.dumps(by_run, indent=1))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "h200" / "population"
 
@@ -610,6 +612,40 @@ def test_readmes_figures_for_seeds_66_to_68_are_the_result_files():
     flat = " ".join((ROOT / "README.md").read_text().split())
     assert (f"16 at once read {min(speed):.2f}-{max(speed):.2f}x one at a time and {min(plain):.1f}-{max(plain):.1f}x "
             f"a plain eager loop, fronts {min(front):.3f}-{max(front):.3f}") in flat
+
+
+def test_a_call_cut_short_keeps_the_summary_of_the_runs_that_ended(tmp_path, monkeypatch):
+    """The summary files are written after every run, so the runs that ended are summarised even when a
+    later one is killed (a device call's time limit): here the second run raises where a limit would kill."""
+    import argparse
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("population_search_cut", ROOT / "benchmarks" / "population_search.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+
+    def search(name, seed, trials, args, work):
+        if name != "p1":
+            raise KeyboardInterrupt  # what a time limit's signal would end the call with
+        return {"run": name, **module.parse_run(name), "seed": seed, "trials_asked": trials, "exit_code": 0,
+                "wall_s": 10.0, "span_s": 9.0, "finished": trials, "trained": trials, "cut_at_rung": 0,
+                "pruned_before_training": 0, "failed": 0, "epochs_trained": float(trials),
+                "candidates_per_gpu_hour": trials / 10.0 * 3600, "candidates_per_gpu_hour_span": trials / 9.0 * 3600,
+                "best_accuracy": 90.0, "points": [(90.0, 1.0)], "numbers": [0], "trial_seconds": [],
+                "measured": 0, "population_activity": None}
+
+    monkeypatch.setattr(module, "search", search)
+    args = argparse.Namespace(runs=["p1", "p16-pareto"], baseline="p1", trials=4, eager_trials=2, seeds=[5],
+                              settings=[], warm_up=0, plain_loop=False, plain_sample=0, name="cut", out=tmp_path,
+                              batch_size=64, dataset="digits", epochs=1, from_runs=None)
+    with pytest.raises(KeyboardInterrupt):
+        module.run_all(args)
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "cut.csv").open()))
+    assert [r["run"] for r in rows] == ["p1"] and json.loads((tmp_path / "cut.json").read_text())["runs"]
 
 
 def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
