@@ -127,6 +127,24 @@ def one_cell(arch: str, order: list[str], nvml: NvmlDevice | None, like_worker: 
     return readings
 
 
+def write(out: Path, rows: list[dict], like_worker: bool) -> dict:
+    """reference_gap.json (each way's ratios to the plain loop) and reference_gap.csv from the cells so far."""
+    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
+               "like_worker": like_worker}
+    for way in [w for w in rows[0] if w not in ("arch", "plain") and not w.endswith("clock_mhz")]:
+        ratios = [r[way] / r["plain"] for r in rows]
+        summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
+    summary["lightest quarter: evaluator / plain"] = statistics.median(r["evaluator"] / r["plain"] for r in light)
+    summary["lightest quarter: plain long / plain"] = statistics.median(r["plain long"] / r["plain"] for r in light)
+    (out / "reference_gap.json").write_text(json.dumps(summary, indent=1))
+    with (out / "reference_gap.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", type=int, default=60)
@@ -136,6 +154,8 @@ def main() -> int:
     parser.add_argument("--like-worker", action="store_true",
                         help="run the ways in this process with the worker's TF32 flags and CPU threads")
     args = parser.parse_args()
+    if args.cells < 1:
+        parser.exit(2, "reference_gap.py: error: --cells must be at least 1\n")
     if not torch.cuda.is_available():
         parser.exit(2, "reference_gap.py: error: needs a CUDA device\n")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -155,23 +175,10 @@ def main() -> int:
         middle = list(WAYS[1:4]) if i % 2 == 0 else list(reversed(WAYS[1:4]))
         readings = one_cell(arch, [WAYS[0], *middle, WAYS[4]], nvml, args.like_worker, worker, config)
         rows.append({"arch": arch, **readings})
+        summary = write(args.out, rows, args.like_worker)  # after every cell: a call cut short keeps its cells
     if worker is not None:
         worker.close()
-    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cells": len(rows),
-               "like_worker": args.like_worker}
-    for way in [*WAYS[1:], *(["worker", "task here", "built outside", "cast on cpu", "task graph",
-                                   "task graph warmed"] if args.worker else [])]:
-        ratios = [r[way] / r["plain"] for r in rows]
-        summary[f"{way} / plain"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
-    light = sorted(rows, key=lambda r: r["plain"])[: max(1, len(rows) // 4)]
-    summary["lightest quarter: evaluator / plain"] = statistics.median(r["evaluator"] / r["plain"] for r in light)
-    summary["lightest quarter: plain long / plain"] = statistics.median(r["plain long"] / r["plain"] for r in light)
     print(json.dumps(summary, indent=1), flush=True)
-    (args.out / "reference_gap.json").write_text(json.dumps(summary, indent=1))
-    with (args.out / "reference_gap.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     return 0
 
 
