@@ -53,6 +53,10 @@ RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto
                  r"(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
+HOST_PHASES = ("build", "to_device", "data_order", "warm_up", "capture_wait", "capture", "restore", "validate",
+               "validation_wait", "report")
+
+
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
@@ -142,6 +146,8 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")
             row["mean_turn_wait_ms"] = activity.get("mean_turn_wait_ms")
             row["mean_paused_wait_ms"] = activity.get("mean_paused_wait_ms")
+            for phase in HOST_PHASES:  # a candidate's host work, phase by phase (the trainer's HostTimes)
+                row[f"mean_{phase}_ms"] = activity.get(f"mean_{phase}_ms")
             if base is not None:
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
@@ -172,7 +178,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
-               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms"]
+               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms",
+               *(f"mean_{phase}_ms" for phase in HOST_PHASES)]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

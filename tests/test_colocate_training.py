@@ -34,6 +34,13 @@ def test_a_population_trains_each_candidate_exactly_as_alone():
         result, steps = solo[n]
         assert recorders[n].steps == steps  # every epoch's validation accuracy, bit for bit
         assert results[n].accuracy == result.accuracy and results[n].extra == result.extra
+    # where the host work went: each candidate built once, validated and reported at each epoch's end
+    activity = together.activity()
+    assert activity["build_count"] == len(ARCHS) and activity["to_device_count"] == len(ARCHS)
+    assert activity["validate_count"] == activity["report_count"] == SETTINGS["epochs"] * len(ARCHS)
+    assert activity["data_order_count"] == SETTINGS["epochs"] * len(ARCHS)  # each epoch's order, the first included
+    assert all(activity[f"mean_{k}_ms"] > 0 for k in ("build", "to_device", "validate", "report"))
+    assert "host work a candidate: build" in together.describe()
 
 
 def test_building_a_candidate_seeds_the_cpu_generator_alone(monkeypatch):

@@ -21,6 +21,7 @@ import contextlib
 import gc
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
@@ -155,6 +156,7 @@ class TrainingStep:
             self.loss_sum = torch.zeros((), dtype=torch.float32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.graph_bytes = 0  # memory the captured graph keeps for itself
+        self.capture_phases: dict[str, float] = {}  # seconds of the capture's phases (warm-up, wait, capture, restore)
         self.capture_alone = capture_alone
         self.launching = launching or contextlib.nullcontext
 
@@ -276,6 +278,7 @@ class TrainingStep:
         The warm-up and the restore run on this candidate's stream, the capture on `capture_stream` (a
         capture queues nothing, so nothing there has to follow the warm-up), all without the device-wide
         synchronize of `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
+        started = time.perf_counter()
         with self.launching():
             with torch.no_grad():
                 saved = [t.detach().clone() for t in self._state()]
@@ -288,7 +291,9 @@ class TrainingStep:
         # beside the others' launches, never while the population is held quiet: a measurement there captures
         # a graph of its own, and a capture beside it fails ("operation not permitted when stream is capturing")
         guard = self.capture_alone() if self.capture_alone is not None else self.launching()
+        asked = time.perf_counter()
         with CAPTURE_LOCK, guard, _no_collection(), torch.cuda.stream(capture_stream(self.device)):
+            capturing = time.perf_counter()
             free_before = torch.cuda.mem_get_info(self.device)[0]
             graph.capture_begin(capture_error_mode="thread_local")
             try:
@@ -296,7 +301,10 @@ class TrainingStep:
             finally:
                 graph.capture_end()
             self.graph_bytes = max(0, free_before - torch.cuda.mem_get_info(self.device)[0])
+        captured = time.perf_counter()
         with self.launching(), torch.no_grad():
             for t, s in zip(self._state(), saved):
                 t.copy_(s)
         self.graph = graph
+        self.capture_phases = {"warm_up": asked - started, "capture_wait": capturing - asked,
+                               "capture": captured - capturing, "restore": time.perf_counter() - captured}

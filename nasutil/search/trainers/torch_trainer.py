@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from nasutil.colocate.host_times import HostTimes
 from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
@@ -130,6 +131,7 @@ class TorchTrainer(Trainer):
         self._data: dict | None = None
         self._loading = threading.Lock()
         self._interrupted = threading.Event()
+        self.host_times = HostTimes()  # where each candidate's host work spends its time (`activity()`)
 
     @staticmethod
     def _device(spec: str) -> torch.device:
@@ -233,7 +235,7 @@ class TorchTrainer(Trainer):
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         self._stop_if_interrupted()
         data = self._load()
-        with self.host_turn():
+        with self.host_turn(), self.host_times.phase("build"):
             memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
             if self.memory_budget is not None and memory > self.memory_budget:
                 raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
@@ -248,7 +250,8 @@ class TorchTrainer(Trainer):
             population = self._population
             if population is None:
                 self._collect_if_memory_is_short()
-                run = _Run(self, model, space.in_channels, reporter, trial_number, data)
+                with self.host_times.phase("to_device"):
+                    run = _Run(self, model, space.in_channels, reporter, trial_number, data)
                 try:
                     run.prepare()
                     while not run.finished:
@@ -262,9 +265,10 @@ class TorchTrainer(Trainer):
                 with population.place(memory) as place:
                     # moved to the device, warmed up and captured while the others train
                     with population.host_turn():
-                        run = _Run(self, model, space.in_channels, reporter, trial_number, data,
-                                   stream=place.stream, gate=population.gate,
-                                   waiting=population.waiting_for_device)
+                        with self.host_times.phase("to_device"):
+                            run = _Run(self, model, space.in_channels, reporter, trial_number, data,
+                                       stream=place.stream, gate=population.gate,
+                                       waiting=population.waiting_for_device)
                         run.prepare()
                     population.train(place, Member(run.launch, run.total_steps, memory,
                                                    stream=run.step_unit.stream))
@@ -274,8 +278,11 @@ class TorchTrainer(Trainer):
                     with population.gate.launching():
                         run.step_unit.release()
 
-    def activity(self) -> dict[str, float] | None:
-        return self._population.activity() if self._population is not None else None
+    def activity(self) -> dict[str, float]:
+        """The population's activity (where candidates train together) and the host work's phases
+        (`HostTimes`): what paced the candidates' training."""
+        together = self._population.activity() if self._population is not None else {}
+        return {**together, **self.host_times.means_ms()}
 
     def _collect_if_memory_is_short(self) -> None:
         """Free what earlier candidates left in reference cycles where over half the device's memory is in
@@ -321,13 +328,22 @@ class TorchTrainer(Trainer):
             budget = f" within {_gib(self.memory_budget)}" if self.memory_budget is not None else ""
             together = f", {self.population} candidates at once{budget} ({self.ahead} prepared ahead)"
             done = self.activity()
-            if done and done["rounds"]:
+            if done.get("rounds"):
                 together += (f"; trained {done['mean_together']:.1f} at once on average (most "
                              f"{done['most_together']}; {done['mean_paused']:.1f} paused for host work, "
                              f"{done['mean_unjoined']:.1f} reserved but not yet training), waiting for the device "
                              f"{done['device_bound']:.0%} of the time")
+                phases = [f"{label} {done[f'mean_{key}_ms']:.0f} ms" for key, label in HOST_PHASES
+                          if f"mean_{key}_ms" in done]
+                if phases:
+                    together += f"; host work a candidate: {', '.join(phases)}"
         return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
 
+
+#: host phases the summary names, as (`HostTimes` phase, label), in the order a candidate meets them
+HOST_PHASES = (("build", "build"), ("to_device", "to the device"), ("warm_up", "warm-up"),
+               ("capture_wait", "wait to capture"), ("capture", "capture"), ("validate", "validation"),
+               ("validation_wait", "its wait"), ("report", "report"))
 
 #: the share of the device's free memory (once the data lies there) that `memory_budget_gb=auto` gives a
 #: population: the rest is headroom for what the estimate leaves out (cuDNN's workspaces, validation)
@@ -429,9 +445,12 @@ class _Run:
     def prepare(self) -> None:
         """The first epoch's data order on the device, and the step captured (where graphs are on): warmed
         up and captured beside the others' steps (captured alone where `capture=alone`)."""
-        with self._launching():
+        times = self.trainer.host_times
+        with self._launching(), times.phase("data_order"):
             self._start_epoch()
         self.step_unit.capture()
+        for name, seconds in self.step_unit.capture_phases.items():
+            times.add(name, seconds)
         self.prepared = True
 
     def step(self) -> None:
@@ -455,12 +474,12 @@ class _Run:
         raise (StoppedEarly); at an epoch's end the next epoch's data order."""
         t, taken = self.trainer, self.taken
         epoch_end, last = taken % self.batches == 0, taken >= self.total_steps
-        with self._launching(), self.step_unit.on_stream():
+        with self._launching(), self.step_unit.on_stream(), t.host_times.phase("validate"):
             valid = t._correct(self.model, self.data["valid"], self.in_channels)
             test = t._correct(self.model, self.data["test"], self.in_channels) if last else None
             loss = self.step_unit.queue_loss() if epoch_end else None
             done = self.step_unit.mark()
-        with self.waiting():  # this candidate's work alone; the host turn is another's meanwhile
+        with self.waiting(), t.host_times.phase("validation_wait"):  # the host turn is another's meanwhile
             if done is not None:
                 done.synchronize()
         with self.step_unit.on_stream():
@@ -472,13 +491,14 @@ class _Run:
         epoch = (taken - 1) // self.batches + 1
         if epoch_end and not math.isfinite(self.train_loss):
             raise NasutilError(f"training diverged (mean loss {self.train_loss}) in epoch {epoch}")
-        if taken in self.rungs:
-            self.reporter.report_rung(self.rungs[taken], self.valid_acc)  # type: ignore[attr-defined]
-        if epoch_end:
-            self.reporter.report(epoch, self.valid_acc)
-            if not last:
-                with self._launching():
-                    self._start_epoch()
+        with t.host_times.phase("report"):  # the search's bookkeeping: a rung's cut, the study's records
+            if taken in self.rungs:
+                self.reporter.report_rung(self.rungs[taken], self.valid_acc)  # type: ignore[attr-defined]
+            if epoch_end:
+                self.reporter.report(epoch, self.valid_acc)
+        if epoch_end and not last:
+            with self._launching(), t.host_times.phase("data_order"):
+                self._start_epoch()
 
     def result(self) -> TrainResult:
         if self.test_acc is None:  # trained without its last checkpoint (none happens without steps)
