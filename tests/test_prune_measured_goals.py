@@ -1,7 +1,10 @@
-"""The dominated_throughput policy's fast-end guard (`top_band`)."""
+"""The dominated_throughput policy's fast-end guard (`top_band`) and the figures the pruning experiment's README
+quotes for it (experiments/nb201_pruning, "The fast end guarded wider")."""
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import nasutil_conf
@@ -13,7 +16,12 @@ from nasutil.predictor import Prediction
 from nasutil.search.config import instantiate_group
 from nasutil.search.prune import DominatedThroughput, History, Seen
 
+from conftest import load_script
+
 PRUNE_CONFIGS = Path(nasutil_conf.__file__).parent / "prune"
+EXPERIMENT = Path(__file__).resolve().parents[1] / "experiments" / "nb201_pruning"
+V4 = EXPERIMENT / "results" / "measured_v4"
+NAMES = {"nsga2": "NSGA-II", "tpe": "TPE", "random": "random"}
 
 
 def make_policy(cfg: dict) -> DominatedThroughput:
@@ -70,3 +78,103 @@ def test_top_band_leaves_the_rest_of_the_front_to_the_quantile_rule():
     for guard in (0.0, 0.2, 0.5):
         reason = DominatedThroughput(top_band=guard).decide(cand(196.0), history)
         assert reason is not None and "91.00%" in reason and "<= 88.00%" in reason
+
+
+@pytest.fixture(scope="module")
+def readme() -> str:
+    return " ".join((EXPERIMENT / "README.md").read_text().replace("**", "").split())  # line breaks do not matter
+
+
+@pytest.fixture(scope="module")
+def analysis_script():
+    return load_script(EXPERIMENT / "analyze_measured.py", "nb201_pruning_analyze_measured_v4")
+
+
+def table_row(key: str, e: dict, label: str) -> str:
+    """The README's row for one sampler and budget of an analyze_measured summary."""
+    sampler, budget = key.split("@")
+    return (f"| {NAMES[sampler]}{label} | {budget} | {100 * e['trainings_saved_mean']:.1f}%, "
+            f"{100 * e['trainings_saved_min']:.1f}% | {e['hv_ratio_measured_mean']:.3f}, "
+            f"{e['hv_ratio_measured_min']:.3f} | {e['seeds_below_0.95_measured']} / "
+            f"{e['seeds_below_0.90_measured']} | {e['hv_ratio_predicted_mean']:.3f}, "
+            f"{e['hv_ratio_predicted_min']:.3f} | {e['pruned_on_front_measured']} of {e['pruned']:,} |")
+
+
+def assert_committed(script, folder: Path, arm: str, stem: str, seeds: range) -> dict:
+    """The committed trials of `folder` give its committed pairs (`stem`.csv) and summary (`stem`_summary.json)
+    for the pruned arm `arm`; returns the summary."""
+    rows, summary = script.analyze(script.read_trials(folder / "trials.csv.gz"), [150, 300], arm)
+    assert json.loads(json.dumps(summary)) == json.loads((folder / f"{stem}_summary.json").read_text())
+    with (folder / f"{stem}.csv").open(newline="") as f:
+        assert [{k: str(v) for k, v in r.items()} for r in rows] == list(csv.DictReader(f))
+    assert {r["seed"] for r in rows} == set(seeds)
+    return summary
+
+
+@pytest.mark.parametrize("arm, stem, label", [
+    ("q50_guard20", "measured", ", seeds 1100-1119, anchors=4, error_quantile=0.5, top_band=0.2"),
+    ("dominated_throughput", "defaults", ", seeds 1100-1119, anchors=4, defaults"),
+])
+def test_the_fresh_seed_evaluation_is_what_its_committed_trials_say_and_the_readme_quotes_it(
+        readme, analysis_script, arm, stem, label):
+    summary = assert_committed(analysis_script, V4, arm, stem, range(1100, 1120))
+    for key, entry in summary["by_sampler"].items():
+        assert entry["seeds"] == 20, key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+
+
+@pytest.mark.parametrize("arm, label", [
+    ("q60_guard20", ", seeds 500-509, error_quantile=0.6, top_band=0.2"),
+    ("q50_guard20", ", seeds 500-509, error_quantile=0.5, top_band=0.2"),
+    ("dominated_throughput_v3", ", seeds 500-509, defaults"),
+])
+def test_the_tuning_sweep_is_what_its_committed_trials_say_and_the_readme_quotes_it(readme, analysis_script, arm,
+                                                                                     label):
+    summary = assert_committed(analysis_script, V4 / "tuning", arm, arm, range(500, 510))
+    for key, entry in summary["by_sampler"].items():
+        if key.startswith("random"):  # random search's pruned arm (the defaults) is in the third version's table
+            continue
+        assert entry["seeds"] == 10, key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+
+
+def test_the_readme_screen_quotes_the_committed_replay(readme):
+    """The replay screen of the guard on the tuning seeds: every setting of screen_v4.csv is a row of the README's
+    table (saved at 150 and 300 trials, worst seed's hypervolume at both, per sampler)."""
+    with (V4 / "tuning" / "screen_v4.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    by: dict[str, dict] = {}
+    for r in rows:
+        by.setdefault(r["setting"], {})[(r["sampler"], int(r["budget"]))] = r
+    assert "error_quantile=0.5 top_band=0.2" in by and len(by) >= 10
+    for setting, cells in by.items():
+        quoted = []
+        for sampler in ("nsga2", "tpe", "random"):
+            a, b = cells[(sampler, 150)], cells[(sampler, 300)]
+            quoted += [f"{100 * float(a['saved_mean']):.1f}%, {100 * float(b['saved_mean']):.1f}%",
+                       f"{float(a['hv_ratio_min']):.3f}, {float(b['hv_ratio_min']):.3f}"]
+        line = f"| `{setting}` | " + " | ".join(quoted) + " |"
+        assert line in readme, line
+
+
+def test_the_readme_pruning_line_quotes_the_fresh_seed_evaluation():
+    """README.md's pruning bullet: the setting's and the defaults' savings and worst seeds on seeds 1100-1119."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    setting, defaults = (json.loads((V4 / f"{stem}_summary.json").read_text())["by_sampler"]
+                         for stem in ("measured", "defaults"))
+    samplers = ("nsga2", "tpe", "random")
+    saved = {name: [f"{100 * s[f'{sampler}@300']['trainings_saved_mean']:.1f}%" for sampler in samplers]
+             for name, s in (("setting", setting), ("defaults", defaults))}
+    assert (f"saved {saved['setting'][0]} (NSGA-II), {saved['setting'][1]} (TPE) and {saved['setting'][2]} (random "
+            f"search) of the trainings at 300 trials, against {saved['defaults'][0]}, {saved['defaults'][1]} and "
+            f"{saved['defaults'][2]} with the defaults there") in text
+    worst = {name: [f"{s[f'{sampler}@300']['hv_ratio_measured_min']:.3f}" for sampler in samplers]
+             for name, s in (("setting", setting), ("defaults", defaults))}
+    assert worst["setting"][2] == worst["defaults"][2]
+    assert (f"raised the worst seeds to {worst['setting'][0]} and {worst['setting'][1]} (the defaults "
+            f"{worst['defaults'][0]} and {worst['defaults'][1]}; random search {worst['setting'][2]} "
+            f"with either)") in text
+    below = {setting[f"{sampler}@300"]["seeds_below_0.95_measured"] for sampler in ("nsga2", "tpe")}
+    assert below == {2} and "NSGA-II and TPE still had 2 seeds each just below 0.95" in text
+    at150 = sorted(100 * setting[f"{sampler}@150"]["trainings_saved_mean"] for sampler in ("nsga2", "tpe"))
+    assert f"and {at150[0]:.1f}-{at150[1]:.1f}% saved at 150 trials" in text
