@@ -178,3 +178,12 @@ def test_the_readme_pruning_line_quotes_the_fresh_seed_evaluation():
     assert below == {2} and "NSGA-II and TPE still had 2 seeds each just below 0.95" in text
     at150 = sorted(100 * setting[f"{sampler}@150"]["trainings_saved_mean"] for sampler in ("nsga2", "tpe"))
     assert f"and {at150[0]:.1f}-{at150[1]:.1f}% saved at 150 trials" in text
+
+
+def test_the_sixteen_anchors_on_the_tuning_seeds_are_what_their_committed_trials_say(readme, analysis_script):
+    summary = assert_committed(analysis_script, V4 / "tuning_anchors16", "q50_guard20", "measured", range(500, 510))
+    assert set(summary["by_sampler"]) == {"nsga2@150", "nsga2@300", "tpe@150", "tpe@300"}
+    for key, entry in summary["by_sampler"].items():
+        assert entry["seeds"] == 10, key
+        label = ", seeds 500-509, anchors=16, error_quantile=0.5, top_band=0.2"
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)

@@ -7,6 +7,9 @@
 #   replay:  the replay screen along the unpruned searches (screen_v4.csv), then the sweep consolidated with the
 #            tuning seeds' unpruned searches into results/measured_v4/tuning/trials.csv.gz and each setting's
 #            pairs (<setting>.csv, <setting>_summary.json)
+#   anchors16: the setting and the unpruned search with the 16 predicted-fastest cells trained first (the fastest
+#            measured cell is 15th by prediction), NSGA-II and TPE, into results/measured_v4/tuning_anchors16/
+#            (runs in runs_measured_v4_tuning_anchors16/)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 E=experiments/nb201_pruning
@@ -30,5 +33,12 @@ replay)
         error_quantile=0.5 'error_quantile=0.5 top_band=0.1' 'error_quantile=0.5 top_band=0.2' \
         'error_quantile=0.5 top_band=0.3'
     python $E/tuning/v4_tuning_pairs.py $R $T ;;
-all) "$0" sweep && "$0" replay ;;
+anchors16)
+    A=$E/runs_measured_v4_tuning_anchors16
+    rm -rf $A
+    sweep sampler=nsga2,tpe anchors=16 hydra.sweep.dir=$A prune=none
+    sweep sampler=nsga2,tpe anchors=16 hydra.sweep.dir=$A prune=dominated_throughput prune.error_quantile=0.5 \
+        prune.top_band=0.2 'hydra.sweep.subdir=${sampler.name}-q50_guard20/s${seed}'
+    python $E/analyze_measured.py --runs $A --out $E/results/measured_v4/tuning_anchors16 --pruned-arm q50_guard20 ;;
+all) "$0" sweep && "$0" replay && "$0" anchors16 ;;
 esac
