@@ -616,7 +616,7 @@ def test_readmes_figures_for_seeds_66_to_68_are_the_result_files():
 
 def test_a_call_cut_short_keeps_the_summary_of_the_runs_that_ended(tmp_path, monkeypatch):
     """The summary files are written after every run, so the runs that ended are summarised even when a
-    later one is killed (a device call's time limit): here the second run raises where a limit would kill."""
+    later one is killed (a job's time limit): here the second run raises where a limit would kill."""
     import argparse
     import importlib.util
     import sys
