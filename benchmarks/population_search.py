@@ -47,14 +47,14 @@ from pathlib import Path
 import optuna
 
 from nasutil.pareto import hypervolume_2d
+from nasutil.search.trainers.torch_trainer import HOST_PHASES as TRAINER_HOST_PHASES
 
 RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?"
                  r"(?:-r(?P<round>\d+))?"
                  r"(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
-HOST_PHASES = ("build", "to_device", "data_order", "warm_up", "capture_wait", "capture", "restore", "validate",
-               "validation_wait", "report")
+HOST_PHASES = [phase for phase, _ in TRAINER_HOST_PHASES]  # a candidate's host work, as the trainer times it
 
 
 def parse_run(name: str) -> dict:

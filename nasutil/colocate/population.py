@@ -168,10 +168,9 @@ class Population:
         self.gate = Gate()
         self.host_turns = host_turns
         self._turns_changed = threading.Condition()
-        self._free_turns = host_turns
         self._urgent_waiting = 0  # paused members' host work waiting for a turn: it goes first
         self._holding = threading.local()  # whether this thread holds a turn (`waiting_for_device`)
-        self._in_turn = 0
+        self._in_turn = 0  # members doing host work now: a turn is free while fewer than host_turns do
         self.most_in_turn = 0  # the most members that did host work at once
         self._stopped: BaseException | None = None  # set by stop(): what every member raises
         self.rounds = 0  # rounds driven
@@ -227,12 +226,11 @@ class Population:
             if paused:
                 self._urgent_waiting += 1
             try:
-                self._turns_changed.wait_for(lambda: self._free_turns > 0
+                self._turns_changed.wait_for(lambda: self._in_turn < self.host_turns
                                              and (paused or self._urgent_waiting == 0))
             finally:
                 if paused:
                     self._urgent_waiting -= 1
-            self._free_turns -= 1
             waited = time.perf_counter() - asked
             self.turn_waits += 1
             self.turn_wait_s += waited
@@ -246,7 +244,6 @@ class Population:
     def _give_turn(self) -> None:
         self._holding.turn = False
         with self._turns_changed:
-            self._free_turns += 1
             self._in_turn -= 1
             self._turns_changed.notify_all()
 

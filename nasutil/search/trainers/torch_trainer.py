@@ -341,9 +341,10 @@ class TorchTrainer(Trainer):
 
 
 #: host phases the summary names, as (`HostTimes` phase, label), in the order a candidate meets them
-HOST_PHASES = (("build", "build"), ("to_device", "to the device"), ("warm_up", "warm-up"),
-               ("capture_wait", "wait to capture"), ("capture", "capture"), ("validate", "validation"),
-               ("validation_wait", "its wait"), ("report", "report"))
+HOST_PHASES = (("build", "build"), ("to_device", "to the device"), ("data_order", "data order"),
+               ("warm_up", "warm-up"), ("capture_wait", "wait to capture"), ("capture", "capture"),
+               ("restore", "restore"), ("validate", "validation"), ("validation_wait", "its wait"),
+               ("report", "report"))
 
 #: the share of the device's free memory (once the data lies there) that `memory_budget_gb=auto` gives a
 #: population: the rest is headroom for what the estimate leaves out (cuDNN's workspaces, validation)
