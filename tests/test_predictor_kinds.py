@@ -111,3 +111,21 @@ def test_auto_names_the_settings_a_profile_serves_where_no_datasheet_backs_the_f
     with pytest.raises(NasutilError, match="has no model for nb201 at fp16, batch 256, cudagraph.*no learned models"):
         predictor.check("nb201", predictor.target())
     AutoPredictor("h200").check("nb201", AutoPredictor("h200").target())  # a datasheet device: the fallback stands
+
+
+def test_a_kind_made_from_a_loaded_profile_never_spells_the_profile_out(monkeypatch):
+    """The auto kind makes the kind it chose for every prediction: naming the profile by its repr, which
+    spells out every fitted model, made each prediction of a search pay for that text."""
+    from nasutil.predictor.profile import DeviceProfile
+    from nasutil.predictor.registry import open_profile
+
+    profile = open_profile("h200")
+
+    def refuse(self):
+        raise AssertionError("the profile was spelled out")
+
+    monkeypatch.setattr(DeviceProfile, "__repr__", refuse)
+    predictor = make_predictor("auto", profile=profile)
+    assert predictor.profile_label == profile.device_name
+    p, = predict_many("nb201", get_space("nb201").sample_many(1, 0), H200, predictor=predictor)
+    assert p.predictor == "learned" and p.latency_ms > 0

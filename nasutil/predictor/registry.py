@@ -161,7 +161,10 @@ class ProfileKind(Predictor, ABC):
     """A kind that predicts from a device profile (a shipped name, a JSON path or a loaded profile)."""
 
     def __init__(self, profile: str | Path | DeviceProfile = DEFAULT_PROFILE) -> None:
-        self.profile_label = profile if isinstance(profile, str) else getattr(profile, "device_name", str(profile))
+        # a loaded profile is named by its device, never by str(): its repr spells out every fitted model,
+        # and a search builds a kind for each prediction (that repr once took seconds of a search's start)
+        self.profile_label = (profile if isinstance(profile, str)
+                              else profile.device_name if isinstance(profile, DeviceProfile) else str(profile))
         self.profile = open_profile(profile)
 
     @property
