@@ -82,6 +82,20 @@ def test_torch_trainer_trains_on_digits_and_reports_every_epoch():
     assert 0.0 <= result.extra["test_accuracy"] <= 100.0 and result.epochs == 2
 
 
+@pytest.mark.parametrize("population", [1, 2])
+def test_a_diverged_training_ends_with_its_result_not_a_failure(population):
+    """A loss that is no longer finite ends the training at that epoch's end; the candidate's result is what
+    it scores then, alone or in a population, and says where it diverged."""
+    trainer = shipped("trainer", "torch", dataset="digits", epochs=3, batch_size=64, lr=1e30,
+                      max_batches_per_epoch=4, population=population, device="cpu")
+    rec = Recorder()
+    result = trainer.train(get_space("nb201"), ARCH, rec, trial_number=0)
+    assert result.extra["diverged_in_epoch"] == 1.0 and result.epochs == 1.0
+    assert rec.steps == []  # no report of the epoch that diverged: the training ends there
+    assert 0.0 <= result.accuracy <= 100.0 and 0.0 <= result.extra["test_accuracy"] <= 100.0
+    assert "train_loss" not in result.extra  # no NaN in what the study stores
+
+
 @pytest.mark.parametrize("dataset, expected", [("cifar10", "cifar-10-batches-bin"), ("mnist", "MNIST"),
                                                ("fashion_mnist", "FashionMNIST")])
 def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected, monkeypatch):

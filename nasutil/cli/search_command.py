@@ -104,6 +104,11 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
         if trial.state == TrialState.FAIL and not trial.user_attrs.get("surplus") and not interrupts.requested():
             reason = trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason", "")
             console.print(f"trial {trial.number} failed: {reason}", markup=False, highlight=False)
+        diverged = (trial.user_attrs.get("accuracy_detail") or {}).get("diverged_in_epoch")
+        if trial.state == TrialState.COMPLETE and diverged is not None:
+            console.print(f"trial {trial.number}: training diverged (loss not finite) in epoch {int(diverged)}; "
+                          f"recorded with the accuracy it had then, {trial.user_attrs.get('accuracy', 0.0):.2f}%",
+                          markup=False, highlight=False, soft_wrap=True)
 
     if not progress:
         from rich.console import Console

@@ -58,7 +58,7 @@ class TorchTrainer(Trainer):
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
-                 capture: str = "beside", round_size: int | None = None) -> None:
+                 capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -123,7 +123,10 @@ class TorchTrainer(Trainer):
         if round_size is not None and (isinstance(round_size, bool) or not isinstance(round_size, int)
                                        or round_size < 1):
             raise NasutilError(f"trainer.round_size must be a whole number >= 1 or null, got {round_size!r}")
+        if isinstance(lead_rounds, bool) or not isinstance(lead_rounds, int) or lead_rounds < 1:
+            raise NasutilError(f"trainer.lead_rounds must be a whole number >= 1, got {lead_rounds!r}")
         self.host_turns, self.capture, self.round_size = host_turns, capture, round_size
+        self.lead_rounds = lead_rounds
         self.max_step = self.epochs
         self.population = population  # trials trained at once
         self.concurrent_trials = population + self.ahead if population > 1 else 1  # trials the search runs at once
@@ -189,7 +192,7 @@ class TorchTrainer(Trainer):
             if self.population > 1:
                 self._population = Population(self.population, self.memory_budget, ahead=self.ahead,
                                               device=self.device, host_turns=self.host_turns,
-                                              round_size=self.round_size)
+                                              round_size=self.round_size, lead_rounds=self.lead_rounds)
         return self._data
 
     def _decide_compile(self, batches: int) -> None:
@@ -258,6 +261,8 @@ class TorchTrainer(Trainer):
                         self._stop_if_interrupted()
                         run.step()
                     return run.result()
+                except _Diverged:
+                    return run.result()
                 finally:
                     run.step_unit.release()
             run = None
@@ -270,8 +275,11 @@ class TorchTrainer(Trainer):
                                        stream=place.stream, gate=population.gate,
                                        waiting=population.waiting_for_device)
                         run.prepare()
-                    population.train(place, Member(run.launch, run.total_steps, memory,
-                                                   stream=run.step_unit.stream))
+                    try:
+                        population.train(place, Member(run.launch, run.total_steps, memory,
+                                                       stream=run.step_unit.stream))
+                    except _Diverged:  # scored in its place: the test forward runs on its own stream
+                        return run.result()
                 return run.result()
             finally:
                 if run is not None:
@@ -396,6 +404,14 @@ def _threads(count: int | None) -> Iterator[None]:
                 torch.set_num_threads(_threads_before)
 
 
+class _Diverged(Exception):
+    """An epoch's mean loss was not finite: the candidate's training ends there, and its result is what it
+    scores then (a diverged network, whose logits are NaN, predicts one class). A result, not a failure:
+    the search learns that the architecture trains badly under this recipe, as it does for one that
+    merely trains slowly, and a population, which cuts such a member at a rung before its epoch ends,
+    records it the same way."""
+
+
 class _Run:
     """One candidate's training, one step at a time: what `train` loops over alone and what a population
     steps among others. Everything it touches is its own (network, momentum, schedule, data order, and on
@@ -438,6 +454,7 @@ class _Run:
         self.valid_acc = 0.0
         self.test_acc: float | None = None
         self.train_loss = math.nan
+        self.diverged_in: int | None = None  # the epoch whose mean loss was not finite, where training ended
 
     @property
     def finished(self) -> bool:
@@ -491,7 +508,8 @@ class _Run:
                 self.test_acc = 100.0 * int(test) / len(self.data["test"][1])
         epoch = (taken - 1) // self.batches + 1
         if epoch_end and not math.isfinite(self.train_loss):
-            raise NasutilError(f"training diverged (mean loss {self.train_loss}) in epoch {epoch}")
+            self.diverged_in = epoch
+            raise _Diverged(epoch)
         with t.host_times.phase("report"):  # the search's bookkeeping: a rung's cut, the study's records
             if taken in self.rungs:
                 self.reporter.report_rung(self.rungs[taken], self.valid_acc)  # type: ignore[attr-defined]
@@ -506,6 +524,10 @@ class _Run:
             with self._launching(), self.step_unit.on_stream():
                 correct = self.trainer._correct(self.model, self.data["test"], self.in_channels)
                 self.test_acc = 100.0 * int(correct) / len(self.data["test"][1])
+        if self.diverged_in is not None:  # what it scores once its loss is not finite: a diverged network's guess
+            return TrainResult(self.valid_acc, float(self.diverged_in),
+                               {"valid_accuracy": self.valid_acc, "test_accuracy": self.test_acc,
+                                "diverged_in_epoch": float(self.diverged_in)})
         return TrainResult(self.valid_acc, float(self.trainer.epochs),
                            {"valid_accuracy": self.valid_acc, "test_accuracy": self.test_acc,
                             "train_loss": self.train_loss})
