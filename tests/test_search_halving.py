@@ -127,16 +127,17 @@ def test_trainer_settings_of_a_population():
     assert trainer.host_turns == 4 and trainer.capture == "beside"
     for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe"),
                 dict(host_turns=0), dict(host_turns=1.5), dict(host_turns=True), dict(capture="later"),
-                dict(round_size=0), dict(round_size="all")):
+                dict(round_size=0), dict(round_size="all"), dict(lead_rounds=0), dict(lead_rounds=2.5)):
         with pytest.raises(NasutilError):
             shipped("trainer", "torch", dataset="digits", population=8, **bad)
 
 
 def test_a_population_gets_its_host_turns_from_the_trainer():
     trainer = shipped("trainer", "torch", dataset="digits", population=4, host_turns=3, round_size=2,
-                      device="cpu")
+                      lead_rounds=5, device="cpu")
     trainer._load()
     assert trainer._population.host_turns == 3 and trainer._population.round_size == 2
+    assert trainer._population.lead_rounds == 5
 
 
 def test_a_bad_capture_setting_is_one_line_and_exit_2(tmp_path, capsys):
