@@ -293,3 +293,20 @@ def test_a_killed_worker_does_not_keep_the_device():
     turns.release_if_held_by(holder.pid)
     assert turns._lock.acquire(timeout=5)
     turns._lock.release()
+
+
+def test_a_lead_in_runs_untimed_calls_before_the_windows():
+    from nasutil.evaluator.timing import time_windows
+
+    calls = []
+    plain = time_windows(lambda: calls.append(1), torch.device("cpu"), warmup=1, repeats=2, min_window_ms=1e-6,
+                         max_iters=1)
+    without = len(calls)
+    calls.clear()
+    led = time_windows(lambda: calls.append(1), torch.device("cpu"), warmup=1, repeats=2, min_window_ms=1e-6,
+                       max_iters=1, lead_in_ms=1.0)
+    assert without == 3 and len(calls) > without  # the warm-up, two windows, and the lead-in's calls between
+    assert plain.iters_per_window == led.iters_per_window == 1 and len(led.window_ms) == 2
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(NasutilError, match="lead_in_ms"):
+            MeasureConfig(device="cpu", lead_in_ms=bad)

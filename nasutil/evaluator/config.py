@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, replace
 
@@ -61,6 +62,7 @@ class MeasureConfig:
     repeats: int = 7  # timed windows
     min_window_ms: float = 5.0  # each window runs enough iterations to last this long
     max_iters_per_window: int = 200
+    lead_in_ms: float = 0.0  # untimed calls for this long before the timed windows
     cv_threshold: float = 0.05  # a result noisier than this is re-measured, then flagged
     counters: bool = True  # NVML GPM counters over extra windows, until two successive ones agree
     counter_window_ms: float = 500.0  # each counter window lasts this long
@@ -89,6 +91,8 @@ class MeasureConfig:
                 and self.counter_tolerance >= 0):
             raise NasutilError("counter windows need counter_window_ms > 0, counter_max_ms >= counter_window_ms "
                                "and counter_tolerance >= 0")
+        if not (isinstance(self.lead_in_ms, (int, float)) and math.isfinite(self.lead_in_ms) and self.lead_in_ms >= 0):
+            raise NasutilError(f"lead_in_ms must be a finite number >= 0, got {self.lead_in_ms!r}")
         if self.input_size is not None and self.input_size < 1:
             raise NasutilError(f"input size must be positive, got {self.input_size}")
 

@@ -104,7 +104,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         clock_before = nvml.sm_clock_mhz() if nvml else None
         timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
                               min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
-                              prefill=prefill)
+                              prefill=prefill, lead_in_ms=config.lead_in_ms)
         remeasured = False
         if timing.cv > config.cv_threshold:
             remeasured = True

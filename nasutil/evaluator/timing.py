@@ -57,9 +57,9 @@ def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, 
 
 
 def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
-                 min_window_ms: float, max_iters: int, prefill: bool = False) -> Timing:
-    """Warm up (`warmup` calls, the last one timed), size windows to last >= min_window_ms, then time
-    `repeats` windows.
+                 min_window_ms: float, max_iters: int, prefill: bool = False, lead_in_ms: float = 0.0) -> Timing:
+    """Warm up (`warmup` calls, the last one timed), size windows to last >= min_window_ms, run untimed
+    calls for `lead_in_ms`, then time `repeats` windows.
 
     prefill=True queues the windows behind a short GPU sleep: right for CUDA-graph replay, whose
     enqueue cost is tiny, wrong for eager mode, whose launch overhead is part of what is measured."""
@@ -67,6 +67,8 @@ def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int,
         fn()
     estimate = time_once_ms(fn, device)  # the last warm-up call, timed to size the windows
     iters = int(min(max_iters, max(1, math.ceil(min_window_ms / max(estimate, 1e-3)))))
+    if lead_in_ms > 0:
+        run_for(fn, device, lead_in_ms, estimate)
     windows: list[float] = []
     if device.type == "cuda":
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
