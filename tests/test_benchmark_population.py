@@ -120,6 +120,7 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
                                            "round_size": 16}
     assert parse_run("p16-pareto@128.2") == parse_run("p16-pareto@128")  # a repeat: the same settings
     assert parse_run("p16-pareto-f4.2")["reduction_factor"] == 4
+    assert parse_run("p16-pareto-l8")["lead_rounds"] == 8 and "lead_rounds" not in parse_run("p16-pareto")
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
     with pytest.raises(SystemExit, match="needs a halving"):
@@ -612,6 +613,119 @@ def test_readmes_figures_for_seeds_66_to_68_are_the_result_files():
     flat = " ".join((ROOT / "README.md").read_text().split())
     assert (f"16 at once read {min(speed):.2f}-{max(speed):.2f}x one at a time and {min(plain):.1f}-{max(plain):.1f}x "
             f"a plain eager loop, fronts {min(front):.3f}-{max(front):.3f}") in flat
+
+
+def test_the_seeds_69_to_73_table_and_notes_are_their_result_files():
+    """Seeds 69, 72 and 73: each row from its seed's CSV, host phases included, and the notes' figures from
+    the same rows."""
+    import csv
+
+    def cell(value: str, fmt: str, suffix: str = "") -> str:
+        return format(float(value), fmt) + suffix if value else ""
+
+    marker = "**Seeds 69-73: what a candidate's host work costs"
+    rows, expected, by = _table_after(marker), [], {}
+    for seed in (69, 72, 73):
+        for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()):
+            by[(seed, r["run"])] = r
+            population = r["run"] != "p1"
+            expected.append([str(seed), r["run"], cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
+                             f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                             cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
+                             cell(r["speedup_over_plain_search"], ".1f", "x"),
+                             cell(r["hypervolume_ratio"], ".3f") if population else "", cell(r["epochs_trained"], ".1f"),
+                             cell(r["mean_together"], ".1f"), cell(r["device_busy"], ".2f"),
+                             *(cell(r[f"mean_{phase}_ms"], ".0f")
+                               for phase in ("build", "to_device", "warm_up", "capture", "validate"))])
+    assert rows == expected
+    section = (ROOT / "BENCHMARKS.md").read_text().split(marker)[1].split("**Trial threads woken")[0]
+    flat = " ".join(section.split())
+    usual = {seed: [f"{float(by[(seed, run)]['speedup_over_baseline']):.2f}x"
+                    for run in ("p16-pareto", "p16-pareto.2") if (seed, run) in by] for seed in (69, 72, 73)}
+    assert (f"16 at once with the defaults: {usual[69][0]} and {usual[69][1]} one at a time on seed 69, {usual[72][0]} "
+            f"on seed 72, {usual[73][0]} and {usual[73][1]} on seed 73") in flat
+    population_rows = [r for key, r in by.items() if key[1] != "p1"]
+    assert min(float(r["hypervolume_ratio"]) for r in population_rows) >= 0.95
+    assert f"Fronts {min(float(r['hypervolume_ratio']) for r in population_rows):.3f}-" in flat
+    plain = max(float(r["speedup_over_plain_search"]) for key, r in by.items() if key[1] in ("p16-pareto", "p16-pareto.2"))
+    assert f"**{plain:.1f}x**" in flat
+    assert sum(int(r["failed"]) for key, r in by.items() if key[1] != "p1") == 0
+    assert int(by[(73, "p1")]["failed"]) == 1  # the diverged training the notes tell of
+
+
+def test_the_gil_shares_table_is_the_profile_it_was_made_from(tmp_path):
+    """The shares table, re-made from the committed py-spy output by benchmarks/gil_shares.py, and the GPM
+    figures of the same runs from their samples and windows."""
+    import csv
+    import statistics
+    import subprocess
+    import sys
+
+    folder = RESULTS / "gil_profile_s70"
+    out = tmp_path / "shares.csv"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gil_shares.py"), str(folder / "spy_gil_s70.txt.gz"),
+                    "--out", str(out)], check=True, capture_output=True)
+    assert out.read_text() == (folder / "gil_shares_s70.csv").read_text()
+    shares = list(csv.DictReader(out.open()))
+    rows = _table_after("*Who holds the interpreter*")
+    assert rows == [[r["kind"], f"{int(r['samples']):,}", f"{100 * float(r['share']):.1f}%"] for r in shares]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    repr_share = next(r for r in shares if r["kind"].startswith("a profile spelled out"))
+    assert f"{100 * float(repr_share['share']):.1f}% of the interpreter's time" in flat
+    assert f"{int(repr_share['samples'])} samples ({int(repr_share['samples']) / 200:.1f} s)" in flat
+    samples = list(csv.DictReader((folder / "gpm_s70-71.csv").open()))
+    means = []
+    for window in ("window_s70.txt", "window_s71.txt"):
+        start, end = (float(x) for x in (folder / window).read_text().split())
+        inside = [r for r in samples if start <= float(r["t"]) <= end and r["sm_activity"]]
+        busy = [r for r in inside if float(r["gpu_util"]) > 50]
+        means.append([statistics.fmean(float(r[k]) for r in rs) for rs, k in
+                      ((inside, "sm_activity"), (inside, "sm_occupancy"), (busy, "sm_activity"), (busy, "sm_occupancy"))])
+    low = [f"{min(m[i] for m in means):.0f}" for i in range(4)]
+    high = [f"{max(m[i] for m in means):.0f}" for i in range(4)]
+    assert (f"SM activity was {low[0]}-{high[0]}% and SM occupancy {high[1]}% on average" in flat
+            and low[1] == high[1])
+    assert f"above 50%, {low[2]}-{high[2]}% and {low[3]}-{high[3]}%" in flat
+
+
+def test_the_task_gap_table_is_its_result_files():
+    import json
+
+    folder = ROOT / "benchmarks" / "results" / "h200" / "rate" / "fresh_s91"
+    runs = [json.loads((folder / f"reference_gap_{name}.json").read_text())
+            for name in ("task_graph", "task_settings", "worker_again")]
+    rows = _table_after("**The task's graph is not it either")
+    assert len(rows) == 16
+    for row in rows:
+        way = row[0]
+        if way == "worker window 1 / 5":
+            assert row[3] == (f"{runs[2]['worker window 1 / plain']['median']:.3f} / "
+                              f"{runs[2]['worker window 5 / plain']['median']:.3f}")
+            continue
+        assert row[1:] == [f"{run[f'{way} / plain']['median']:.3f}" if f"{way} / plain" in run else "" for run in runs]
+
+
+def test_readmes_figures_for_seeds_69_to_73_are_the_result_files():
+    import csv
+
+    rows = [(seed, r) for seed in (69, 72, 73) for r in csv.DictReader(
+        (RESULTS / f"population_search_b64_s{seed}.csv").open())]
+    usual = [r for _, r in rows if r["run"] in ("p16-pareto", "p16-pareto.2")]
+    speed = [float(r["speedup_over_baseline"]) for r in usual]
+    plain = [float(r["speedup_over_plain_search"]) for r in usual]
+    front = [float(r["hypervolume_ratio"]) for r in usual]
+    together = [r for _, r in rows if r["run"] != "p1"]
+    alone = [r for _, r in rows if r["run"] == "p1"]
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"16 at once read {min(speed):.2f}-{max(speed):.2f}x one at a time and {min(plain):.1f}-{max(plain):.1f}x "
+            f"a plain eager loop, fronts {min(front):.3f}-{max(front):.3f} and no failed trial in a population") in flat
+    assert sum(int(r["failed"]) for r in together) == 0
+    met = {seed for seed, r in rows if r["run"] in ("p16-pareto", "p16-pareto.2") and float(r["speedup_over_baseline"]) >= 5}
+    assert len(met) == 2 and sum(p >= 40 for p in plain) == 1 and len(plain) == 5
+    copy = [float(r["mean_to_device_ms"]) for r in together]
+    copy_alone = [float(r["mean_to_device_ms"]) for r in alone]
+    assert (f"copy to the device took {min(copy):.0f}-{max(copy):.0f} ms against {min(copy_alone):.0f}-"
+            f"{max(copy_alone):.0f} ms alone") in flat
 
 
 def test_a_call_cut_short_keeps_the_summary_of_the_runs_that_ended(tmp_path, monkeypatch):
