@@ -164,6 +164,29 @@ def test_the_fast_end_is_found_on_predictions():
     assert fast_end(space, "nb201", predictor, target, Objectives.from_config({"metrics": ["accuracy"]}), 3, 5) == []
 
 
+@pytest.mark.parametrize("count, predictions", [(2, 128), (4, 128), (16, 512)])
+def test_the_fast_end_search_grows_with_the_anchors_wanted(count, predictions):
+    """32 predictions for each anchor, at least 128: the best 16 of 128 lay far from the predicted top 16."""
+    from nasutil.predictor import make_predictor
+    from nasutil.registry import get_space
+    from nasutil.search.anchors import fast_end
+    from nasutil.search.objectives import Objectives
+
+    predictor = make_predictor(profile="h200")
+    calls = []
+    original = predictor.predict_many
+
+    def counted(space_spec, archs, target):
+        calls.append(len(archs))
+        return original(space_spec, archs, target)
+
+    predictor.predict_many = counted
+    anchors = fast_end(get_space("nb201"), "nb201", predictor, predictor.target(),
+                       Objectives.from_config({"metrics": ["accuracy", "throughput"]}), count=count, seed=3)
+    assert len(anchors) == count
+    assert predictions / 2 < len(calls) <= predictions  # one per distinct cell proposed (TPE proposes some twice)
+
+
 def test_a_fresh_study_trains_its_anchors_first(tmp_path):
     from nasutil.cli.search_command import main
 

@@ -7,8 +7,10 @@ predictor alone, yet a sampler finds it only by luck: of NAS-Bench-201's 15,625 
 one time in five, and the front it reports, and its hypervolume, change from seed to seed with that luck.
 
 `fast_end` runs a short throwaway search on predictions alone (Optuna's TPE on the space's own
-`suggest`, the first hardware objective as its one objective; about two seconds for 128 predictions)
-and returns the trial parameters of the best `count` distinct candidates it saw; the search enqueues
+`suggest`, the first hardware objective as its one objective; `PREDICTIONS_PER_ANCHOR` predictions for
+each candidate wanted, at least 128: with the H200 profile on nb201, 0.6 s for 128 and 3.3 s for 512 on
+a 2-core CPU) and returns the trial parameters of the best `count` distinct candidates it saw; the
+search enqueues
 them as its first trials (`anchors` in the config), so that they train first, in a population as one
 at a time. Their parameters are the space's own, so the study's sampler learns from them as from any
 trial.
@@ -26,12 +28,21 @@ from nasutil.search.record import hardware_figures, predicted_figures
 from nasutil.space import SearchSpace
 
 
+#: predictions the short search makes for each candidate wanted (at least MIN_PREDICTIONS): the more
+#: candidates wanted, the further down the ranking their tail lies, and a fixed 128 left the best 16 of
+#: a search far from the predictor's own top 16 (experiments/nb201_pruning, "Sixteen anchors found")
+MIN_PREDICTIONS, PREDICTIONS_PER_ANCHOR = 128, 32
+
+
 def fast_end(space: SearchSpace, space_spec: str, predictor: Predictor, target: PredictTarget,
-             objectives: Objectives, count: int, seed: int, predictions: int = 128) -> list[dict[str, Any]]:
+             objectives: Objectives, count: int, seed: int, predictions: int | None = None) -> list[dict[str, Any]]:
     """Trial parameters of the `count` candidates ranked best on the first hardware objective among
-    `predictions` proposed by a TPE search on the predictor (none if no objective is a hardware one)."""
+    `predictions` (by default `PREDICTIONS_PER_ANCHOR` a candidate, at least `MIN_PREDICTIONS`) proposed
+    by a TPE search on the predictor (none if no objective is a hardware one)."""
     if count <= 0 or not objectives.hardware:
         return []
+    if predictions is None:
+        predictions = max(MIN_PREDICTIONS, PREDICTIONS_PER_ANCHOR * count)
     metric = objectives.hardware[0]
     sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=min(16, predictions), seed=seed)
     study = optuna.create_study(direction=metric.direction, sampler=sampler)
