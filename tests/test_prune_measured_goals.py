@@ -187,3 +187,71 @@ def test_the_sixteen_anchors_on_the_tuning_seeds_are_what_their_committed_trials
         assert entry["seeds"] == 10, key
         label = ", seeds 500-509, anchors=16, error_quantile=0.5, top_band=0.2"
         assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+
+
+def test_the_sixteen_anchors_on_fresh_seeds_are_what_their_committed_trials_say(readme, analysis_script):
+    """Seeds 1200-1219: the table, and the misses at 300 trials, each without the cell that measures fastest."""
+    folder = EXPERIMENT / "results" / "measured_v5"
+    summary = assert_committed(analysis_script, folder, "a16_q50_guard20", "measured", range(1200, 1220))
+    assert set(summary["by_sampler"]) == {"nsga2@150", "nsga2@300", "tpe@150", "tpe@300"}
+    label = ", seeds 1200-1219, anchors=16, error_quantile=0.5, top_band=0.2"
+    for key, entry in summary["by_sampler"].items():
+        assert entry["seeds"] == 20, key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+    with (folder / "measured.csv").open(newline="") as f:
+        misses = [r for r in csv.DictReader(f) if r["budget"] == "300" and float(r["hv_ratio_measured"]) < 0.95]
+    assert len(misses) == 5 and "All five misses at 300 trials" in readme
+    assert all(float(r["fastest_pruned_measured"]) < float(r["fastest_baseline_measured"]) == 608828.0 for r in misses)
+
+
+def test_the_anchors_reach_table_is_its_result_file(readme):
+    import statistics
+
+    with (EXPERIMENT / "results" / "measured_v6" / "anchors_reach.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for n in ("128", "512"):
+        r = [x for x in rows if x["predictions"] == n]
+        top = [int(x["in_predicted_top"]) for x in r]
+        worst = [int(x["worst_rank"]) for x in r]
+        line = (f"| {n} | {len(r)} | {statistics.fmean(top):.1f}, {min(top)}, {max(top)} | "
+                f"{statistics.median(worst):g}, {max(worst)} | "
+                f"{sum(int(x['holds_fastest_measured']) for x in r)} of {len(r)} |")
+        assert line in readme, line
+    seconds = {n: statistics.median(float(x["seconds"]) for x in rows if x["predictions"] == n) for n in ("128", "512")}
+    assert f"took {seconds['512']:.1f} s a seed against {seconds['128']:.1f} s" in readme
+
+
+def test_sixteen_anchors_from_the_longer_search_are_what_their_committed_trials_say(readme, analysis_script):
+    """Seeds 1300-1319: the table, and the goals it claims met at 300 trials for every sampler."""
+    summary = assert_committed(analysis_script, EXPERIMENT / "results" / "measured_v6", "a16_q50_guard20",
+                               "measured", range(1300, 1320))
+    by = summary["by_sampler"]
+    assert set(by) == {f"{s}@{b}" for s in ("nsga2", "tpe", "random") for b in (150, 300)}
+    label = ", seeds 1300-1319, anchors=16 (512 predictions), error_quantile=0.5, top_band=0.2"
+    for key, entry in by.items():
+        assert entry["seeds"] == 20, key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+        assert entry["hv_ratio_measured_mean"] >= 0.99 and entry["hv_ratio_measured_min"] >= 0.95, key
+    saved = [f"{100 * by[f'{s}@300']['trainings_saved_mean']:.1f}%" for s in ("nsga2", "tpe", "random")]
+    assert all(by[f"{s}@300"]["trainings_saved_mean"] >= 0.55 for s in ("nsga2", "tpe", "random"))
+    assert (f"{saved[0]} (NSGA-II), {saved[1]} (TPE) and {saved[2]} (random search) fewer trainings" in readme)
+    worst = min(by[f"{s}@{b}"]["hv_ratio_measured_min"] for s in ("nsga2", "tpe", "random") for b in (150, 300))
+    assert f"no seed below {worst:.3f}" in readme
+    short = [f"{100 * by[f'{s}@150']['trainings_saved_mean']:.1f}%" for s in ("nsga2", "tpe", "random")]
+    assert f"({short[0]}, {short[1]}; random search {short[2]})" in readme
+
+
+def test_the_readme_and_docs_quote_the_sixteen_anchors_evaluation():
+    root = Path(__file__).resolve().parents[1]
+    by = json.loads((EXPERIMENT / "results" / "measured_v6" / "measured_summary.json").read_text())["by_sampler"]
+    pct = {key: f"{100 * e['trainings_saved_mean']:.1f}%" for key, e in by.items()}
+    worst = min(e["hv_ratio_measured_min"] for e in by.values())
+    text = " ".join((root / "README.md").read_text().split())
+    assert (f"{pct['nsga2@300']} (NSGA-II), {pct['tpe@300']} (TPE) and {pct['random@300']} (random search) fewer "
+            f"trainings, no seed below {worst:.3f} of the unpruned hypervolume at either budget; at 150 trials "
+            f"NSGA-II and TPE saved {pct['nsga2@150']} and {pct['tpe@150']}, short of 55%") in text
+    docs = " ".join((root / "docs" / "search.md").read_text().split())
+    saved300 = sorted(100 * by[f"{s}@300"]["trainings_saved_mean"] for s in ("nsga2", "tpe", "random"))
+    saved150 = sorted(100 * by[f"{s}@150"]["trainings_saved_mean"] for s in ("nsga2", "tpe", "random"))
+    assert (f"saved {saved300[0]:.0f}-{saved300[-1]:.0f}% of the trainings at 300 trials with no seed below "
+            f"{worst:.3f} of the unpruned hypervolume ({saved150[0]:.1f}-{saved150[-1]:.1f}% saved at 150 trials)") in docs
