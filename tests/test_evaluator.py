@@ -310,3 +310,28 @@ def test_a_lead_in_runs_untimed_calls_before_the_windows():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(NasutilError, match="lead_in_ms"):
             MeasureConfig(device="cpu", lead_in_ms=bad)
+
+
+def test_a_result_stored_between_the_look_and_the_claim_is_taken_not_measured_again(installed_plugin, tmp_path):
+    """Another process stores its result and lets its claim go just after this one looked in the cache and
+    before it claims: it must take that result (two processes on one PostgreSQL cache measured a cell twice)."""
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False, repeats=2,
+                           min_window_ms=1.0, input_size=16)
+    candidate = Candidate("nb201", "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|skip_connect~0|none~1|none~2|")
+    with Evaluator(config, isolate=False) as plain:
+        theirs = plain.measure(candidate)
+    other = MeasurementCache(tmp_path / "m.db")
+
+    class LateClaim(MeasurementCache):
+        def claim(self, key, ttl_s):
+            other.put(theirs, config)  # the other process finishes right now
+            other.release(key)
+            return super().claim(key, ttl_s)
+
+    cache = LateClaim(tmp_path / "m.db")
+    with Evaluator(config, cache=cache, isolate=False) as ev:
+        mine = ev.measure(candidate)
+    assert mine.timestamp == theirs.timestamp and mine.timing["windows_ms"] == theirs.timing["windows_ms"]
+    assert ev.cache_hits == 1
+    cache.close()
+    other.close()

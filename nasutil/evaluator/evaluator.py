@@ -143,7 +143,14 @@ class Evaluator:
         assert self.cache is not None
         while True:
             hit = self.cache.get_key(key, arch)
-            if hit is not None or self.cache.claim(key, self._claim_ttl_s):
+            if hit is not None:
+                return hit
+            if self.cache.claim(key, self._claim_ttl_s):
+                # the result may have landed between the look and the claim (its owner stored it and let
+                # its claim go): look once more, or the key would be measured twice
+                hit = self.cache.get_key(key, arch)
+                if hit is not None:
+                    self.cache.release(key)
                 return hit
             time.sleep(self.claim_poll_s)
 
