@@ -30,7 +30,7 @@ from nasutil.space import SearchSpace
 
 #: predictions the short search makes for each candidate wanted (at least MIN_PREDICTIONS): the more
 #: candidates wanted, the further down the ranking their tail lies, and a fixed 128 left the best 16 of
-#: a search far from the predictor's own top 16 (experiments/nb201_pruning, "Sixteen anchors found")
+#: a search far from the predictor's own top 16 (experiments/nb201_pruning/README.md, "Sixteen anchors on fresh seeds")
 MIN_PREDICTIONS, PREDICTIONS_PER_ANCHOR = 128, 32
 
 
