@@ -559,28 +559,34 @@ def test_readmes_figures_for_seed_64_are_the_result_files():
             f"{met[sum(x >= 40 for x in plain)]}") in flat
 
 
+def _cell(value: str, fmt: str, suffix: str = "") -> str:
+    return format(float(value), fmt) + suffix if value else ""
+
+
+def _search_row(seed: int, r: dict) -> list[str]:
+    """The columns the seed tables share, from a population_search.py CSV row: seed and run to the driver's wait."""
+    population = r["run"] != "p1"
+    return [str(seed), r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
+            f"{float(r['candidates_per_gpu_hour']):,.0f}",
+            _cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
+            _cell(r["speedup_over_plain_search"], ".1f", "x"),
+            _cell(r["hypervolume_ratio"], ".3f") if population else "", _cell(r["epochs_trained"], ".1f"),
+            _cell(r["mean_together"], ".1f"), _cell(r["device_busy"], ".2f")]
+
+
 def test_the_earlier_rungs_table_and_notes_are_their_result_files():
     """Seeds 66-68: each row from its seed's CSV (which `--from-runs` makes from the runs file), and the notes'
     averages and ranges from the same rows."""
     import csv
     import statistics
 
-    def cell(value: str, fmt: str, suffix: str = "") -> str:
-        return format(float(value), fmt) + suffix if value else ""
-
     rows = _table_after("**Earlier rungs end to end, and a paused member's host work first: seeds 66-68")
     expected, by = [], {}
     for seed in (66, 67, 68):
         for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()):
             by[(seed, r["run"])] = r
-            population = r["run"] != "p1"
-            expected.append([str(seed), r["run"], cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
-                             f"{float(r['candidates_per_gpu_hour']):,.0f}",
-                             cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
-                             cell(r["speedup_over_plain_search"], ".1f", "x"),
-                             cell(r["hypervolume_ratio"], ".3f") if population else "", cell(r["epochs_trained"], ".1f"),
-                             cell(r["mean_together"], ".1f"), cell(r["device_busy"], ".2f"), cell(r["mean_paused"], ".1f"),
-                             cell(r["mean_turn_wait_ms"], ".0f"), cell(r["mean_paused_wait_ms"], ".0f")])
+            expected.append([*_search_row(seed, r), _cell(r["mean_paused"], ".1f"),
+                             _cell(r["mean_turn_wait_ms"], ".0f"), _cell(r["mean_paused_wait_ms"], ".0f")])
     assert rows == expected
     runs = [json.loads(line) for seed in (66, 67, 68)
             for line in (RESULTS / f"population_search_b64_s{seed}_runs.jsonl").open()]
@@ -620,23 +626,14 @@ def test_the_seeds_69_to_73_table_and_notes_are_their_result_files():
     the same rows."""
     import csv
 
-    def cell(value: str, fmt: str, suffix: str = "") -> str:
-        return format(float(value), fmt) + suffix if value else ""
-
     marker = "**Seeds 69-73: what a candidate's host work costs"
     rows, expected, by = _table_after(marker), [], {}
     for seed in (69, 72, 73):
         for r in csv.DictReader((RESULTS / f"population_search_b64_s{seed}.csv").open()):
             by[(seed, r["run"])] = r
-            population = r["run"] != "p1"
-            expected.append([str(seed), r["run"], cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
-                             f"{float(r['candidates_per_gpu_hour']):,.0f}",
-                             cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
-                             cell(r["speedup_over_plain_search"], ".1f", "x"),
-                             cell(r["hypervolume_ratio"], ".3f") if population else "", cell(r["epochs_trained"], ".1f"),
-                             cell(r["mean_together"], ".1f"), cell(r["device_busy"], ".2f"),
-                             *(cell(r[f"mean_{phase}_ms"], ".0f")
-                               for phase in ("build", "to_device", "warm_up", "capture", "validate"))])
+            expected.append([*_search_row(seed, r), *(_cell(r[f"mean_{phase}_ms"], ".0f")
+                                                       for phase in ("build", "to_device", "warm_up", "capture",
+                                                                     "validate"))])
     assert rows == expected
     section = (ROOT / "BENCHMARKS.md").read_text().split(marker)[1].split("**Trial threads woken")[0]
     flat = " ".join(section.split())
@@ -673,6 +670,10 @@ def test_the_gil_shares_table_is_the_profile_it_was_made_from(tmp_path):
     repr_share = next(r for r in shares if r["kind"].startswith("a profile spelled out"))
     assert f"{100 * float(repr_share['share']):.1f}% of the interpreter's time" in flat
     assert f"{int(repr_share['samples'])} samples ({int(repr_share['samples']) / 200:.1f} s)" in flat
+    profiled = [next(csv.DictReader((folder / f"spy_{kind}.csv").open())) for kind in ("gil", "threads")]
+    assert (f"took {float(profiled[0]['wall_s']):.1f} s and {float(profiled[1]['wall_s']):.1f} s, with "
+            f"{float(profiled[0]['mean_together']):.1f} and {float(profiled[1]['mean_together']):.1f} members at once"
+            in flat)
     samples = list(csv.DictReader((folder / "gpm_s70-71.csv").open()))
     means = []
     for window in ("window_s70.txt", "window_s71.txt"):
