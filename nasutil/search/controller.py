@@ -53,7 +53,7 @@ from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
-from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats, write_user_attrs
+from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts, write_user_attrs
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
                                    outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
@@ -339,21 +339,16 @@ class Search:
         architecture right now: wait for it and reuse its result, rather than train it twice. None where
         there is no such trial, it ended without a full training, or its worker died (then this trial
         trains), and where the storage keeps no heartbeats (a dead worker's trial would be waited for)."""
-        def twin() -> FrozenTrial | None:
-            running = self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            return next((t for t in running if t.number < trial.number and t.user_attrs.get("arch") == text
-                         and "prune_stage" not in t.user_attrs), None)
-
         if not self._heartbeats:  # a twin whose worker died would stay RUNNING: nothing tells it from a slow one
             return None
-        waiting = twin()
+        waiting = running_twin(self.study, text, trial.number)
         if waiting is None:
             return None
         deadline = time.monotonic() + self.twin_wait_s
         while time.monotonic() < deadline:
             time.sleep(self.twin_poll_s)
             fail_stale_and_orphaned_trials(self.study)  # a twin whose worker died is failed: this trial trains
-            now = self.study._storage.get_trial(waiting._trial_id)
+            now = self.study._storage.get_trial(waiting)
             if now.state != TrialState.RUNNING:
                 return now if outcome(now) in ("trained", "repeat") else None
         return None  # it runs on past the wait: train this one after all
@@ -523,6 +518,13 @@ class Search:
             return False
         if self._heartbeats:
             fail_stale_and_orphaned_trials(self.study)
+            counts = state_counts(self.study)  # every running trial holds a place: counting them is enough
+            if counts is not None:
+                finished = sum(counts.get(state, 0) for state in FINISHED)
+                if finished >= n_trials:
+                    self.stop()
+                    return False
+                return finished + counts.get(TrialState.RUNNING, 0) < n_trials
         trials = self.study.get_trials(deepcopy=False)
         if Counts.of(trials).finished >= n_trials:
             self.stop()

@@ -28,6 +28,8 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from nasutil.search.storage import fail_stale_and_orphaned_trials
+
 _logger = logging.getLogger(__name__)
 
 # Heartbeats run here as `optimize` runs them: Optuna's notice that they belong to `optimize` does not apply.
@@ -205,12 +207,7 @@ class TrialRunner:
         return now - self._idle_since > self.max_idle_s
 
     def _ask(self) -> optuna.Trial:
-        from optuna.storages._heartbeat import is_heartbeat_enabled
-
-        if is_heartbeat_enabled(self.study._storage):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                optuna.storages.fail_stale_trials(self.study)
+        fail_stale_and_orphaned_trials(self.study)  # where the storage keeps heartbeats, as `optimize` does
         trial = self.study.ask()
         self._asked += 1
         with self._ended:

@@ -10,9 +10,11 @@ process that touches the study marks it failed and queues a retry with the same 
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import time
 import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,29 +200,43 @@ def has_heartbeats(study: optuna.Study) -> bool:
     return isinstance(storage, optuna.storages.RDBStorage) and storage.heartbeat_interval is not None
 
 
-def fail_stale_and_orphaned_trials(study: optuna.Study) -> None:
+#: when each study of a storage (by its id) was last looked over for stale trials, in this process
+_LAST_STALE_CHECK: weakref.WeakKeyDictionary[Any, dict[int, float]] = weakref.WeakKeyDictionary()
+
+
+def fail_stale_and_orphaned_trials(study: optuna.Study, min_interval_s: float | None = None) -> None:
     """Optuna's `fail_stale_trials`, and the same for a RUNNING trial that never sent a heartbeat for
     longer than the grace period (its process died between creating it and starting its heartbeat,
-    which Optuna cannot tell from a live one): failed, and retried by the storage's callback."""
+    which Optuna cannot tell from a live one): failed, and retried by the storage's callback.
+
+    A trial turns stale only after `grace_period` seconds without a heartbeat, so looking more often
+    than every half heartbeat interval (`min_interval_s` by default) finds nothing new: a population's
+    many trial threads each look before they ask, and every look reads the study's running trials."""
     import copy
     import datetime
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # experimental-feature notices
-        optuna.storages.fail_stale_trials(study)
     if not has_heartbeats(study):
         return
     storage = getattr(study._storage, "_backend", study._storage)
+    interval = storage.heartbeat_interval / 2 if min_interval_s is None else min_interval_s
+    checked, now_s = _LAST_STALE_CHECK.setdefault(storage, {}), time.monotonic()
+    if now_s - checked.get(study._study_id, -math.inf) < interval:
+        return
+    checked[study._study_id] = now_s
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # experimental-feature notices
+        optuna.storages.fail_stale_trials(study)
     from optuna.storages._rdb import models
     from optuna.storages._rdb.storage import _create_scoped_session
 
     grace = datetime.timedelta(seconds=storage.grace_period or 2 * storage.heartbeat_interval)
-    now = datetime.datetime.now()  # Optuna stamps datetime_start with the worker's local time
+    now = datetime.datetime.now()  # the ORM gives datetime_start in the worker's local time
     with _create_scoped_session(storage.scoped_session) as session:
-        orphans = [t.trial_id for t in session.query(models.TrialModel)
-                   .filter(models.TrialModel.study_id == study._study_id,
-                           models.TrialModel.state == optuna.trial.TrialState.RUNNING).all()
-                   if not t.heartbeats and t.datetime_start is not None and now - t.datetime_start > grace]
+        silent = (session.query(models.TrialModel)  # one query: running trials that never sent a heartbeat
+                  .filter(models.TrialModel.study_id == study._study_id,
+                          models.TrialModel.state == optuna.trial.TrialState.RUNNING,
+                          ~models.TrialModel.heartbeats.any()))
+        orphans = [t.trial_id for t in silent if t.datetime_start is not None and now - t.datetime_start > grace]
     callback = storage.get_heartbeat_stale_trial_callback()
     for trial_id in orphans:
         try:
@@ -232,9 +248,81 @@ def fail_stale_and_orphaned_trials(study: optuna.Study) -> None:
             callback(study, copy.deepcopy(storage.get_trial(trial_id)))
 
 
+def state_counts(study: optuna.Study) -> dict[optuna.trial.TrialState, int] | None:
+    """How many of the study's trials are in each state: one counting query on an RDB storage, where
+    reading the study's trials would load every running trial with all its attributes; None on any
+    other storage."""
+    storage = getattr(study._storage, "_backend", study._storage)
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        return None
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+    from sqlalchemy import func
+
+    with _create_scoped_session(storage.scoped_session) as session:
+        rows = (session.query(models.TrialModel.state, func.count(models.TrialModel.trial_id))
+                .filter(models.TrialModel.study_id == study._study_id).group_by(models.TrialModel.state).all())
+    return {state: count for state, count in rows}
+
+
+def running_twin(study: optuna.Study, arch: str, before: int) -> int | None:
+    """The id of a RUNNING trial numbered before `before` that trains `arch` (its `arch` user attribute)
+    and was not pruned before training, or None. One query on an RDB storage, where reading the study's
+    trials would load every running trial with all its attributes; None on any other storage."""
+    import json
+
+    storage = getattr(study._storage, "_backend", study._storage)
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        return None
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    attrs = models.TrialUserAttributeModel
+    with _create_scoped_session(storage.scoped_session) as session:
+        found = [trial_id for (trial_id,) in session.query(models.TrialModel.trial_id)
+                 .join(attrs, attrs.trial_id == models.TrialModel.trial_id)
+                 .filter(models.TrialModel.study_id == study._study_id,
+                         models.TrialModel.state == optuna.trial.TrialState.RUNNING,
+                         models.TrialModel.number < before,
+                         attrs.key == "arch", attrs.value_json == json.dumps(arch))
+                 .order_by(models.TrialModel.number)]
+        pruned = {trial_id for (trial_id,) in session.query(attrs.trial_id)
+                  .filter(attrs.trial_id.in_(found), attrs.key == "prune_stage")} if found else set()
+    return next((trial_id for trial_id in found if trial_id not in pruned), None)
+
+
+def _upsert_user_attrs(storage: optuna.storages.RDBStorage, session: Any, trial_id: int,
+                       attrs: dict[str, Any]) -> bool:
+    """All of `attrs` in one statement (SQLite and PostgreSQL's INSERT ... ON CONFLICT DO UPDATE), after one
+    check that the trial may still be written: Optuna's own way looks the trial up once an attribute. False
+    on another database, which then takes Optuna's way."""
+    import json
+
+    from optuna.storages._rdb import models
+
+    if storage.engine.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif storage.engine.name == "sqlite":
+        import sqlite3
+
+        from sqlalchemy.dialects.sqlite import insert
+        if sqlite3.sqlite_version_info < (3, 24, 0):  # no upsert before it
+            return False
+    else:
+        return False
+    trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
+    storage.check_trial_is_updatable(trial_id, trial.state)
+    model = models.TrialUserAttributeModel
+    rows = [{"trial_id": trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
+    statement = insert(model).values(rows)
+    session.execute(statement.on_conflict_do_update(index_elements=[model.trial_id, model.key],
+                                                    set_={"value_json": statement.excluded.value_json}))
+    return True
+
+
 def write_user_attrs(study: optuna.Study, trial_id: int, attrs: dict[str, Any]) -> None:
-    """Set several user attributes of a running trial in one write: one transaction on an RDB storage, one
-    append to a journal, where Optuna's storage writes each attribute by itself. Any other storage, or
+    """Set several user attributes of a running trial in one write: one statement in one transaction on
+    SQLite and PostgreSQL (one transaction on another RDB storage), one append to a journal, where Optuna's storage writes each attribute by itself. Any other storage, or
     an Optuna whose internals differ, gets one write per attribute."""
     if not attrs:
         return
@@ -245,9 +333,10 @@ def write_user_attrs(study: optuna.Study, trial_id: int, attrs: dict[str, Any]) 
             from optuna.storages._rdb.storage import _create_scoped_session
 
             with _create_scoped_session(storage.scoped_session, True) as session:
-                for key, value in attrs.items():
-                    storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id,
-                                                           key, value)
+                if not _upsert_user_attrs(storage, session, trial_id, attrs):
+                    for key, value in attrs.items():
+                        storage._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id,
+                                                               key, value)
             return
         if isinstance(storage, optuna.storages.JournalStorage):
             from optuna.storages.journal._storage import JournalOperation
