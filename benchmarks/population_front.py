@@ -44,6 +44,7 @@ from nasutil.search.halving import ParetoHalving
 from nasutil.search.rung_informed import RUNG_VALUES, RungInformedSampler
 
 DIRECTIONS = ["maximize", "maximize"]
+NAMES = ["accuracy", "throughput"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class Way:
     informed: bool = False  # the sampler learns from rung results (nasutil.search.rung_informed)
     ask_ahead: int = 0  # trials asked with no result yet: at most max(ask_ahead, results) (0: no limit)
     anchors: int = 0  # the predicted fast end trained first (nasutil.search.anchors)
+    predicted: bool = False  # rungs cut on the predictor's throughput, as the search does (else the measured one)
+    tolerance: float = 0.0  # `halving.hardware_tolerance`: throughputs within this fraction not told apart at a rung
 
     @property
     def asked_at_once(self) -> int:
@@ -68,23 +71,28 @@ class Way:
 
 
 WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
-                 r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?$")
+                 r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?"
+                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?$")
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA]`: P at once; halving with
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT]`: P at once; halving with
     reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
     cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
     (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
-    `halving.ask_ahead`); `aA` trains the A predicted-fastest cells first (as `anchors`); `other-seed` is
-    one at a time on another seed (the noise floor)."""
+    `halving.ask_ahead`); `aA` trains the A predicted-fastest cells first (as `anchors`); `pred` cuts at
+    rungs on the shipped H200 predictor's throughput, as the search does, where the others cut on the
+    measured one (the front is scored on the measured one either way); `tT` compares throughputs within T%
+    as equal at a rung (`halving.hardware_tolerance`); `other-seed` is one at a time on another seed (the
+    noise floor)."""
     match = WAY.match(name)
     if match is None:
         raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed]"
-                         f"[-gG][-aA], e.g. p16-pareto-informed-g16")
+                         f"[-gG][-aA][-pred][-tT], e.g. p16-pareto-informed-g16")
     return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
                float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]),
-               bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0))
+               bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0), bool(match["pred"]),
+               int(match["t"] or 0) / 100)
 
 
 DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-tellcut",
@@ -103,6 +111,19 @@ class Tables:
         self.throughput = {a: measured.figures(a)["throughput_per_s"] for a in accuracy}
         self.top = max(self.throughput.values())
         self._anchors: dict[tuple[int, int], list[dict]] = {}
+        self._predicted: dict[str, float] = {}
+
+    def predicted(self, arch: str) -> float:
+        """The shipped H200 predictor's throughput for a cell, what the search's rungs compare (every cell
+        predicted in one batch, on first use)."""
+        if not self._predicted:
+            from nasutil.predictor import make_predictor
+
+            predictor = make_predictor(profile="h200")
+            cells = sorted(self.final)
+            scored = predictor.predict_many("nb201", cells, predictor.target())
+            self._predicted = {cell: p.throughput_per_s for cell, p in zip(cells, scored)}
+        return self._predicted[arch]
 
     def anchors(self, count: int, seed: int) -> list[dict]:
         """The search's `anchors` for this seed: the fast end on the shipped H200 predictor (not the table)."""
@@ -123,7 +144,10 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     space = get_space("nb201")
     sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=10, seed=seed)
     study = optuna.create_study(directions=DIRECTIONS, sampler=RungInformedSampler(sampler) if way.informed else sampler)
-    halving = ParetoHalving(way.reduction_factor, way.min_fraction) if way.halving else None
+    halving = ParetoHalving(way.reduction_factor, way.min_fraction, hardware_tolerance=way.tolerance) \
+        if way.halving else None
+    if halving is not None:
+        halving.name_objectives(NAMES)
     first = tables.anchors(way.anchors, seed) if way.anchors else []
     spread = _spread_start(space, tables, seed, min(trials, way.asked_at_once)) if way.spread else []
     for params in first + [_params(space, arch) for arch in spread]:
@@ -163,7 +187,7 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
         clock, number, rung, trial, arch, start = heapq.heappop(events)
         answer(number)
         if rung < len(rungs):  # at a rung: cut, or on to the next rung (or the end)
-            values = [tables.rung[arch], tables.throughput[arch]]
+            values = [tables.rung[arch], tables.predicted(arch) if way.predicted else tables.throughput[arch]]
             if way.informed:
                 trial.set_user_attr(RUNG_VALUES, values)
             if halving.decide(rung, number, values, DIRECTIONS) is not None:

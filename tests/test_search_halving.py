@@ -19,6 +19,46 @@ def test_fronts_by_non_dominated_sorting():
     assert front_indices(gains).tolist() == [0, 0, 0, 1, 2, 1]
 
 
+def test_points_closer_than_a_columns_margin_are_not_told_apart():
+    gains = np.array([[90.0, 0.0], [60.0, -0.02], [50.0, -0.5]])
+    assert front_indices(gains).tolist() == [0, 1, 2]
+    assert front_indices(gains, np.array([0.0, 0.05])).tolist() == [0, 0, 1]  # 2% slower: not dominated
+
+
+def test_a_candidate_predicted_a_little_slower_is_not_cut_within_the_hardware_tolerance():
+    """The predictor ranks the fastest cells poorly (on nb201 the all-skip cell, predicted 2% slower than
+    the fast anchors and far less accurate at a rung, measures the fastest of all): within
+    `hardware_tolerance` a predicted hardware figure does not dominate, accuracy alone cannot cut."""
+    anchor, all_skip = [85.0, 491_939.0], [60.0, 482_187.0]
+    exact, tolerant = ParetoHalving(3, hardware_tolerance=0.0), ParetoHalving(3, hardware_tolerance=0.05)
+    for halving in (exact, tolerant):
+        halving.name_objectives(["accuracy", "throughput"])
+        assert halving.decide(0, 0, anchor, MAX) is None
+    assert exact.decide(0, 1, all_skip, MAX) is not None
+    assert tolerant.decide(0, 1, all_skip, MAX) is None
+    slow = [59.0, 400_000.0]  # 18% slower and less accurate: dominated whatever the tolerance
+    assert tolerant.decide(0, 2, slow, MAX) is not None
+    unnamed = ParetoHalving(3, hardware_tolerance=0.05)  # objectives never named: every one compared exactly
+    unnamed.decide(0, 0, anchor, MAX)
+    assert unnamed.decide(0, 1, all_skip, MAX) is not None
+
+
+def test_the_tolerance_applies_to_hardware_figures_in_either_direction_never_to_accuracy():
+    halving = ParetoHalving(3, hardware_tolerance=0.05)
+    halving.name_objectives(["latency", "accuracy"])
+    directions = ["minimize", "maximize"]
+    assert halving.decide(0, 0, [1.00, 85.0], directions) is None
+    assert halving.decide(0, 1, [1.02, 60.0], directions) is None  # 2% slower: not told apart
+    assert halving.decide(0, 2, [1.00, 84.0], directions) is None  # as fast as predicted: it may be faster
+    assert halving.decide(0, 3, [1.10, 84.0], directions) is not None  # 10% slower and less accurate: dominated
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, True, "5%", float("nan")])
+def test_a_hardware_tolerance_outside_zero_to_one_is_refused(bad):
+    with pytest.raises(NasutilError, match="hardware_tolerance"):
+        ParetoHalving(3, hardware_tolerance=bad)
+
+
 def test_rungs_follow_the_reduction_factor():
     assert ParetoHalving(3, 1 / 9).rungs == pytest.approx((1 / 9, 1 / 3), abs=1e-6)
     assert ParetoHalving(4, 1 / 16).rungs == pytest.approx((1 / 16, 1 / 4), abs=1e-6)

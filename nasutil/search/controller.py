@@ -192,6 +192,7 @@ class Search:
         previous = study.get_trials(deepcopy=False)
         self.early = EarlyStopping(pruner, previous, f"{study.study_name}-early-stopping")
         self.halving = halving or Halving()
+        self.halving.name_objectives(self.objectives.names)
         self.halving.remember(self._rung_values(previous), self.objectives.directions)
         self.pruned_as = resolve_pruned_as(pruned_as, study.sampler)
         self.measuring: HardwareMeasurer | MeasurementQueue | None = measurer

@@ -70,6 +70,9 @@ class Halving:
     def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
         return None
 
+    def name_objectives(self, names: Sequence[str]) -> None:
+        """The search's objectives by name, in the order of `values` (told once, before any `decide`)."""
+
     def remember(self, rung_values: Iterable[tuple[int, int, Sequence[float]]], directions: Sequence[str]) -> None:
         """Rung values of trials of earlier runs of the study: (rung, trial, values)."""
 
@@ -83,12 +86,17 @@ class ParetoHalving(Halving):
     name = "pareto"
 
     def __init__(self, reduction_factor: float = 3, min_fraction: float = 1 / 9, inform_sampler: bool = True,
-                 ask_ahead: int | None = 16) -> None:
+                 ask_ahead: int | None = 16, hardware_tolerance: float = 0.1) -> None:
         if not isinstance(inform_sampler, bool):
             raise NasutilError(f"halving.inform_sampler must be true or false, got {inform_sampler!r}")
         if ask_ahead is not None and (isinstance(ask_ahead, bool) or not isinstance(ask_ahead, int) or ask_ahead < 1):
             raise NasutilError(f"halving.ask_ahead must be a whole number >= 1 or null, got {ask_ahead!r}")
         self.inform_sampler, self.ask_ahead = inform_sampler, ask_ahead
+        if isinstance(hardware_tolerance, bool) or not isinstance(hardware_tolerance, (int, float)) \
+                or not 0 <= hardware_tolerance < 1:
+            raise NasutilError(f"halving.hardware_tolerance must be a fraction in [0, 1), got {hardware_tolerance!r}")
+        self.hardware_tolerance = float(hardware_tolerance)
+        self._names: list[str] = []  # unnamed objectives are all compared exactly
         for key, value in (("reduction_factor", reduction_factor), ("min_fraction", min_fraction)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise NasutilError(f"halving.{key} must be a number, got {value!r}")
@@ -105,15 +113,21 @@ class ParetoHalving(Halving):
         self._board: list[dict[int, tuple[float, ...]]] = [{} for _ in self.rungs]
         self._lock = threading.Lock()
 
+    def name_objectives(self, names: Sequence[str]) -> None:
+        self._names = list(names)
+
     def decide(self, rung: int, trial: int, values: Sequence[float], directions: Sequence[str]) -> Cut | None:
-        """Record `trial`'s values at `rung`; a Cut if it ranks below the top 1/reduction_factor there."""
+        """Record `trial`'s values at `rung`; a Cut if it ranks below the top 1/reduction_factor there.
+        Once the objectives are named, every one but accuracy (a predicted hardware figure) is compared
+        within `hardware_tolerance`."""
         with self._lock:
             board = self._board[rung]
             board[trial] = tuple(float(v) for v in self._ranked(values))
             numbers = list(board)
             points = np.array([board[n] for n in numbers], dtype=float)
-        gains = _as_gains(points, directions)
-        fronts = front_indices(gains)
+        tolerances = [0.0 if name == "accuracy" else self.hardware_tolerance for name in self._names]
+        gains, margins = _tolerant_gains(points, directions, tolerances)
+        fronts = front_indices(gains, margins)
         mine = fronts[numbers.index(trial)]
         ahead = int((fronts < mine).sum())
         kept = max(1, int(len(numbers) // self.reduction_factor))
@@ -159,13 +173,30 @@ def _as_gains(points: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     return np.where(np.isfinite(gains), gains, -np.inf)
 
 
-def front_indices(gains: np.ndarray) -> np.ndarray:
+def _tolerant_gains(points: np.ndarray, directions: Sequence[str],
+                    tolerances: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Gains and margins where objectives within a relative tolerance count as equal: such a column is
+    compared on its logarithm, so that `tolerance` is one margin whatever the figure's size (a column with
+    a value that is not positive keeps its plain gains and no margin)."""
+    gains = _as_gains(points, directions)
+    margins = np.zeros(points.shape[1])
+    for k, tolerance in enumerate(tolerances[:points.shape[1]]):
+        column = points[:, k]
+        if tolerance > 0 and np.all(np.isfinite(column)) and np.all(column > 0):
+            gains[:, k] = np.log(column) * (1.0 if directions[k] == "maximize" else -1.0)
+            margins[k] = math.log1p(tolerance)
+    return gains, margins
+
+
+def front_indices(gains: np.ndarray, margins: np.ndarray | None = None) -> np.ndarray:
     """Each point's front by non-dominated sorting (0: not dominated; 1: dominated only by front 0; ...),
-    every column maximised."""
+    every column maximised. With `margins`, a point dominates another only where it is better by at least
+    its column's margin in each column (epsilon-dominance): within the margin, the other may be the better."""
     n = len(gains)
     if n == 0:
         return np.zeros(0, dtype=int)
-    at_least = (gains[:, None, :] >= gains[None, :, :]).all(axis=2)
+    shift = np.zeros(gains.shape[1]) if margins is None else np.asarray(margins, dtype=float)
+    at_least = (gains[:, None, :] >= gains[None, :, :] + shift).all(axis=2)
     better = (gains[:, None, :] > gains[None, :, :]).any(axis=2)
     dominates = at_least & better  # [i, j]: i dominates j
     left = dominates.sum(axis=0)
