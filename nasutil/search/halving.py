@@ -148,7 +148,10 @@ class ParetoHalving(Halving):
         rungs = ", ".join(f"{f:.3g}" for f in self.rungs)
         informed = "; the sampler learns from rungs" if self.inform_sampler else ""
         ahead = f"; at most {self.ask_ahead} asked ahead of results" if self.ask_ahead else ""
-        return f"{self.name} (rungs at {rungs} of the training, 1/{self.reduction_factor:g} go on{informed}{ahead})"
+        tolerance = (f"; predicted hardware figures within {self.hardware_tolerance:.0%} not held against a candidate"
+                     if self.hardware_tolerance and self.name == "pareto" else "")
+        return (f"{self.name} (rungs at {rungs} of the training, 1/{self.reduction_factor:g} go on{tolerance}{informed}"
+                f"{ahead})")
 
 
 class AccuracyHalving(ParetoHalving):
