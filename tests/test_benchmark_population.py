@@ -106,6 +106,22 @@ def test_the_front_replay_cuts_at_rungs_and_spreads_its_start():
     assert len(set(start)) == 8 and speeds[0] < quartile and speeds[-1] > upper  # one from each slice
 
 
+def test_the_front_replay_can_cut_on_predictions_within_a_tolerance():
+    """`-pred` cuts at rungs on the shipped predictor's throughput, as the search does; `-tT` is the halving's
+    hardware tolerance in percent."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import population_front as replay
+
+    way = replay.parse_way("p16-pareto-informed-g16-a4-pred-t10")
+    assert way.predicted and way.tolerance == pytest.approx(0.10) and way.anchors == 4 and way.population == 16
+    plain = replay.parse_way("p16-pareto")
+    assert not plain.predicted and plain.tolerance == 0.0
+    with pytest.raises(SystemExit):
+        replay.parse_way("p16-pareto-t10-pred")  # the order is fixed
+
+
 def test_a_population_run_may_have_a_trial_budget_of_its_own():
     import sys
 
@@ -772,3 +788,148 @@ def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
         done = subprocess.run([sys.executable, str(script), "--runs", *runs, "--out", str(tmp_path)],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def _measured_rows(seed: int) -> list[dict]:
+    import csv
+
+    return list(csv.DictReader((RESULTS / f"population_search_b64_measured_s{seed}.csv").open()))
+
+
+def _seeds_80_to_84() -> dict[tuple[int, str], dict]:
+    import csv
+
+    by = {}
+    for seed, name in ((80, "population_search_b64_s80"), (84, "population_search_b64_s84"),
+                       (82, "population_search_b256_s82")):
+        for r in csv.DictReader((RESULTS / f"{name}.csv").open()):
+            by[(seed, r["run"])] = r
+    return by
+
+
+def test_the_seeds_80_to_84_tables_and_notes_are_their_result_files():
+    marker = "**Seeds 80-84: the storage asked less"
+    by = _seeds_80_to_84()
+    assert _table_after(marker) == [_search_row(seed, r) for (seed, _), r in by.items()]
+    measured = [[str(seed), r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"],
+                 r["pruned_before_training"], r["measured"], r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                 _cell(r["speedup_over_baseline"], ".2f", "x") if r["run"] != "p1" else "",
+                 _cell(r["hypervolume_ratio"], ".3f") if r["run"] != "p1" else ""]
+                for seed in (81, 83) for r in _measured_rows(seed)]
+    assert _table_after("*With pruning before training and measured survivors* (`prune=dominated_throughput "
+                        "evaluator=auto`, 48") == measured
+    section = (ROOT / "BENCHMARKS.md").read_text().split(marker)[1].split("**Seeds 69-73")[0]
+    flat = " ".join(section.split())
+    x = {key: float(r["speedup_over_baseline"]) for key, r in by.items() if key[1] != "p1"}
+    plain = {key: float(r["speedup_over_plain_search"]) for key, r in by.items() if r["speedup_over_plain_search"]}
+    front = {key: float(r["hypervolume_ratio"]) for key, r in by.items()}
+    assert (f"16 at once read {x[80, 'p16-pareto']:.2f}x (seed 80) and {x[84, 'p16-pareto']:.2f}x (seed 84) one at a "
+            f"time, {plain[80, 'p16-pareto']:.1f}x and {plain[84, 'p16-pareto']:.1f}x a plain eager loop, fronts "
+            f"{front[80, 'p16-pareto']:.3f} and {front[84, 'p16-pareto']:.3f}") in flat
+    assert (f"16 at once {x[82, 'p16-pareto']:.2f}x, 64 at once {x[82, 'p64-pareto']:.2f}x one at a time, fronts "
+            f"{front[82, 'p16-pareto']:.3f} and {front[82, 'p64-pareto']:.3f}") in flat
+    of16 = [x[seed, run] / x[seed, "p16-pareto"] for seed, run in ((80, "p64-pareto"), (80, "p256-pareto"),
+                                                                   (84, "p64-pareto"))]
+    assert f"{of16[0]:.2f}x and {of16[1]:.2f}x of it on seed 80, 64 at once {of16[2]:.2f}x on 84" in flat
+    assert all(r < 1 for r in of16)  # "still slower than 16"
+    assert f"took {float(by[80, 'p1']['speedup_over_plain_search']):.1f}x `p1`'s trial seconds on its 3 cells, " \
+           f"on 84 {float(by[84, 'p1']['speedup_over_plain_search']):.1f}x" in flat
+    together = [float(r["mean_together"]) for r in by.values() if r["mean_together"]]
+    assert f"trained {min(together):.1f}-{max(together):.1f} candidates at once" in flat
+    rows = [*by.values(), *_measured_rows(81), *_measured_rows(83)]
+    assert sum(int(r["failed"]) for r in rows) == 0
+    speed = [float(r["speedup_over_baseline"]) for seed in (81, 83) for r in _measured_rows(seed) if r["run"] != "p1"]
+    assert f"- {min(speed):.2f}-{max(speed):.2f}x one at a time, under the 5x goal" in flat
+    pruned = [int(r["pruned_before_training"]) for seed in (81, 83) for r in _measured_rows(seed) if r["run"] == "p1"]
+    assert f"one at a time pruned {pruned[0]} and {pruned[1]} of 48" in flat
+
+
+def test_survivor_readings_against_the_shipped_table_are_the_result_files():
+    """Each measured survivor of seeds 81 and 83 (its arch and measured throughput, from `_runs.jsonl`) against
+    the same cell in the shipped H200 table: one at a time agrees, populations split in two."""
+    from nasutil.data.measured import measured_table
+
+    table = measured_table("nb201_h200")
+    ratios: dict[str, list[float]] = {"alone": [], "together": []}
+    for seed in (81, 83):
+        for line in (RESULTS / f"population_search_b64_measured_s{seed}_runs.jsonl").open():
+            run = json.loads(line)
+            for (_, throughput), (arch, _) in zip(run["points"], run["trial_seconds"]):
+                kind = "alone" if run["run"] == "p1" else "together"
+                ratios[kind].append(throughput / table.figures(arch)["throughput_per_s"])
+    alone, together = ratios["alone"], ratios["together"]
+    low, level = [r for r in together if r < 0.98], [r for r in together if r >= 0.98]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"one at a time's {len(alone)} measured readings lay within {100 * (min(alone) - 1):.1f}% to "
+            f"+{100 * (max(alone) - 1):.1f}%; of the populations' {len(together)}, {len(level)} lay within "
+            f"{100 * (min(level) - 1):.1f}% to +{100 * (max(level) - 1):.1f}% and {len(low)} read "
+            f"{100 * (1 - max(low)):.1f}-{100 * (1 - min(low)):.1f}% below") in flat
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"{len(low)} of the populations' {len(together)} survivor measurements read {100 * (1 - max(low)):.0f}-"
+            f"{100 * (1 - min(low)):.0f}% slower than the shipped table while all {len(alone)} of one at a time's "
+            f"agreed with it within {100 * (1 - min(alone)):.1f}%") in readme
+
+
+def test_the_tolerance_replay_table_is_its_result_files():
+    folder = ROOT / "benchmarks" / "results" / "cpu" / "population_front"
+    expected, summaries = [], {}
+    for seeds, name in (("2000-2019", "population_front_tolerance"), ("2100-2119", "population_front_tolerance_fresh")):
+        summaries[seeds] = json.loads((folder / f"{name}.json").read_text())["summary"]
+        for key, s in summaries[seeds].items():
+            expected.append([seeds, key.split("/")[0], f"{s['mean_hypervolume_ratio']:.3f}",
+                             f"{s['worst_hypervolume_ratio']:.3f}", str(s["seeds_below_0.95"]),
+                             f"{s['trainings_spent']:.1f}"])
+    assert _table_after("*Rungs that allow for the predictor's error*") == expected
+    exact = [summaries[s][f"{p}-pareto-informed-g16-a4-pred/t64"] for s, p in
+             (("2000-2019", "p16"), ("2100-2119", "p16"), ("2100-2119", "p64"))]
+    tolerant = [summaries[s][f"{p}-pareto-informed-g16-a4-pred-t10/t64"] for s, p in
+                (("2000-2019", "p16"), ("2100-2119", "p16"), ("2100-2119", "p64"))]
+    assert all(e["seeds_below_0.95"] == 10 for e in exact)
+    assert [t["seeds_below_0.95"] for t in tolerant] == [0, 0, 1]
+    more = [t["trainings_spent"] / e["trainings_spent"] - 1 for e, t in zip(exact, tolerant)]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert f"for {100 * min(more):.0f}-{100 * max(more):.0f}% more trainings" in flat
+    assert f"for {100 * min(more):.0f}-{100 * max(more):.0f}% more training" in " ".join(
+        (ROOT / "docs" / "search.md").read_text().split())
+
+
+def test_the_second_gil_profile_table_is_remade_from_its_profile(tmp_path):
+    import csv
+    import subprocess
+    import sys
+
+    after, before = RESULTS / "gil_profile_after_s70", RESULTS / "gil_profile_s70"
+    out = tmp_path / "shares.csv"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gil_shares.py"), str(after / "spy_gil_s70.txt.gz"),
+                    "--out", str(out)], check=True, capture_output=True)
+    assert out.read_text() == (after / "gil_shares_s70.csv").read_text()
+    old, new = list(csv.DictReader((before / "gil_shares_s70.csv").open())), list(csv.DictReader(out.open()))
+    assert _table_after("*Who holds the interpreter, again*") == [
+        [o["kind"], f"{int(o['samples']):,}", f"{100 * float(o['share']):.1f}%", f"{int(n['samples']):,}",
+         f"{100 * float(n['share']):.1f}%"] for o, n in zip(old, new)]
+    storage = [next(r for r in rows if r["kind"].startswith("storage")) for rows in (old, new)]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"the storage's samples fell from {storage[0]['samples']} to {storage[1]['samples']} (from "
+            f"{100 * float(storage[0]['share']):.1f}% to {100 * float(storage[1]['share']):.1f}%") in flat
+    summary = next(csv.DictReader((after / "spy_gil.csv").open()))
+    assert f"{float(summary['wall_s']):.1f} s under the profiler, {float(summary['mean_together']):.1f} members" in flat
+
+
+def test_readmes_figures_for_seeds_80_to_84_are_the_result_files():
+    by = _seeds_80_to_84()
+    x = {key: float(r["speedup_over_baseline"]) for key, r in by.items() if key[1] != "p1"}
+    flat = " ".join((ROOT / "README.md").read_text().split())
+    of16 = [x[seed, run] / x[seed, "p16-pareto"] for seed, run in ((80, "p64-pareto"), (80, "p256-pareto"),
+                                                                   (84, "p64-pareto"))]
+    assert (f"16 at once read {x[80, 'p16-pareto']:.2f}x and {x[84, 'p16-pareto']:.2f}x one at a time and "
+            f"{float(by[80, 'p16-pareto']['speedup_over_plain_search']):.1f}x and "
+            f"{float(by[84, 'p16-pareto']['speedup_over_plain_search']):.1f}x a plain eager loop, fronts "
+            f"{float(by[80, 'p16-pareto']['hypervolume_ratio']):.3f} and "
+            f"{float(by[84, 'p16-pareto']['hypervolume_ratio']):.3f}; 64 and 256 at once were "
+            f"{min(of16):.2f}-{max(of16):.2f}x of 16; at batch 256 (seed 82) 16 and 64 at once read "
+            f"{x[82, 'p16-pareto']:.2f}x and {x[82, 'p64-pareto']:.2f}x") in flat
+    measured = [r for seed in (81, 83) for r in _measured_rows(seed) if r["run"] != "p1"]
+    speed = [float(r["speedup_over_baseline"]) for r in measured]
+    front = [float(r["hypervolume_ratio"]) for r in measured]
+    assert (f"read {min(speed):.2f}-{max(speed):.2f}x, fronts on measured throughput {min(front):.3f}-"
+            f"{max(front):.3f}") in flat
