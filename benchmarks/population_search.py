@@ -30,7 +30,8 @@ cells of an eager run are the sampler's first proposals, whose cost varies fourf
 `--plain-sample K`, K of the baseline's own trained cells (drawn with the seed) are trained by the plain loop
 after it, and `speedup_over_plain_search` divides by the baseline's whole search as that loop would run it
 (its span times the loop's seconds over the trials' seconds on those K cells).
-Writes population_search_runs.jsonl (a line per run as it ends), NAME.json and NAME.csv.
+Writes population_search_runs.jsonl (a line per run as it ends; with `evaluator=auto`, each measured survivor's
+throughput, SM clock and latency spread under `measurements`), NAME.json and NAME.csv.
 """
 
 from __future__ import annotations
@@ -124,6 +125,9 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "trial_seconds": [(t.user_attrs.get("arch"), (t.datetime_complete - t.datetime_start).total_seconds())
                               for t in done if t.datetime_start and t.datetime_complete],
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
+            "measurements": [{k: t.user_attrs.get(f"measured_{k}") for k in ("throughput_per_s", "sm_clock_mhz",
+                                                                              "latency_cv")} | {"arch": t.user_attrs.get("arch")}
+                             for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity}
 
 
@@ -145,7 +149,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
         for r in group:
             row = {k: v for k, v in r.items()
-                   if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample")}
+                   if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample", "measurements")}
             activity = r.get("population_activity") or {}
             row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
             row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")

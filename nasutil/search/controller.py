@@ -53,7 +53,8 @@ from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
-from nasutil.search.storage import fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts, write_user_attrs
+from nasutil.search.storage import (fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts,
+                                    write_user_attrs)
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
                                    outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer

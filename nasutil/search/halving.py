@@ -178,9 +178,9 @@ def _as_gains(points: np.ndarray, directions: Sequence[str]) -> np.ndarray:
 
 def _tolerant_gains(points: np.ndarray, directions: Sequence[str],
                     tolerances: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """Gains and margins where objectives within a relative tolerance count as equal: such a column is
-    compared on its logarithm, so that `tolerance` is one margin whatever the figure's size (a column with
-    a value that is not positive keeps its plain gains and no margin)."""
+    """Gains, and each column's margin for `front_indices`: a column with a relative tolerance is compared on
+    its logarithm, so that the tolerance is one margin whatever the figure's size (a column with a value
+    that is not positive keeps its plain gains and no margin)."""
     gains = _as_gains(points, directions)
     margins = np.zeros(points.shape[1])
     for k, tolerance in enumerate(tolerances[:points.shape[1]]):

@@ -322,8 +322,9 @@ def _upsert_user_attrs(storage: optuna.storages.RDBStorage, session: Any, trial_
 
 def write_user_attrs(study: optuna.Study, trial_id: int, attrs: dict[str, Any]) -> None:
     """Set several user attributes of a running trial in one write: one statement in one transaction on
-    SQLite and PostgreSQL (one transaction on another RDB storage), one append to a journal, where Optuna's storage writes each attribute by itself. Any other storage, or
-    an Optuna whose internals differ, gets one write per attribute."""
+    SQLite and PostgreSQL (one transaction on another RDB storage), one append to a journal, where Optuna's
+    storage writes each attribute by itself. Any other storage, or an Optuna whose internals differ, gets
+    one write per attribute."""
     if not attrs:
         return
     storage = getattr(study._storage, "_backend", study._storage)
