@@ -255,3 +255,54 @@ def test_the_readme_and_docs_quote_the_sixteen_anchors_evaluation():
     saved150 = sorted(100 * by[f"{s}@150"]["trainings_saved_mean"] for s in ("nsga2", "tpe", "random"))
     assert (f"saved {saved300[0]:.0f}-{saved300[-1]:.0f}% of the trainings at 300 trials with no seed below "
             f"{worst:.3f} of the unpruned hypervolume ({saved150[0]:.1f}-{saved150[-1]:.1f}% saved at 150 trials)") in docs
+
+
+def test_one_neighbour_on_fresh_seeds_is_what_its_committed_trials_say(readme, analysis_script):
+    """Seeds 1400-1419: the table, and every goal it claims met for every sampler at both budgets."""
+    summary = assert_committed(analysis_script, EXPERIMENT / "results" / "measured_v7", "a16_q50_guard20_n1",
+                               "measured", range(1400, 1420))
+    by = summary["by_sampler"]
+    assert set(by) == {f"{s}@{b}" for s in ("nsga2", "tpe", "random") for b in (150, 300)}
+    label = ", seeds 1400-1419, anchors=16, error_quantile=0.5, top_band=0.2, min_neighbours=1"
+    for key, entry in by.items():
+        assert entry["seeds"] == 20, key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+        assert entry["trainings_saved_mean"] >= 0.55 and entry["hv_ratio_measured_mean"] >= 0.99, key
+        assert entry["hv_ratio_measured_min"] >= 0.95, key
+    worst = min(e["hv_ratio_measured_min"] for e in by.values())
+    pct = {key: f"{100 * e['trainings_saved_mean']:.1f}%" for key, e in by.items()}
+    assert (f"{pct['nsga2@150']} (NSGA-II), {pct['tpe@150']} (TPE) and {pct['random@150']} (random search) fewer "
+            f"trainings at 150 trials, {pct['nsga2@300']}, {pct['tpe@300']} and {pct['random@300']} at 300") in readme
+    assert f"and no seed below {worst:.3f}." in readme
+
+
+def test_the_one_neighbour_screen_is_its_result_file(readme):
+    with (EXPERIMENT / "results" / "measured_v7" / "screen_tuning_anchors16.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["budget"] == "150"]
+    for r in rows:
+        line = (f"| {r['setting']} | {NAMES[r['sampler']]} | {100 * float(r['saved_mean']):.1f}%, "
+                f"{100 * float(r['saved_min']):.1f}% | {float(r['hv_ratio_mean']):.4f}, {float(r['hv_ratio_min']):.4f} |")
+        assert line in readme, line
+    base = {r["sampler"]: r for r in rows if r["setting"] == "error_quantile=0.5 top_band=0.2"}
+    one = {r["sampler"]: r for r in rows if r["setting"] == "error_quantile=0.5 top_band=0.2 min_neighbours=1"}
+    gain = [round(100 * (float(one[s]["saved_mean"]) - float(base[s]["saved_mean"]))) for s in ("nsga2", "tpe")]
+    loss = max(float(base[s][k]) - float(one[s][k]) for s in ("nsga2", "tpe") for k in ("hv_ratio_mean", "hv_ratio_min"))
+    assert f"one neighbour saves {gain[0]} and {gain[1]} points more at 150 trials" in " ".join(readme.split())
+    assert loss <= 0.003 and "for at most 0.003 of the hypervolume" in " ".join(readme.split())
+
+
+def test_the_readme_and_docs_quote_the_one_neighbour_evaluation():
+    root = Path(__file__).resolve().parents[1]
+    by = json.loads((EXPERIMENT / "results" / "measured_v7" / "measured_summary.json").read_text())["by_sampler"]
+    pct = {key: 100 * e["trainings_saved_mean"] for key, e in by.items()}
+    worst = min(e["hv_ratio_measured_min"] for e in by.values())
+    means = [e["hv_ratio_measured_mean"] for e in by.values()]
+    at300 = sorted(pct[f"{s}@300"] for s in ("nsga2", "tpe", "random"))
+    at150 = sorted(pct[f"{s}@150"] for s in ("nsga2", "tpe", "random"))
+    text = " ".join((root / "README.md").read_text().split())
+    assert (f"{pct['nsga2@150']:.1f}% (NSGA-II), {pct['tpe@150']:.1f}% (TPE) and {pct['random@150']:.1f}% (random "
+            f"search) fewer trainings at 150 trials, {at300[0]:.1f}-{at300[-1]:.1f}% at 300, mean hypervolume "
+            f"{min(means):.3f}-{max(means):.3f} and no seed below {worst:.3f}") in text
+    docs = " ".join((root / "docs" / "search.md").read_text().split())
+    assert (f"saved {at150[0]:.1f}-{at150[-1]:.1f}% at 150 trials and {at300[0]:.1f}-{at300[-1]:.1f}% at 300 with no "
+            f"seed below {worst:.3f}") in docs
