@@ -137,6 +137,8 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p16-pareto@128.2") == parse_run("p16-pareto@128")  # a repeat: the same settings
     assert parse_run("p16-pareto-f4.2")["reduction_factor"] == 4
     assert parse_run("p16-pareto-l8")["lead_rounds"] == 8 and "lead_rounds" not in parse_run("p16-pareto")
+    assert parse_run("p64-pareto-a4")["ahead"] == 4 and "ahead" not in parse_run("p64-pareto")
+    assert parse_run("p64-pareto-l8-a4.2") == {**parse_run("p64-pareto-l8"), "ahead": 4}
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
     with pytest.raises(SystemExit, match="needs a halving"):
@@ -933,3 +935,32 @@ def test_readmes_figures_for_seeds_80_to_84_are_the_result_files():
     front = [float(r["hypervolume_ratio"]) for r in measured]
     assert (f"read {min(speed):.2f}-{max(speed):.2f}x, fronts on measured throughput {min(front):.3f}-"
             f"{max(front):.3f}") in flat
+
+
+def test_the_epoch_rates_of_larger_populations_are_the_committed_files():
+    """Every committed call with 16 and 64 (or 256) at once, each run once (a seed's runs appear in a joined
+    file and in their own): epochs trained a second, larger over 16."""
+    import csv
+    import statistics
+
+    pairs: dict[tuple[str, str, float], float] = {}
+    for path in sorted(RESULTS.glob("population_search_b*.csv")):
+        rows = list(csv.DictReader(path.open()))
+        if not rows or "epochs_trained" not in rows[0]:
+            continue
+        by = {(r["seed"], r["run"]): r for r in rows}
+        for (seed, run), base in by.items():
+            if run != "p16-pareto":
+                continue
+            for big in ("p64-pareto", "p256-pareto"):
+                if (seed, big) in by:
+                    rate = [float(r["epochs_trained"]) / float(r["wall_s"]) for r in (by[seed, big], base)]
+                    pairs[big, seed, round(float(base["wall_s"]), 3)] = rate[0] / rate[1]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    said = []
+    for big in ("p64-pareto", "p256-pareto"):
+        ratios = [v for k, v in pairs.items() if k[0] == big]
+        said.append((f"{statistics.median(ratios):.2f}x", len(ratios), sum(r < 1 for r in ratios)))
+    assert (f"64 at once trained {said[0][0]} as many epochs a second as 16 at once (median of {said[0][1]} pairs; "
+            f"{said[0][2]} of them below 1) and 256 at once {said[1][0]} ({said[1][1]} pairs, {said[1][2]} below 1)"
+            ) in flat
