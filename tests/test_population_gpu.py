@@ -122,7 +122,7 @@ FAST = ["|skip_connect~0|+|skip_connect~0|skip_connect~1|+|skip_connect~0|skip_c
 def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_device_reads():
     """The measurement queue holds the population quiet while it measures: the latency it reads equals a
     quiet measurement within 1%, where one taken while the population trains reads the load too; and so
-    do the fastest cells, queued together as a search's survivors are."""
+    do the fastest cells, queued together as a search's survivors are, while the host builds networks."""
     from concurrent.futures import ThreadPoolExecutor
 
     from nasutil.search.measurer import MeasurementQueue, Measurer
@@ -145,8 +145,22 @@ def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_devi
                 threading.Event().wait(0.2)
             readings["queued"] = queue.measure("nb201", arch)["measured_latency_ms"]
             readings["loaded"] = measurer.measure("nb201", arch)["measured_latency_ms"]
-            with ThreadPoolExecutor(len(FAST)) as pool:
-                fast.update(zip(FAST, pool.map(lambda a: together.measure("nb201", a), FAST)))
+            stop = threading.Event()
+
+            def keep_the_host_busy() -> None:  # as a search's population builds its next candidates meanwhile
+                space = get_space("nb201")
+                while not stop.is_set():
+                    space.build(space.parse(ARCHS[0]), num_classes=10, input_size=32)
+                    torch.randn(1024, 1024) @ torch.randn(1024, 1024)
+
+            busy = threading.Thread(target=keep_the_host_busy)
+            busy.start()
+            try:
+                with ThreadPoolExecutor(len(FAST)) as pool:
+                    fast.update(zip(FAST, pool.map(lambda a: together.measure("nb201", a), FAST)))
+            finally:
+                stop.set()
+                busy.join()
         finally:
             done.set()
 

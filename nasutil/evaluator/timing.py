@@ -56,6 +56,16 @@ def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, 
     return n
 
 
+#: GPU clock cycles a CUDA-graph timing sleeps before its windows while the host queues them: about 0.25 ms,
+#: plus about 100 us a call at full clock. 25 us a call (the margin before) left the fastest nb201 cells (a
+#: batch in under half a millisecond, 12 calls to a 5 ms window) little slack beyond the time the host takes
+#: to queue a graph's launch: a measuring thread descheduled for a moment by other work on the host (a population
+#: building its next candidates beside a survivor's measurement, say) opened gaps inside the windows, the
+#: likely reason such survivors read 5-11% slow against the shipped table (BENCHMARKS.md, "Seeds 80-84").
+PREFILL_CYCLES = 500_000
+PREFILL_CYCLES_PER_CALL = 200_000
+
+
 def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int, repeats: int,
                  min_window_ms: float, max_iters: int, prefill: bool = False, lead_in_ms: float = 0.0) -> Timing:
     """Warm up (`warmup` calls, the last one timed), size windows to last >= min_window_ms, run untimed
@@ -75,8 +85,7 @@ def time_windows(fn: Callable[[], object], device: torch.device, *, warmup: int,
         if prefill and hasattr(torch.cuda, "_sleep"):
             # Keep the GPU busy while the CPU enqueues every window, so that a descheduled
             # CPU thread cannot open a gap inside a window (used where enqueueing is cheap).
-            # About 0.25 ms plus 25 us per call at full clock.
-            torch.cuda._sleep(int(5e5 + 5e4 * repeats * iters))
+            torch.cuda._sleep(int(PREFILL_CYCLES + PREFILL_CYCLES_PER_CALL * repeats * iters))
         for start, end in events:
             start.record()
             for _ in range(iters):
