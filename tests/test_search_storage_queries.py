@@ -113,10 +113,11 @@ def test_a_running_trial_that_never_sent_a_heartbeat_is_failed_after_the_grace_p
 
 
 @pytest.mark.parametrize("population", [16])
-def test_a_population_search_reads_the_study_at_most_three_times_a_trial(tmp_path, monkeypatch, population):
+def test_a_population_search_reads_the_study_about_twice_a_trial(tmp_path, monkeypatch, population):
     """Each read loads every running trial with all its attributes, a population's running trials many:
-    the budget and the running twin are asked with counting queries, and stale trials looked for once
-    per half heartbeat interval (the search read the study 5.1 times a trial before, 3.0 now)."""
+    the budget, the running twin and a trial's end are asked with counting queries, and stale trials
+    looked for once per half heartbeat interval (the search read the study 5.1 times a trial before;
+    the ask's own read and the trial's history remain)."""
     import optuna.storages._rdb.storage as rdb
 
     from nasutil.search.build import predictor_for
@@ -141,9 +142,10 @@ def test_a_population_search_reads_the_study_at_most_three_times_a_trial(tmp_pat
     predictor, target = predictor_for(compose(["predictor=analytical"]))
     search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Together(),
                     Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
-    counts = search.run(48)
-    assert counts.finished == 48
-    assert len(reads) <= 3.3 * 48
+    seen = []
+    counts = search.run(48, on_trial=lambda c, t: seen.append(c), counts_for_on_trial=False)
+    assert counts.finished == 48 and len(seen) == 48 and set(seen) == {None}
+    assert len(reads) <= 2.3 * 48
 
 
 def test_a_trials_attributes_are_written_by_one_statement_after_one_look_at_the_trial(tmp_path, url):
@@ -161,3 +163,26 @@ def test_a_trials_attributes_are_written_by_one_statement_after_one_look_at_the_
     study.tell(trial, [1.0, 1.0])
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
         write_user_attrs(study, trial._trial_id, {"late": 1})
+
+
+def test_a_trials_end_is_told_with_the_studys_counts_unless_they_are_declined(tmp_path):
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.record import Counts
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    for declined in (False, True):
+        (tmp_path / str(declined)).mkdir()
+        study = _study(tmp_path / str(declined))
+        study.sampler = optuna.samplers.RandomSampler(seed=0)
+        search = Search(study, "nb201", predictor, target, shipped("prune", "none"), TabularTrainer(),
+                        Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+        told = []
+        assert search.run(5, on_trial=lambda c, t: told.append(c), counts_for_on_trial=not declined).finished == 5
+        if declined:
+            assert told == [None] * 5
+        else:
+            assert all(isinstance(c, Counts) for c in told) and [c.finished for c in told] == [1, 2, 3, 4, 5]

@@ -27,6 +27,8 @@ from nasutil.search.config import config_digest  # noqa: F401  (registers the st
 PROG = "nasutil-search"
 CONFIG_PATH = "pkg://nasutil_conf"
 
+#: the progress bar reads the study's counts (every trial) at most this often, where trials end many a second
+BAR_COUNTS_EVERY_S = 0.5
 #: old override prefixes -> new ones; the old names work, with a warning, until the next release
 RENAMED = {"pruner": "early_stopping", "predictor.model": "predictor.kind"}
 
@@ -119,7 +121,7 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
             note_failure(trial, console)
             interrupts.stop_if_requested()
 
-        return search.run(n_trials, timeout, on_trial=noted, max_trainings=max_trainings)
+        return search.run(n_trials, timeout, on_trial=noted, max_trainings=max_trainings, counts_for_on_trial=False)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
         TimeRemainingColumn
@@ -131,15 +133,23 @@ def _run_with_progress(search, n_trials: int, timeout: float | None, progress: b
     with Progress(*columns, console=Console(file=sys.stderr)) as bar:
         task = bar.add_task("search", total=n_trials, completed=done, trained=0, stopped=0, pruned=0, failed=0)
 
-        def update(c, trial=None) -> None:  # the words of the summary: trained to the end, stopped early
-            bar.update(task, completed=min(c.finished, n_trials), trained=c.trained, stopped=c.stopped_early,
-                       pruned=c.pruned_before, failed=c.failed)
+        shown = [0.0]  # when the bar's counts were last read
+
+        def update(c=None, trial=None) -> None:  # the words of the summary: trained to the end, stopped early
+            if c is None and time.monotonic() - shown[0] >= BAR_COUNTS_EVERY_S:
+                c = search.counts()  # every trial read: at most a few times a second, not once a trial
+            if c is not None:
+                shown[0] = time.monotonic()
+                bar.update(task, completed=min(c.finished, n_trials), trained=c.trained, stopped=c.stopped_early,
+                           pruned=c.pruned_before, failed=c.failed)
             if trial is not None:
                 note_failure(trial, bar.console)
                 interrupts.stop_if_requested()
 
         update(search.counts())
-        return search.run(n_trials, timeout, on_trial=update, max_trainings=max_trainings)
+        counts = search.run(n_trials, timeout, on_trial=update, max_trainings=max_trainings, counts_for_on_trial=False)
+        update(counts)
+        return counts
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_PATH, config_name="config")

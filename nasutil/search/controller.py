@@ -423,15 +423,17 @@ class Search:
         return Counts.of(self.study.get_trials(deepcopy=False))
 
     def run(self, n_trials: int, timeout_s: float | None = None,
-            on_trial: Callable[[Counts, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5,
-            poll_s: float = 0.5, max_trainings: int | None = None) -> Counts:
+            on_trial: Callable[[Counts | None, FrozenTrial], None] | None = None, max_failures_in_a_row: int = 5,
+            poll_s: float = 0.5, max_trainings: int | None = None, counts_for_on_trial: bool = True) -> Counts:
         """Run until the study holds `n_trials` finished (trained or pruned) trials, counting the trials of
         every worker that shares the study. A trial that fails is recorded with its reason and the search
         goes on, without counting it toward the budget; if the first `max_failures_in_a_row` trials of this
         run all fail, the cause is systematic (a broken predictor, say) and the run stops with that reason.
         A worker that finds the budget claimed by others waits while their trials run (one may fail and
         free its place) and stops once the study is complete. With `max_trainings`, the run also stops
-        once the study holds that many trials that cost a training (trials running then finish)."""
+        once the study holds that many trials that cost a training (trials running then finish).
+        `on_trial(counts, trial)` sees every trial this run ends, with the study's counts, or None where
+        `counts_for_on_trial` is off (reading every trial for them costs a population's driver its turn)."""
         before = self.counts()
         remaining = n_trials - before.finished
         if remaining <= 0 or (max_trainings is not None and before.trainings >= max_trainings):
@@ -441,7 +443,14 @@ class Search:
 
         def after(study: optuna.Study, trial: FrozenTrial) -> None:
             nonlocal succeeded
-            counts = Counts.of(study.get_trials(deepcopy=False))
+            counts: Counts | None = None
+
+            def full() -> Counts:  # every trial read: only where something needs more than how many finished
+                nonlocal counts
+                if counts is None:
+                    counts = Counts.of(study.get_trials(deepcopy=False))
+                return counts
+
             if trial.user_attrs.get("surplus"):
                 left = 600.0 if deadline is None else max(0.0, deadline - time.monotonic())
                 counts = self._wait_for_others(study, n_trials, poll_s, min(600.0, left))
@@ -451,10 +460,11 @@ class Search:
                 succeeded = True
                 streak.clear()
             if on_trial is not None:
-                on_trial(counts, trial)
-            if counts.finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
+                on_trial(full() if counts_for_on_trial else None, trial)
+            finished = self._finished(study, counts, full)
+            if finished >= n_trials or (not succeeded and len(streak) >= max_failures_in_a_row):
                 self.stop()
-            elif max_trainings is not None and counts.trainings >= max_trainings:
+            elif max_trainings is not None and full().trainings >= max_trainings:
                 self.stop()
 
         self._enqueue_anchors()
@@ -479,6 +489,14 @@ class Search:
         if not succeeded and len(streak) >= max_failures_in_a_row:
             raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
         return self.counts()
+
+    def _finished(self, study: optuna.Study, counts: Counts | None, full: Callable[[], Counts]) -> int:
+        """How many trials of the study are finished: from `counts` where they were read, else by one counting
+        query (an RDB storage), else from every trial."""
+        if counts is not None:
+            return counts.finished
+        by_state = state_counts(study)
+        return full().finished if by_state is None else sum(by_state.get(state, 0) for state in FINISHED)
 
     def _answered(self, number: int) -> None:
         """A trial of this run has a result (a rung's, or its end): one more may be asked ahead."""
