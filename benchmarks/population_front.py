@@ -76,8 +76,8 @@ WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT]`: P at once; halving with
-    reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT]`: P at once;
+    halving with reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
     cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
     (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
     `halving.ask_ahead`); `aA` trains the A predicted-fastest cells first (as `anchors`); `pred` cuts at

@@ -130,10 +130,14 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "trial_seconds": [(t.user_attrs.get("arch"), (t.datetime_complete - t.datetime_start).total_seconds())
                               for t in done if t.datetime_start and t.datetime_complete],
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
-            "measurements": [{k: t.user_attrs.get(f"measured_{k}") for k in ("throughput_per_s", "sm_clock_mhz",
-                                                                              "latency_cv")} | {"arch": t.user_attrs.get("arch")}
-                             for t in done if t.user_attrs.get("hardware_source") == "measured"],
+            "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity}
+
+
+def _measurement(t: optuna.trial.FrozenTrial) -> dict:
+    """A measured survivor's reading, and the SM clock and spread it was read at."""
+    return {"arch": t.user_attrs.get("arch"),
+            **{key: t.user_attrs.get(f"measured_{key}") for key in ("throughput_per_s", "sm_clock_mhz", "latency_cv")}}
 
 
 def order_for(runs: list[str], index: int) -> list[str]:
