@@ -239,14 +239,18 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--name", default="population_front", help="the result file is NAME.json")
     args = parser.parse_args()
+    names = list(dict.fromkeys([args.baseline, *args.ways]))
+    try:  # every way named right before any search runs
+        ways = {name: parse_way(name) for name in names}
+    except SystemExit as bad:
+        parser.exit(2, f"population_front.py: error: {bad}\n")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     tables = Tables()
     rows = []
     first: dict[int, float] = {}  # p1's hypervolume at the smallest budget, per seed: the equal-work view
-    names = list(dict.fromkeys([args.baseline, *args.ways]))
     for trials in sorted(args.trials):
         for seed in range(args.first_seed, args.first_seed + args.seeds):
-            mine = {name: search(parse_way(name), seed + (10_000 if "other-seed" in name else 0), trials, tables)
+            mine = {name: search(ways[name], seed + (10_000 if "other-seed" in name else 0), trials, tables)
                     for name in names}
             base = mine[args.baseline]["hypervolume"]
             first.setdefault(seed, base)

@@ -120,6 +120,12 @@ def test_the_front_replay_can_cut_on_predictions_within_a_tolerance():
     assert not plain.predicted and plain.tolerance == 0.0
     with pytest.raises(SystemExit):
         replay.parse_way("p16-pareto-t10-pred")  # the order is fixed
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "population_front.py"), "--ways",
+                           "p16-pareto-t10-pred", "--out", "unused"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "expected pP" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_a_population_run_may_have_a_trial_budget_of_its_own():

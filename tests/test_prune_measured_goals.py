@@ -221,16 +221,22 @@ def test_the_anchors_reach_table_is_its_result_file(readme):
     assert f"took {seconds['512']:.1f} s a seed against {seconds['128']:.1f} s" in readme
 
 
+def every_sampler_in_the_readme(readme: str, script, results: str, arm: str, seeds: range, label: str) -> dict:
+    """A fresh-seed evaluation of all three samplers at 150 and 300 trials: its committed trials give its committed
+    summary, every seed is in it, and the README has each sampler's row; returns the summary by sampler."""
+    by = assert_committed(script, EXPERIMENT / "results" / results, arm, "measured", seeds)["by_sampler"]
+    assert set(by) == {f"{s}@{b}" for s in ("nsga2", "tpe", "random") for b in (150, 300)}
+    for key, entry in by.items():
+        assert entry["seeds"] == len(seeds), key
+        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
+    return by
+
+
 def test_sixteen_anchors_from_the_longer_search_are_what_their_committed_trials_say(readme, analysis_script):
     """Seeds 1300-1319: the table, and the goals it claims met at 300 trials for every sampler."""
-    summary = assert_committed(analysis_script, EXPERIMENT / "results" / "measured_v6", "a16_q50_guard20",
-                               "measured", range(1300, 1320))
-    by = summary["by_sampler"]
-    assert set(by) == {f"{s}@{b}" for s in ("nsga2", "tpe", "random") for b in (150, 300)}
-    label = ", seeds 1300-1319, anchors=16 (512 predictions), error_quantile=0.5, top_band=0.2"
+    by = every_sampler_in_the_readme(readme, analysis_script, "measured_v6", "a16_q50_guard20", range(1300, 1320),
+                                     ", seeds 1300-1319, anchors=16 (512 predictions), error_quantile=0.5, top_band=0.2")
     for key, entry in by.items():
-        assert entry["seeds"] == 20, key
-        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
         assert entry["hv_ratio_measured_mean"] >= 0.99 and entry["hv_ratio_measured_min"] >= 0.95, key
     saved = [f"{100 * by[f'{s}@300']['trainings_saved_mean']:.1f}%" for s in ("nsga2", "tpe", "random")]
     assert all(by[f"{s}@300"]["trainings_saved_mean"] >= 0.55 for s in ("nsga2", "tpe", "random"))
@@ -259,14 +265,9 @@ def test_the_readme_and_docs_quote_the_sixteen_anchors_evaluation():
 
 def test_one_neighbour_on_fresh_seeds_is_what_its_committed_trials_say(readme, analysis_script):
     """Seeds 1400-1419: the table, and every goal it claims met for every sampler at both budgets."""
-    summary = assert_committed(analysis_script, EXPERIMENT / "results" / "measured_v7", "a16_q50_guard20_n1",
-                               "measured", range(1400, 1420))
-    by = summary["by_sampler"]
-    assert set(by) == {f"{s}@{b}" for s in ("nsga2", "tpe", "random") for b in (150, 300)}
-    label = ", seeds 1400-1419, anchors=16, error_quantile=0.5, top_band=0.2, min_neighbours=1"
+    by = every_sampler_in_the_readme(readme, analysis_script, "measured_v7", "a16_q50_guard20_n1", range(1400, 1420),
+                                     ", seeds 1400-1419, anchors=16, error_quantile=0.5, top_band=0.2, min_neighbours=1")
     for key, entry in by.items():
-        assert entry["seeds"] == 20, key
-        assert table_row(key, entry, label) in readme, table_row(key, entry, label)
         assert entry["trainings_saved_mean"] >= 0.55 and entry["hv_ratio_measured_mean"] >= 0.99, key
         assert entry["hv_ratio_measured_min"] >= 0.95, key
     worst = min(e["hv_ratio_measured_min"] for e in by.values())
