@@ -135,9 +135,11 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
 
 
 def _measurement(t: optuna.trial.FrozenTrial) -> dict:
-    """A measured survivor's reading, and the SM clock and spread it was read at."""
+    """A measured survivor's reading, the SM clock and spread it was read at, and which measurement batch
+    read it (and where in it)."""
     return {"arch": t.user_attrs.get("arch"),
-            **{key: t.user_attrs.get(f"measured_{key}") for key in ("throughput_per_s", "sm_clock_mhz", "latency_cv")}}
+            **{key: t.user_attrs.get(f"measured_{key}") for key in ("throughput_per_s", "sm_clock_mhz", "latency_cv",
+                                                                    "batch", "in_batch")}}
 
 
 def order_for(runs: list[str], index: int) -> list[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "h200" / "population"
+FASTEST = "|skip_connect~0|+|skip_connect~0|skip_connect~1|+|skip_connect~0|skip_connect~1|skip_connect~2|"
 
 
 def _runs() -> list[dict]:
@@ -967,6 +969,105 @@ def test_the_epoch_rates_of_larger_populations_are_the_committed_files():
     for big in ("p64-pareto", "p256-pareto"):
         ratios = [v for k, v in pairs.items() if k[0] == big]
         said.append((f"{statistics.median(ratios):.2f}x", len(ratios), sum(r < 1 for r in ratios)))
-    assert (f"64 at once trained {said[0][0]} as many epochs a second as 16 at once (median of {said[0][1]} pairs; "
+    assert (f"64 at once trained {said[0][0]} as many epochs a second as 16 at once (median of {said[0][1]} pairs with seed 85's; "
             f"{said[0][2]} of them below 1) and 256 at once {said[1][0]} ({said[1][1]} pairs, {said[1][2]} below 1)"
             ) in flat
+
+
+def _measured_row(seed: int, r: dict) -> list[str]:
+    return [str(seed), r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["pruned_before_training"],
+            r["measured"], r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}",
+            _cell(r["speedup_over_baseline"], ".2f", "x") if r["run"] != "p1" else "",
+            _cell(r["hypervolume_ratio"], ".3f") if r["run"] != "p1" else ""]
+
+
+def test_the_seed_85_table_and_survivor_readings_are_their_result_files():
+    """Seed 85's table from its CSV; its survivors (the runs file's `measurements`) against the shipped table;
+    the GPU test's printed readings; the gap and the repeat probe from their JSON files."""
+    import re
+
+    from nasutil.data.measured import measured_table
+
+    marker = "**Seed 85: the longer sleep did not help"
+    rows = _measured_rows(85)
+    assert _table_after(marker) == [_measured_row(85, r) for r in rows]
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split(marker)[1].split("**Seeds 80-84")[0].split())
+    x = {r["run"]: float(r["speedup_over_baseline"]) for r in rows}
+    front = {r["run"]: float(r["hypervolume_ratio"]) for r in rows}
+    assert (f"16 and 64 at once {x['p16-pareto']:.2f}x and {x['p64-pareto']:.2f}x one at a time, under the 5x goal; "
+            f"fronts on measured throughput {front['p16-pareto']:.3f} and {front['p64-pareto']:.3f}; no failed "
+            f"trial") in flat
+    assert sum(int(r["failed"]) for r in rows) == 0 and max(x.values()) < 5
+    for seed in (81, 83, 85):  # "64 at once was at least as fast as 16 on all three seeds"
+        speed = {r["run"]: float(r["candidates_per_gpu_hour"]) for r in _measured_rows(seed)}
+        assert speed["p64-pareto"] >= speed["p16-pareto"], seed
+
+    table = measured_table("nb201_h200")
+    alone, together, clocks, twice = [], [], set(), {}
+    for line in (RESULTS / "population_search_b64_measured_s85_runs.jsonl").open():
+        run = json.loads(line)
+        for m in run["measurements"]:
+            ratio = m["throughput_per_s"] / table.figures(m["arch"])["throughput_per_s"]
+            (alone if run["run"] == "p1" else together).append(ratio)
+            clocks.add(m["sm_clock_mhz"])
+            if run["run"] == "p16-pareto":
+                twice.setdefault(m["arch"], []).append(ratio)
+    low, level = [r for r in together if r < 0.98], [r for r in together if r >= 0.98]
+    assert (f"one at a time's {len(alone)} readings lay within {100 * (min(alone) - 1):.1f}% to "
+            f"+{100 * (max(alone) - 1):.1f}%; of the populations' {len(together)}, {len(level)} lay within "
+            f"{100 * (min(level) - 1):.1f}% to +{100 * (max(level) - 1):.1f}% and {len(low)} read "
+            f"{100 * (1 - max(low)):.1f}-{100 * (1 - min(low)):.1f}% below") in flat
+    repeated = [r for r in twice.values() if len(r) == 2]
+    assert len(repeated) == 1 and f"{repeated[0][0]:.3f}" == f"{repeated[0][1]:.3f}"
+    assert f"read {repeated[0][0]:.3f} of the table both times" in flat
+    assert f"Every reading was taken at {min(clocks):,.0f}-{max(clocks):,.0f} MHz" in flat
+
+    log = (RESULTS / "survivor_gpu_test_s85.log").read_text().split("Captured stdout call")[1]
+    quiet = [float(v) for v in re.findall(r"\((\d\.\d{4}), 1980\.0\)", log.split("quiet (ms, MHz)")[1].split("]")[0])]
+    queued = float(re.search(r"queued (\d\.\d{4}) ms, quiet", log).group(1))
+    assert f"first cell {quiet[0]:.4f} ms once and then {min(quiet[1:]):.4f}-{max(quiet[1:]):.4f} ms four times " \
+           f"(+{100 * (statistics.median(quiet[1:]) / quiet[0] - 1):.1f}%)" in flat and queued < quiet[0]
+    skip = re.search(r"\|skip_connect~2\|: queued (\d\.\d{4}) ms at 1980\.0 MHz, quiet \[(.*)\]", log)
+    skip_quiet = [float(v) for v in re.findall(r"\((\d\.\d{4}), 1980\.0\)", skip.group(2))]
+    skip_table = table.figures(FASTEST)["latency_ms"]
+    assert (f"the all-skip cell {float(skip.group(1)):.4f} ms against the table's {skip_table:.4f}") in flat
+    assert (f"for the all-skip cell {min(skip_quiet):.4f}-{max(skip_quiet):.4f} ms three times "
+            f"(+{100 * (statistics.median(skip_quiet) / skip_table - 1):.0f}%)") in flat
+
+    gap = json.loads((ROOT / "benchmarks/results/h200/rate/fresh_s93/reference_gap.json").read_text())
+    before = json.loads((ROOT / "benchmarks/results/h200/rate/fresh_s91/reference_gap_worker.json").read_text())
+    later = [gap[k]["median"] for k in gap if k.startswith("task: ")]
+    assert (f"the evaluator's worker read {gap['worker / plain']['median']:.3f} of the plain loop's latency at the "
+            f"median ({gap['worker / plain']['min']:.3f}-{gap['worker / plain']['max']:.3f}; "
+            f"{before['worker / plain']['median']:.3f} before the change)") in flat
+    assert f"in the parent process right after it {gap['task here / plain']['median']:.3f}" in flat
+    assert all(f"{v:.3f}" == "0.998" or f"{v:.3f}" == "0.999" for v in later) and "whatever setting was put back, 0.998" in flat
+
+    probe = {name: json.loads((ROOT / f"benchmarks/results/h200/rate/repeat_s95/{name}.json").read_text())
+             for name in ("repeat_reading", "repeat_reading_expandable")}
+    for name, words in (("repeat_reading", "every way within"), ("repeat_reading_expandable", "expandable segments within")):
+        ways = [v for v in probe[name].values() if isinstance(v, dict)]
+        low_, high = min(w["min"] for w in ways), max(w["max"] for w in ways)
+        assert f"{words} {100 * (low_ - 1):.1f}% to +{100 * (high - 1):.1f}%" in flat, (name, low_, high)
+    lone = [float(v) for v in re.findall(rf"{re.escape(FASTEST)} first=(\d\.\d{{4}})",
+                                         (ROOT / "benchmarks/results/h200/rate/repeat_s95/repeat_reading.log").read_text())]
+    assert f"read the all-skip cell at {lone[0]:.4f} ms: the slow value" in flat and lone[0] > 1.05 * skip_table
+    data_readme = " ".join((ROOT / "nasutil/data/README.md").read_text().split())
+    assert (f"the all-skip cell at {lone[0]:.4f} ms against this table's {skip_table:.4f} (about "
+            f"{100 * (lone[0] / skip_table - 1):.0f}%)") in data_readme
+
+
+def test_readmes_figures_for_seed_85_are_the_result_files():
+    from nasutil.data.measured import measured_table
+
+    rows = {r["run"]: r for r in _measured_rows(85)}
+    table = measured_table("nb201_h200")
+    together = [m["throughput_per_s"] / table.figures(m["arch"])["throughput_per_s"]
+                for line in (RESULTS / "population_search_b64_measured_s85_runs.jsonl").open()
+                for run in [json.loads(line)] if run["run"] != "p1" for m in run["measurements"]]
+    low = [r for r in together if r < 0.98]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"on seed 85 16 and 64 at once read {float(rows['p16-pareto']['speedup_over_baseline']):.2f}x and "
+            f"{float(rows['p64-pareto']['speedup_over_baseline']):.2f}x with pruning and measurement on, and "
+            f"{len(low)} of the populations' {len(together)} survivor readings were {100 * (1 - max(low)):.0f}-"
+            f"{100 * (1 - min(low)):.0f}% slow") in readme

@@ -249,8 +249,12 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
         t.join(timeout=240)
     assert len(results) == 3 and all(r["measured_latency_ms"] > 0 for r in results.values())
     assert entered == [1] and queue.batches == 1
+    assert sorted((r["measured_batch"], r["measured_in_batch"]) for r in results.values()) == [(0, 0), (0, 1), (0, 2)]
     alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
-    assert alone.measure("nb201", archs[0])["measured_latency_ms"] > 0 and alone.batches == 1
+    first = alone.measure("nb201", archs[0])
+    assert first["measured_latency_ms"] > 0 and alone.batches == 1
+    assert (first["measured_batch"], first["measured_in_batch"]) == (0, 0)
+    assert (alone.measure("nb201", archs[1])["measured_batch"], alone.batches) == (1, 2)
     measurer.close()
 
 

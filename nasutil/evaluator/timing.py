@@ -57,11 +57,10 @@ def run_for(fn: Callable[[], object], device: torch.device, duration_ms: float, 
 
 
 #: GPU clock cycles a CUDA-graph timing sleeps before its windows while the host queues them: about 0.25 ms,
-#: plus about 100 us a call at full clock. 25 us a call (the margin before) left the fastest nb201 cells (a
-#: batch in under half a millisecond, 12 calls to a 5 ms window) little slack beyond the time the host takes
-#: to queue a graph's launch: a measuring thread descheduled for a moment by other work on the host (a population
-#: building its next candidates beside a survivor's measurement, say) opened gaps inside the windows, the
-#: likely reason such survivors read 5-11% slow against the shipped table (BENCHMARKS.md, "Seeds 80-84").
+#: plus about 100 us a call at full clock, so that a measuring thread descheduled for a moment by other work on
+#: the host does not open gaps inside the windows (25 us a call left the fastest nb201 cells, 12 calls to a 5 ms
+#: window, little slack). It did not explain why most survivors measured beside a population read 5-11% slow:
+#: those readings persisted with the larger margin (BENCHMARKS.md, "Seed 85").
 PREFILL_CYCLES = 500_000
 PREFILL_CYCLES_PER_CALL = 200_000
 

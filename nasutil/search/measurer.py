@@ -175,7 +175,9 @@ class MeasurementQueue:
 
     A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, or when
     the first of them has waited `max_wait_s` (whichever thread notices measures for all). One batch is
-    measured at a time."""
+    measured at a time. Each result says which batch measured it (`measured_batch`, from 0) and its place
+    in that batch (`measured_in_batch`): on an H200 the first reading of a batch and the later ones have
+    read up to 11% apart (BENCHMARKS.md, "Seed 85")."""
 
     def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
                  batch: int = 8, max_wait_s: float = 5.0) -> None:
@@ -235,7 +237,10 @@ class MeasurementQueue:
                     if not f.done():
                         f.set_exception(exc)
                 raise
-            for f, figures in results:
+            number = self.batches - 1
+            for place, (f, figures) in enumerate(results):
+                if isinstance(figures, dict):  # which batch, and where in it: a batch's first reading can differ
+                    figures = {**figures, "measured_batch": number, "measured_in_batch": place}
                 f.set_result(figures)
 
     def close(self) -> None:

@@ -53,6 +53,8 @@ class TrialRecord(TypedDict, total=False):
     measured_throughput_per_s: float
     measured_utilization: float
     measured_sm_clock_mhz: float
+    measured_batch: int  # which of the search's measurement batches measured it (from 0), where batched
+    measured_in_batch: int  # its place in that batch (0: first)
     hardware_source: str  # "measured" or "predicted"
     constraints: dict[str, float]
     fail_reason: str

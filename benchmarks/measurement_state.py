@@ -1,0 +1,206 @@
+"""What puts a GPU timing in its fast or its slow state: the same NAS-Bench-201 cells timed by the plain loop
+of `nasutil.evaluator.reference` (20 replays a window, 7 windows; fp16, batch 256, channels_last) under
+conditions that each test one explanation, each set in a fresh process.
+
+    python benchmarks/measurement_state.py --cells 6 --seed 95 --out benchmarks/results/h200/rate/state_s95
+
+The same cell reads two ways on an H200: the shipped table and survivors measured one at a time read
+about 0.42 ms for the all-skip cell, while a lone process's plain loop, and survivors measured in a
+population's batch after the first, read about 0.47 ms (BENCHMARKS.md, "Seed 85"). Conditions:
+  capture-first  each network captured without running it eagerly first: convolution plans chosen inside
+                 the capture (the evaluator's fast settings once a worker has captured one)
+  eager-first    two eager calls on a side stream, then the capture: plans chosen eagerly (the default
+                 settings, the plain loop)
+  benchmark      as eager-first with `torch.backends.cudnn.benchmark = True`
+  beside idle    as capture-first while another process holds a CUDA context and 1 GB on the device, idle
+  after burst D  the cell's graph read once in steady state, then again D seconds after another process
+                 ran a 50 ms burst of matrix products on the device, for D in BURST_DELAYS_S
+  worker         the evaluator (one isolated worker, default settings) measuring each cell twice in a row
+If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
+recently another process had the device, not on the network, its plans or its memory. For the first
+cell, the CUDA kernels of one eager forward after the capture (torch.profiler) show which kernels the
+plan conditions ended up with. Writes measurement_state.csv and .json (each condition over steady state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PLAN_CONDITIONS = ("capture-first", "eager-first", "benchmark", "beside idle")
+BURST_DELAYS_S = (0.0, 0.2, 1.0, 5.0)
+HOLD_IDLE = ("import sys, torch; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); "
+             "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()")
+BURST = ("import sys, time, torch\n"
+         "a = torch.randn(4096, 4096, device='cuda', dtype=torch.float16)\n"
+         "torch.cuda.synchronize(); print('ready', flush=True)\n"
+         "for line in sys.stdin:\n"
+         "    end = time.perf_counter() + 0.05\n"
+         "    while time.perf_counter() < end:\n"
+         "        a @ a; torch.cuda.synchronize()\n"
+         "    print('done', flush=True)\n")
+
+
+def _model(arch: str):
+    import torch
+
+    from nasutil import get_space
+
+    space = get_space("nb201")
+    model = space.build(space.parse(arch), num_classes=10).eval()
+    model = model.to("cuda", torch.float16, memory_format=torch.channels_last)
+    x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    return model, x
+
+
+def _capture(model, x, eager_first: bool):
+    import torch
+
+    if eager_first:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(x)
+    torch.cuda.synchronize()
+    return graph
+
+
+def _kernels(model, x) -> list[dict]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        model(x)
+        torch.cuda.synchronize()
+    rows = sorted(((e.key, e.device_time_total) for e in prof.key_averages()), key=lambda r: -r[1])
+    return [{"kernel": k[:160], "us": round(t, 1)} for k, t in rows[:8]]
+
+
+def plans(condition: str, archs: list[str]) -> dict:
+    import torch
+
+    from nasutil.evaluator.reference import replay_ms
+
+    torch.backends.cudnn.benchmark = condition == "benchmark"
+    readings, kernels = {}, []
+    with torch.inference_mode():
+        for n, arch in enumerate(archs):
+            model, x = _model(arch)
+            readings[arch] = replay_ms(_capture(model, x, condition in ("eager-first", "benchmark")), 20, 7)
+            if n == 0:
+                kernels = _kernels(model, x)
+    return {"readings": readings, "kernels": kernels}
+
+
+def after_burst(archs: list[str]) -> dict:
+    import torch
+
+    from nasutil.evaluator.reference import replay_ms
+
+    helper = subprocess.Popen([sys.executable, "-c", BURST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    helper.stdout.readline()
+    readings: dict[str, dict[str, float]] = {}
+    try:
+        with torch.inference_mode():
+            for arch in archs:
+                model, x = _model(arch)
+                graph = _capture(model, x, eager_first=False)
+                replay_ms(graph, 20, 7)  # settle
+                got = {"steady": replay_ms(graph, 20, 7)}
+                for delay in BURST_DELAYS_S:
+                    helper.stdin.write("go\n")
+                    helper.stdin.flush()
+                    helper.stdout.readline()
+                    time.sleep(delay)
+                    got[f"after burst {delay:g}"] = replay_ms(graph, 20, 7)
+                got["steady again"] = replay_ms(graph, 20, 7)
+                readings[arch] = got
+    finally:
+        helper.stdin.close()
+        helper.wait()
+    return {"readings": readings}
+
+
+def worker(archs: list[str]) -> dict:
+    from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+
+    with Evaluator(MeasureConfig(device="cuda"), cache=None) as evaluator:
+        readings = {arch: {"worker": evaluator.measure(Candidate("nb201", arch)).latency_ms,
+                           "worker again": evaluator.measure(Candidate("nb201", arch)).latency_ms} for arch in archs}
+    return {"readings": readings}
+
+
+def in_fresh_process(condition: str, archs: list[str]) -> dict:
+    holder = None
+    if condition == "beside idle":
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_IDLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        holder.stdout.readline()  # its context exists and holds its memory
+    try:
+        done = subprocess.run([sys.executable, __file__, "--condition", condition, "--archs", *archs],
+                              capture_output=True, text=True, check=True)
+    finally:
+        if holder is not None:
+            holder.communicate("")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=95)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--condition", help=argparse.SUPPRESS)  # one condition, in this process
+    parser.add_argument("--archs", nargs="*", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.condition:
+        run = {"after burst": after_burst, "worker": worker}.get(args.condition)
+        print(json.dumps(run(args.archs) if run else plans(args.condition, args.archs)))
+        return
+    if args.out is None:
+        parser.error("--out is required")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from repeat_reading import cells
+
+    archs = cells(args.cells, args.seed)
+    columns: dict[str, dict[str, float]] = {arch: {} for arch in archs}
+    kernels = {}
+    for condition in (*PLAN_CONDITIONS, "after burst", "worker"):
+        result = in_fresh_process(condition, archs)
+        for arch, got in result["readings"].items():
+            columns[arch].update(got if isinstance(got, dict) else {condition: got})
+        if result.get("kernels"):
+            kernels[condition] = result["kernels"]
+        print(condition, {a[:40]: columns[a] for a in archs[:2]}, flush=True)
+    names = list(columns[archs[0]])
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "measurement_state.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["arch", *(f"{n}_ms" for n in names)])
+        writer.writerows([arch, *(round(columns[arch][n], 5) for n in names)] for arch in archs)
+    import torch
+
+    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "cudnn": torch.backends.cudnn.version(), "cells": len(archs)}
+    for name in names:
+        if name != "steady":
+            ratios = [columns[a][name] / columns[a]["steady"] for a in archs]
+            summary[f"{name} / steady"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    summary["kernels of the first cell"] = kernels
+    (args.out / "measurement_state.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
