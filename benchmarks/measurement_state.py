@@ -6,7 +6,8 @@ conditions that each test one explanation, each set in a fresh process.
 
 The same cell reads two ways on an H200: the shipped table and survivors measured one at a time read
 about 0.42 ms for the all-skip cell, while a lone process's plain loop, and survivors measured in a
-population's batch after the first, read about 0.47 ms (BENCHMARKS.md, "Seed 85"). Conditions:
+population's batch after the first, read about 0.47 ms; and the evaluator's passes with one worker read
+about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Conditions:
   capture-first  each network captured without running it eagerly first: convolution plans chosen inside
                  the capture (the evaluator's fast settings once a worker has captured one)
   eager-first    two eager calls on a side stream, then the capture: plans chosen eagerly (the default
@@ -16,6 +17,7 @@ population's batch after the first, read about 0.47 ms (BENCHMARKS.md, "Seed 85"
   after burst D  the cell's graph read once in steady state, then again D seconds after another process
                  ran a 50 ms burst of matrix products on the device, for D in BURST_DELAYS_S
   worker         the evaluator (one isolated worker, default settings) measuring each cell twice in a row
+  workers 4      the evaluator with 4 workers taking turns on the device, each cell measured twice
 If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
 recently another process had the device, not on the network, its plans or its memory. For the first
 cell, the CUDA kernels of one eager forward after the capture (torch.profiler) show which kernels the
@@ -138,6 +140,10 @@ def worker(archs: list[str]) -> dict:
     with Evaluator(MeasureConfig(device="cuda"), cache=None) as evaluator:
         readings = {arch: {"worker": evaluator.measure(Candidate("nb201", arch)).latency_ms,
                            "worker again": evaluator.measure(Candidate("nb201", arch)).latency_ms} for arch in archs}
+    with Evaluator(MeasureConfig(device="cuda"), cache=None, workers=4) as evaluator:
+        twice = list(evaluator.measure_many([Candidate("nb201", arch) for arch in archs * 2]))
+    for n, arch in enumerate(archs):
+        readings[arch]["workers 4"] = min(twice[n].latency_ms, twice[n + len(archs)].latency_ms)
     return {"readings": readings}
 
 

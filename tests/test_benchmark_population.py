@@ -1071,3 +1071,34 @@ def test_readmes_figures_for_seed_85_are_the_result_files():
             f"{float(rows['p64-pareto']['speedup_over_baseline']):.2f}x with pruning and measurement on, and "
             f"{len(low)} of the populations' {len(together)} survivor readings were {100 * (1 - max(low)):.0f}-"
             f"{100 * (1 - min(low)):.0f}% slow") in readme
+
+
+def test_one_worker_against_workers_taking_turns_is_the_evaluators_files():
+    """The fast settings' passes with one worker and with six, cell by cell, and each against the shipped table."""
+    import csv
+
+    from nasutil.data.measured import measured_table
+
+    h200 = ROOT / "benchmarks" / "results" / "h200"
+    table = measured_table("nb201_h200")
+
+    def latencies(name: str) -> dict[str, float]:
+        best: dict[str, float] = {}
+        for r in csv.DictReader((h200 / name).open()):
+            if r["status"] == "ok":
+                best[r["arch"]] = min(best.get(r["arch"], float("inf")), float(r["latency_ms"]))
+        return best
+
+    one, six = latencies("throughput_fast_w1.csv"), latencies("throughput_fast_w6.csv")
+    pairs = sorted(one[a] / six[a] for a in set(one) & set(six))
+    q10, q90 = pairs[len(pairs) // 10], pairs[9 * len(pairs) // 10]
+    against = {name: statistics.median(v / table.figures(a)["latency_ms"] for a, v in got.items())
+               for name, got in (("one", one), ("six", six))}
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"with one worker the cells read {100 * (statistics.median(pairs) - 1):.1f}% slower at the median "
+            f"({len(pairs)} cells; 10th-90th percentile {100 * (q10 - 1):.1f}-{100 * (q90 - 1):.1f}%), and against "
+            f"the shipped table (8 workers taking turns) one worker read {100 * (against['one'] - 1):.1f}% slower "
+            f"and six {100 * (against['six'] - 1):.1f}% (median)") in flat
+    r1, r6 = latencies("repeatability_fast_w1.csv"), latencies("repeatability_fast_w6.csv")
+    rep = statistics.median(r1[a] / r6[a] for a in set(r1) & set(r6))
+    assert f"one worker {100 * (rep - 1):.1f}% slower than six on {len(set(r1) & set(r6))} cells" in flat
