@@ -19,7 +19,9 @@ about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Condition
   worker         the evaluator (one isolated worker, default settings) measuring each cell twice in a row
   workers 4      the evaluator with 4 workers taking turns on the device, each cell measured twice
 If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
-recently another process had the device, not on the network, its plans or its memory. For the first
+recently another process had the device, not on the network, its plans or its memory. `steady` and
+`after burst` are also timed by CUDA events and by the host's clock over the same 100-replay windows
+(`... events`, `... wall`): if the host's clock does not see the difference, the events do not time the work. For the first
 cell, the CUDA kernels of one eager forward after the capture (torch.profiler) show which kernels the
 plan conditions ended up with. Writes measurement_state.csv and .json (each condition over steady state).
 """
@@ -105,6 +107,27 @@ def plans(condition: str, archs: list[str]) -> dict:
     return {"readings": readings, "kernels": kernels}
 
 
+def event_and_wall_ms(graph, replays: int = 100, windows: int = 5) -> tuple[float, float]:
+    """Median milliseconds a replay by CUDA events and by the host's clock over the same windows (the host
+    clock from before the first launch to after the device finished): a second instrument, in case a
+    state moves the events rather than the work."""
+    import torch
+
+    events, walls = [], []
+    for _ in range(windows):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        walls.append((time.perf_counter() - began) * 1e3 / replays)
+        events.append(start.elapsed_time(end) / replays)
+    return statistics.median(events), statistics.median(walls)
+
+
 def after_burst(archs: list[str]) -> dict:
     import torch
 
@@ -120,12 +143,18 @@ def after_burst(archs: list[str]) -> dict:
                 graph = _capture(model, x, eager_first=False)
                 replay_ms(graph, 20, 7)  # settle
                 got = {"steady": replay_ms(graph, 20, 7)}
+                got["steady events"], got["steady wall"] = event_and_wall_ms(graph)
                 for delay in BURST_DELAYS_S:
                     helper.stdin.write("go\n")
                     helper.stdin.flush()
                     helper.stdout.readline()
                     time.sleep(delay)
                     got[f"after burst {delay:g}"] = replay_ms(graph, 20, 7)
+                    if delay == 0:  # the same state timed by both instruments, long windows
+                        helper.stdin.write("go\n")
+                        helper.stdin.flush()
+                        helper.stdout.readline()
+                        got["after burst events"], got["after burst wall"] = event_and_wall_ms(graph)
                 got["steady again"] = replay_ms(graph, 20, 7)
                 readings[arch] = got
     finally:
