@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import warnings
+from collections.abc import Iterator
 from typing import NoReturn
 
 
@@ -30,6 +34,34 @@ class NotEnumerableError(NasutilError):
 
 
 EXIT_USAGE = 2  # what every nasutil command and script exits with on a user error
+
+
+class NasutilNotice(UserWarning):
+    """What a user must hear of even where warnings are hidden: data nasutil repaired or set aside."""
+
+
+class NasutilDeprecation(NasutilNotice, FutureWarning):
+    """A setting of nasutil's own that still works for this release, in its old form."""
+
+
+@contextlib.contextmanager
+def warnings_for_users(prog: str) -> Iterator[None]:
+    """Warnings hidden unless $NASUTIL_WARNINGS is set (the libraries underneath warn of much that a user
+    cannot act on), but a `NasutilNotice` always shown, in one line: `PROG: warning: ...`."""
+    with warnings.catch_warnings():  # restores the filters and showwarning when the block ends
+        if not os.environ.get("NASUTIL_WARNINGS"):
+            warnings.simplefilter("ignore")
+        warnings.simplefilter("always", NasutilNotice)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+            if issubclass(category, NasutilNotice):
+                print(f"{prog}: warning: {message}", file=sys.stderr)
+                return
+            shown(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 def path_error(exc: BaseException) -> str | None:

@@ -275,3 +275,26 @@ def test_a_study_over_an_edited_cell_file_is_refused_not_mixed(tmp_path, capsys)
     assert "was made over another version of this search space" in capsys.readouterr().err
     study = optuna.load_study(study_name="edited", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
     assert len(study.trials) == 3  # nothing added, nothing lost
+
+
+def test_a_cell_file_by_its_full_path_names_its_own_run_folder(tmp_path, monkeypatch, capsys):
+    """`search_space.name=cell:/full/path.yaml` with the default study name was refused ("cannot name a run
+    folder": the path's slashes); the folder is named by the file's name. With `search_space=cell` as well,
+    whose inline settings it cannot take, it once failed with "File name too long"."""
+    from nasutil.cli.search_command import main
+
+    monkeypatch.chdir(tmp_path)
+    space = tmp_path / "spaces" / "small.yaml"
+    space.parent.mkdir()
+    space.write_text("nodes: 2\ncells_per_stage: 1\nops: [none, skip_connect, nor_conv_3x3]\n")
+    common = ["trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "prune=none", "evaluator=none",
+              "plots=false", "progress=false", "n_trials=2"]
+    assert main([f"search_space.name=cell:{space}", *common]) == 0
+    [folder] = (tmp_path / "outputs").iterdir()
+    assert folder.name.startswith("cell:small.yaml-tpe-none-s0-") and (folder / "study.db").exists()
+    capsys.readouterr()
+    assert main(["search_space=cell", "search_space.name=cell:spaces/small.yaml", "study_name=both", *common]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == ["nasutil-search: error: search_space.name=cell:spaces/small.yaml carries its own settings, and "
+                     "search_space=cell adds inline ones (search_space.settings): choose the file without "
+                     "search_space=cell"], error

@@ -165,6 +165,22 @@ def test_report_refuses_damaged_scores_and_an_out_that_is_a_file(tmp_path, cli):
     assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("epochs", ['"lots"', "null", "[1]", "-7", "NaN", "0", "1.5", "true"])
+def test_report_refuses_epochs_that_are_not_a_whole_number(tmp_path, cli, epochs):
+    """A run's recorded epochs once crashed the report's plots (text, null, a list) or went into its table as
+    they were (-7, NaN)."""
+    assert main([f"runs={tmp_path / 'runs'}", "epochs=1", *SMALL]) == 0
+    [folder] = _runs(tmp_path / "runs")
+    scores = json.loads((folder / "scores.json").read_text())
+    assert scores.pop("epochs") == 1 and scores["settings"]["epochs"] == 1  # the run's own settings stay whole
+    (folder / "scores.json").write_text(json.dumps(scores)[:-1] + f', "epochs": {epochs}}}')
+    r = cli("codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"))
+    assert r.returncode == 2 and "damaged (epochs must be" in r.stderr and len(r.stderr.strip().splitlines()) == 1, \
+        r.stderr[-600:]
+    assert not (tmp_path / "report" / "runs.csv").exists()  # nothing half written
+
+
+
 @pytest.mark.parametrize("record, text", [
     ("scores.json", "[" * 100_000 + "]" * 100_000),                         # nested too deep to read
     ("scores.json", '{"reconstruction_accuracy": 1' + "0" * 5000 + "}"),    # a number too long to convert

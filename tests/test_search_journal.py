@@ -39,3 +39,17 @@ def test_a_whole_journal_is_left_as_it_is(tmp_path):
     before = journal.read_bytes()
     assert len(trials_in(journal)) == 3 and journal.read_bytes() == before
     assert not (tmp_path / "study.log.cut-off").exists()
+
+
+def test_the_search_says_in_one_line_that_it_set_a_cut_off_record_aside(tmp_path, monkeypatch, capsys):
+    """Where warnings are hidden (the default), a repaired journal is still told: it once went unsaid."""
+    monkeypatch.delenv("NASUTIL_WARNINGS", raising=False)
+    journal = tmp_path / "study.log"
+    args = [*ARGS, f"storage.path={journal}"]
+    assert main([*args, "n_trials=3", f"hydra.run.dir={tmp_path / 'a'}"]) == 0
+    journal.write_bytes(journal.read_bytes() + b'{"op_code": 5, "worker_id": "w", "tri')
+    capsys.readouterr()
+    assert main([*args, "n_trials=4", f"hydra.run.dir={tmp_path / 'b'}"]) == 0
+    told = [line for line in capsys.readouterr().err.splitlines() if "cut off" in line]
+    assert len(told) == 1 and told[0].startswith("nasutil-search: warning: study journal"), told
+    assert "cut-off bytes moved to" in told[0] and (tmp_path / "study.log.cut-off").exists()

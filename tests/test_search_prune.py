@@ -243,3 +243,27 @@ def test_dominated_trains_a_candidate_that_the_largest_error_seen_could_make_the
     # Once a trained cell is faster than that, the quantile decides again: pruned.
     faster = measured(600.0, 0.0, 70.0, "fastest")
     assert policy.decide(cand(476.0), History(fast + slow + [faster])) is not None
+
+
+def test_a_policy_of_your_own_on_the_command_line(tmp_path, monkeypatch, capsys):
+    """Started from `prune=none`, a class of one's own runs by `_target_`, and by the old `name=module:Class`
+    with a one-line warning (that form once ran the option's own class, silently, and its warning was hidden);
+    set over an option with settings of its own, it ends in one line saying where those settings come from."""
+    from nasutil.cli.search_command import main
+
+    monkeypatch.delenv("NASUTIL_WARNINGS", raising=False)
+    common = ["n_trials=3", "plots=false", "progress=false", "predictor=analytical"]
+    for n, setting in enumerate([f"prune._target_={__name__}.EveryOther", f"prune.name={__name__}:EveryOther"]):
+        capsys.readouterr()
+        assert main(["prune=none", setting, *common, f"hydra.run.dir={tmp_path / str(n)}"]) == 0
+        captured = capsys.readouterr()
+        assert "prune every_other" in captured.out, captured.out[-400:]
+        told = [line for line in captured.err.splitlines() if "deprecated" in line]
+        assert told == ([f"nasutil-search: warning: prune.name={__name__}:EveryOther is deprecated: name the class "
+                         f"with prune._target_={__name__}.EveryOther"] if n else []), told
+    assert main([f"prune._target_={__name__}.EveryOther", *common, f"hydra.run.dir={tmp_path / 'x'}"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith(f"nasutil-search: error: prune._target_={__name__}.EveryOther "
+                                                   "takes no option band"), error
+    assert error[0].endswith("(takes: none; they come with prune=dominated_throughput: start from one without "
+                             "them, such as prune=none)"), error

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import warnings
 from collections.abc import Sequence
 
-from nasutil.errors import NasutilError, path_error
+from nasutil.errors import NasutilError, path_error, warnings_for_users
 
 EXIT_USAGE = 2
 
@@ -40,9 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
-            if not os.environ.get("NASUTIL_WARNINGS"):
-                warnings.simplefilter("ignore")
+        with warnings_for_users("nasutil"):
             return int(args.handler(args) or 0)
     except NasutilError as exc:
         print(f"nasutil: error: {exc}", file=sys.stderr)

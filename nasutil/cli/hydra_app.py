@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from nasutil.cli import interrupts
-from nasutil.errors import NasutilError, path_error
+from nasutil.errors import NasutilError, path_error, warnings_for_users
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -138,9 +137,7 @@ def run_hydra_app(prog: str, hydra_main: Callable[[], Any], args: list[str], int
     os.close(handle)
     os.environ[ERRORS_FILE] = shared
     try:
-        with warnings.catch_warnings(), interrupts.handled():
-            if not os.environ.get("NASUTIL_WARNINGS"):
-                warnings.simplefilter("ignore")
+        with warnings_for_users(prog), interrupts.handled():
             hydra_main()
         errors = [line for line in Path(shared).read_text(encoding="utf-8").splitlines() if line]
         if errors:

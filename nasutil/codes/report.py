@@ -75,8 +75,12 @@ def collect(paths: Sequence[Path]) -> list[dict[str, Any]]:
         except (KeyError, TypeError) as exc:
             raise NasutilError(f"{str(path)!r} is damaged ({type(exc).__name__}: {exc})") from None
         code = settings.code.to_dict()
+        epochs = scores.get("epochs", settings.epochs)
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise NasutilError(f"{str(path)!r} is damaged (epochs must be a whole number >= 1, got "
+                               f"{str(epochs)[:40]!r})")
         rows.append({"run": str(folder), "dataset": settings.dataset, "base": settings.base, "k": code["k"],
-                     "r": code["r"], "design": design(code), "epochs": scores.get("epochs", settings.epochs),
+                     "r": code["r"], "design": design(code), "epochs": epochs,
                      **figures, "overhead": overhead(settings)["overhead"]})
     return rows
 

@@ -69,6 +69,9 @@ def space_spec_of(node: DictConfig) -> str:
     settings = node.get("settings")
     if settings is None:
         return str(node.name)
+    if ":" in str(node.name):
+        raise NasutilError(f"search_space.name={node.name} carries its own settings, and search_space=cell adds "
+                           f"inline ones (search_space.settings): choose the file without search_space=cell")
     return f"{node.name}:{json.dumps(plain(settings), sort_keys=True)}"
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilDeprecation, NasutilError
 
 #: how a target is declared: `target` in conf/config.yaml, interpolated into the predictor and the evaluator
 TARGET_KEYS = ("dtype", "batch_size", "mode")
@@ -57,6 +57,20 @@ def folder_name(name: Any) -> str:
 OmegaConf.register_new_resolver("nasutil.folder", folder_name, replace=True)
 
 
+def space_label(name: Any) -> str:
+    """A space's name as the default study name begins: a file's path (`cell:/data/space.yaml`) shortened
+    to its file name (`cell:space.yaml`), so that the study can name a run folder; other names unchanged,
+    so that the studies made with them still resume."""
+    text = str(name)
+    prefix, sep, rest = text.partition(":")
+    if sep and ("/" in rest or "\\" in rest):
+        return f"{prefix}:{rest.replace(chr(92), '/').rstrip('/').rsplit('/', 1)[-1]}"
+    return text
+
+
+OmegaConf.register_new_resolver("nasutil.label", space_label, replace=True)
+
+
 def plain(node: Any) -> dict[str, Any]:
     """A config node as a plain dict, interpolations resolved."""
     return OmegaConf.to_container(node, resolve=True) if node is not None else {}  # type: ignore[return-value]
@@ -77,13 +91,14 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
 
     params = {k: v for k, v in node.items() if k not in LABEL_KEYS}
     label = node.get("name")
-    if "_target_" not in params and isinstance(label, str) and ":" in label:
+    if isinstance(label, str) and ":" in label:  # the old form names the class: it wins over the option's own
         warnings.warn(f"{group}.name={label} is deprecated: name the class with {group}._target_="
-                      f"{label.replace(':', '.')}", FutureWarning, stacklevel=2)
+                      f"{label.replace(':', '.')}", NasutilDeprecation, stacklevel=2)
         params["_target_"] = label.replace(":", ".")
     if "_target_" not in params:
         raise NasutilError(f"{group} config needs a _target_ (the class or function that makes it)")
-    what = f"{group} {label or params['_target_']!r}"
+    own = isinstance(params["_target_"], str) and not params["_target_"].startswith("nasutil.")
+    what = f"{group}._target_={params['_target_']}" if own else f"{group} {label or params['_target_']!r}"
     try:
         target = get_object(params["_target_"])
     except Exception as exc:
@@ -92,8 +107,14 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     if accepted is not None:
         unknown = sorted(k for k in params if not k.startswith("_") and k not in accepted)
         if unknown:
+            # a class of the user's own, set over a shipped option: the options are that option's, not theirs
+            start = ""
+            if own:
+                came = f"they come with {group}={label}" if label and ":" not in label else "they come with the option"
+                start = f"; {came}: start from one without them" + (
+                    f", such as {group}=none" if _has_option(group, "none") else "")
             raise NasutilError(f"{what} takes no option {', '.join(unknown)} "
-                               f"(takes: {', '.join(sorted(accepted)) or 'none'})")
+                               f"(takes: {', '.join(sorted(accepted)) or 'none'}{start})")
         extra = {k: v for k, v in extra.items() if k in accepted}
     try:
         return instantiate(params, **extra)
@@ -102,6 +123,12 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
         if isinstance(cause, NasutilError):
             raise cause from None
         raise NasutilError(f"cannot create {what}: {_first_line(cause)}") from None
+
+
+def _has_option(group: str, option: str) -> bool:
+    import importlib.resources
+
+    return importlib.resources.files("nasutil_conf").joinpath(group, f"{option}.yaml").is_file()
 
 
 def _parameters(target: Any) -> set[str] | None:

@@ -22,7 +22,7 @@ from typing import Any
 import optuna
 
 from nasutil.databases import connect_args, first_line, safe_url, sqlalchemy_url
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, NasutilNotice
 
 
 URL_VARIABLE = "NASUTIL_STORAGE_URL"
@@ -109,7 +109,8 @@ def _set_aside_a_cut_off_record(file: Path, lock: Any) -> None:
         with file.open("r+b") as f:
             f.truncate(keep)
         warnings.warn(f"study journal {file}: its last record was cut off (a writer stopped mid-append); read up to "
-                      f"the last whole record, and the {len(tail)} cut-off bytes moved to {aside}", stacklevel=3)
+                      f"the last whole record, and the {len(tail)} cut-off bytes moved to {aside}", NasutilNotice,
+                      stacklevel=3)
     finally:
         lock.release()
 
