@@ -21,7 +21,8 @@ about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Condition
 If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
 recently another process had the device, not on the network, its plans or its memory. `steady` and
 `after burst` are also timed by CUDA events and by the host's clock over the same 100-replay windows
-(`... events`, `... wall`): if the host's clock does not see the difference, the events do not time the work. For the first
+(`... events`, `... wall`): if the host's clock does not see the difference, the events do not time the work;
+NVML's clocks, power and clock event reasons after each of those windows go to the JSON file. For the first
 cell, the CUDA kernels of one eager forward after the capture (torch.profiler) show which kernels the
 plan conditions ended up with. Writes measurement_state.csv and .json (each condition over steady state).
 """
@@ -128,6 +129,19 @@ def event_and_wall_ms(graph, replays: int = 100, windows: int = 5) -> tuple[floa
     return statistics.median(events), statistics.median(walls)
 
 
+def device_state() -> dict[str, float]:
+    """What NVML says of the device right now: SM and memory clocks, power draw, and the clock event
+    reasons (a bit mask: a power cap or a slowdown can hold the effective clock below the one reported)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    return {"sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "mem_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+            "event_reasons": pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)}
+
+
 def after_burst(archs: list[str]) -> dict:
     import torch
 
@@ -136,6 +150,7 @@ def after_burst(archs: list[str]) -> dict:
     helper = subprocess.Popen([sys.executable, "-c", BURST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     helper.stdout.readline()
     readings: dict[str, dict[str, float]] = {}
+    states: dict[str, list[dict[str, float]]] = {"steady": [], "after burst": []}
     try:
         with torch.inference_mode():
             for arch in archs:
@@ -144,6 +159,7 @@ def after_burst(archs: list[str]) -> dict:
                 replay_ms(graph, 20, 7)  # settle
                 got = {"steady": replay_ms(graph, 20, 7)}
                 got["steady events"], got["steady wall"] = event_and_wall_ms(graph)
+                states["steady"].append(device_state())
                 for delay in BURST_DELAYS_S:
                     helper.stdin.write("go\n")
                     helper.stdin.flush()
@@ -155,12 +171,13 @@ def after_burst(archs: list[str]) -> dict:
                         helper.stdin.flush()
                         helper.stdout.readline()
                         got["after burst events"], got["after burst wall"] = event_and_wall_ms(graph)
+                        states["after burst"].append(device_state())
                 got["steady again"] = replay_ms(graph, 20, 7)
                 readings[arch] = got
     finally:
         helper.stdin.close()
         helper.wait()
-    return {"readings": readings}
+    return {"readings": readings, "device states": states}
 
 
 def worker(archs: list[str]) -> dict:
@@ -210,13 +227,15 @@ def main() -> None:
 
     archs = cells(args.cells, args.seed)
     columns: dict[str, dict[str, float]] = {arch: {} for arch in archs}
-    kernels = {}
+    kernels, states = {}, {}
     for condition in (*PLAN_CONDITIONS, "after burst", "worker"):
         result = in_fresh_process(condition, archs)
         for arch, got in result["readings"].items():
             columns[arch].update(got if isinstance(got, dict) else {condition: got})
         if result.get("kernels"):
             kernels[condition] = result["kernels"]
+        if result.get("device states"):
+            states = result["device states"]
         print(condition, {a[:40]: columns[a] for a in archs[:2]}, flush=True)
     names = list(columns[archs[0]])
     args.out.mkdir(parents=True, exist_ok=True)
@@ -233,6 +252,7 @@ def main() -> None:
             ratios = [columns[a][name] / columns[a]["steady"] for a in archs]
             summary[f"{name} / steady"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     summary["kernels of the first cell"] = kernels
+    summary["device after the windows (NVML)"] = states
     (args.out / "measurement_state.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1))
 
