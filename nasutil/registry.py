@@ -87,7 +87,9 @@ def space_class(name: str) -> type[SearchSpace]:
 
 def get_space(spec: str) -> SearchSpace:
     """A space instance from `NAME` or `NAME:OPTION` (e.g. `nb201`, `nni:ProxylessNAS`)."""
-    if not spec or not spec.strip():
+    if not isinstance(spec, str):
+        raise UnknownSpaceError(f"a search-space name is text (e.g. 'nb201'), got {type(spec).__name__} {spec!r:.40}")
+    if not spec.strip():
         raise UnknownSpaceError("empty search-space name")
     spec = spec.strip()
     name, sep, option = spec.partition(":")

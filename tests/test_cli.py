@@ -25,6 +25,15 @@ def test_sample_is_seeded_and_parseable(cli):
     assert len(first.stdout.splitlines()) == 5
 
 
+@pytest.mark.parametrize("space, size", [("nb201", "15,625"), ("nb101", "423,624")])
+def test_more_distinct_architectures_than_a_space_holds_is_refused_before_drawing(cli, space, size):
+    """nb101 once drew for hours (50,000 printed in two minutes) before it could tell; nb201 after printing all."""
+    result = cli("sample", space, "--unique", "-n", "500000", timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (f"nasutil: error: space {space!r} has only {size} distinct architectures; "
+                                     f"--unique cannot print 500,000")
+
+
 def test_describe_json_reports_flops_and_layers(cli):
     result = cli("describe", "nb201", NB201_CELL, "--json")
     assert result.returncode == 0, result.stderr

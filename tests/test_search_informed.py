@@ -4,6 +4,8 @@ fresh study first trains the predicted fast end (`anchors`)."""
 
 from __future__ import annotations
 
+import time
+
 import datetime
 
 import numpy as np
@@ -210,6 +212,13 @@ def test_bad_anchors_is_a_one_line_error(tmp_path, capsys):
     assert main([f"hydra.run.dir={tmp_path}", "anchors=-1", "plots=false", "progress=false", "n_trials=2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "anchors" in err and "\n" not in err
+    # more anchors than trials once ran a short search of 32,000 predictions for a 3-trial search, for minutes
+    started = time.perf_counter()
+    assert main([f"hydra.run.dir={tmp_path / 'b'}", "anchors=1000", "plots=false", "progress=false", "n_trials=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("nasutil-search: error: anchors=1000 is more than the search's n_trials=3: anchors are trained "
+                   "as its first trials (use at most n_trials)"), err
+    assert time.perf_counter() - started < 60 and not (tmp_path / "b" / "study.db").exists()
 
 
 def test_the_fast_end_of_a_latency_objective_is_its_lowest_latency():

@@ -53,3 +53,27 @@ def test_the_search_says_in_one_line_that_it_set_a_cut_off_record_aside(tmp_path
     told = [line for line in capsys.readouterr().err.splitlines() if "cut off" in line]
     assert len(told) == 1 and told[0].startswith("nasutil-search: warning: study journal"), told
     assert "cut-off bytes moved to" in told[0] and (tmp_path / "study.log.cut-off").exists()
+
+
+@pytest.mark.parametrize("kind", ["study database", "picture", "notes", "folder"])
+def test_a_file_that_is_not_a_journal_is_refused_and_left_as_it_is(tmp_path, capsys, kind):
+    """`storage.path` pointed at another file once had that file's bytes cut off as a broken record (a study
+    database's 40 trials made unreadable) or a journal record appended to it."""
+    target = tmp_path / {"study database": "copy.db", "picture": "plot.png", "notes": "notes.txt",
+                         "folder": "runs"}[kind]
+    if kind == "study database":  # a copy: the search's own file is still the process's to close
+        assert main([*ARGS[:-2], "n_trials=3", f"hydra.run.dir={tmp_path / 'first'}"]) == 0  # SQLite
+        target.write_bytes((tmp_path / "first" / "study.db").read_bytes())
+    elif kind == "picture":
+        target.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    elif kind == "notes":
+        target.write_text("hello notes")
+    else:
+        target.mkdir()
+    before = target.read_bytes() if target.is_file() else None
+    capsys.readouterr()
+    assert main([*ARGS, f"storage.path={target}", "n_trials=2", f"hydra.run.dir={tmp_path / 'again'}"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and ("is not a study journal" in error[0] or "it is a folder" in error[0]), error
+    assert (target.read_bytes() if target.is_file() else None) == before
+    assert not list(tmp_path.glob("*.cut-off"))

@@ -65,6 +65,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     seen: set[str] = set()
     printed, attempts = 0, 0
     limit = space.size() if args.unique else None
+    if limit is not None and args.num > limit:  # before drawing: nb101's 423,624 once took hours to run out
+        raise NasutilError(f"space {args.space!r} has only {limit:,} distinct architectures; --unique cannot print "
+                           f"{args.num:,}")
     while printed < args.num:
         if args.unique and limit is not None and len(seen) >= limit:
             raise NasutilError(f"space {args.space!r} has only {limit} distinct architectures")

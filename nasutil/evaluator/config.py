@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import asdict, dataclass, replace
 
@@ -19,8 +20,8 @@ def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
         raise NasutilError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
     if mode not in MODES:
         raise NasutilError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-    if batch_size < 1:
-        raise NasutilError(f"batch size must be positive, got {batch_size}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise NasutilError(f"batch size must be a whole number >= 1, got {batch_size!r}")
 
 
 def available_device(name: str, setting: str) -> str:
@@ -93,8 +94,9 @@ class MeasureConfig:
                                "and counter_tolerance >= 0")
         if not (isinstance(self.lead_in_ms, (int, float)) and math.isfinite(self.lead_in_ms) and self.lead_in_ms >= 0):
             raise NasutilError(f"lead_in_ms must be a finite number >= 0, got {self.lead_in_ms!r}")
-        if self.input_size is not None and self.input_size < 1:
-            raise NasutilError(f"input size must be positive, got {self.input_size}")
+        if self.input_size is not None and (isinstance(self.input_size, bool)
+                                            or not isinstance(self.input_size, numbers.Integral) or self.input_size < 1):
+            raise NasutilError(f"input size must be a whole number >= 1, got {self.input_size!r}")
 
     def fast(self) -> MeasureConfig:
         """Settings for measuring a whole space: 5 windows of >= 2 ms after one warm-up, timed again with

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from nasutil.arch import Arch
+from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.ops import Op, network_flops, network_params
 from nasutil.plugins import Registry
@@ -56,6 +57,17 @@ class Predictor(ABC):
     def target(self, dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph") -> PredictTarget:
         return PredictTarget(self.device_name, dtype, int(batch_size), mode)
 
+    def check_device(self, target: PredictTarget) -> None:
+        """A target on another device than the one this predictor knows is refused in one line: its figures
+        would be this device's under the other's name (an unknown name once got the H200's, marked validated)."""
+        known = self.device_name
+        if not known or not target.device_name:
+            return  # a predictor that does not know its device (a table, say) answers for any
+        same = lookup(known) is not None and lookup(known) == lookup(target.device_name)
+        if not same and known.casefold() != target.device_name.casefold():
+            raise NasutilError(f"{self.name} predicts for {known}, not {target.device_name!r} (give a profile of "
+                               f"that device, or leave the target's device to the predictor)")
+
     def check(self, space_spec: str, target: PredictTarget) -> None:
         """Raise a one-line NasutilError, before any prediction, if this kind cannot serve the space at the target."""
 
@@ -86,6 +98,7 @@ class Predictor(ABC):
                      input_size: int | None = None) -> list[Prediction]:
         """Predictions for many archs of one space at once (learned models score a batch in one pass,
         which is what makes them cheap per candidate)."""
+        self.check_device(target)
         with one_thread():
             candidates = self.candidates(space, archs, input_size)
             self.check(candidates.space_spec, target)

@@ -80,6 +80,9 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     from nasutil.registry import get_space
 
     n_trials = positive_int(cfg, "n_trials")
+    if anchor_count(cfg) > n_trials:  # each anchor is a trial: more than the budget only makes a long short search
+        raise NasutilError(f"anchors={anchor_count(cfg)} is more than the search's n_trials={n_trials}: anchors are "
+                           f"trained as its first trials (use at most n_trials)")
     seed = cfg.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise NasutilError(f"seed must be an integer, got {seed!r}")

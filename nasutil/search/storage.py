@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import re
 import time
 import warnings
 import weakref
@@ -66,6 +67,7 @@ def journal_storage(path: str) -> StudyStorage:
     file = Path(str(path)).expanduser()
     if not file.parent.is_dir():
         raise NasutilError(f"cannot open study journal {str(file)!r}: folder {str(file.parent)!r} does not exist")
+    _refuse_what_is_not_a_journal(file)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # experimental-feature notices
@@ -78,6 +80,28 @@ def journal_storage(path: str) -> StudyStorage:
     except (OSError, ValueError) as exc:
         raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
     return StudyStorage(storage, f"journal {file}", str(file))
+
+
+#: how every record of Optuna's journal begins (JSON with the operation's code first)
+_JOURNAL_RECORD = re.compile(rb'\{\s*"op_code"\s*:')
+
+
+def _refuse_what_is_not_a_journal(file: Path) -> None:
+    """A file that exists and is not empty must begin as a study journal does, before anything reads, repairs
+    or appends to it: `storage.path` pointed at another file (a study database, a picture, notes) once had
+    its bytes cut off as a broken record, or a record appended to it."""
+    if file.is_dir():
+        raise NasutilError(f"cannot open study journal {str(file)!r}: it is a folder")
+    try:
+        with file.open("rb") as f:
+            head = f.read(64)
+    except FileNotFoundError:
+        return  # a new journal
+    except OSError as exc:
+        raise NasutilError(f"cannot open study journal {str(file)!r}: {exc.strerror or exc}") from None
+    if head and not _JOURNAL_RECORD.match(head):
+        raise NasutilError(f"{str(file)!r} is not a study journal (storage.path names another file): left as it "
+                           f"is; give a new file or an existing journal")
 
 
 def _set_aside_a_cut_off_record(file: Path, lock: Any) -> None:

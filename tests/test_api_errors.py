@@ -1,0 +1,45 @@
+"""The Python API refuses bad input in one readable line (a NasutilError), as the command line does: each case
+below once went through as it was or failed deep inside another library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nasutil.errors import NasutilError
+
+CELL = "|nor_conv_3x3~0|+|nor_conv_3x3~0|avg_pool_3x3~1|+|skip_connect~0|nor_conv_3x3~1|skip_connect~2|"
+
+
+@pytest.mark.parametrize("batch_size", [float("nan"), 2.5, True, "4", 0])
+def test_a_measurement_needs_a_whole_batch_size(batch_size):
+    """nan and 2.5 were kept, and each measurement then failed inside torch.randn."""
+    from nasutil.evaluator import MeasureConfig
+
+    with pytest.raises(NasutilError, match="batch size must be a whole number >= 1"):
+        MeasureConfig(device="cpu", batch_size=batch_size)
+
+
+def test_a_numpy_batch_size_is_a_whole_number():
+    from nasutil.evaluator import MeasureConfig
+
+    assert MeasureConfig(device="cpu", batch_size=np.int64(4)).batch_size == 4
+
+
+def test_a_prediction_for_another_device_than_the_profiles_is_refused():
+    """An unknown device name once got the H200's figures under its own name, marked validated."""
+    from nasutil.predictor import PredictTarget, predict_many
+
+    h200 = predict_many("nb201", [CELL], PredictTarget("NVIDIA H200"))[0]
+    assert predict_many("nb201", [CELL], PredictTarget("H200"))[0].latency_ms == h200.latency_ms  # the same device
+    with pytest.raises(NasutilError, match="predicts for NVIDIA H200, not 'Nope GPU'"):
+        predict_many("nb201", [CELL], PredictTarget("Nope GPU"))
+
+
+@pytest.mark.parametrize("spec", [123, None, ["nb201"]])
+def test_a_space_is_named_by_text(spec):
+    """123 once failed with AttributeError: 'int' object has no attribute 'strip'."""
+    from nasutil import get_space
+
+    with pytest.raises(NasutilError, match="a search-space name is text"):
+        get_space(spec)
