@@ -176,8 +176,9 @@ class MeasurementQueue:
     A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, or when
     the first of them has waited `max_wait_s` (whichever thread notices measures for all). One batch is
     measured at a time. Each result says which batch measured it (`measured_batch`, from 0) and its place
-    in that batch (`measured_in_batch`): on an H200 the first reading of a batch and the later ones have
-    read up to 11% apart (BENCHMARKS.md, "Seed 85")."""
+    in that batch (`measured_in_batch`): on an H200 most survivors measured beside a population read up to
+    11% slower than the same cells measured one at a time, and a reading's place in its batch is one
+    suspect (BENCHMARKS.md, "Seed 85")."""
 
     def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
                  batch: int = 8, max_wait_s: float = 5.0) -> None:
