@@ -88,7 +88,12 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
     (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a finite number, got nan"),
     (["trainer=torch", "trainer.momentum=-0.5"], "trainer.momentum and trainer.weight_decay must be >= 0"),
-    (["early_stopping=hyperband", "early_stopping.reduction_factor=0"], "HyperbandPruner cannot run with these"),
+    (["early_stopping=hyperband", "early_stopping.reduction_factor=0"],
+     "HyperbandPruner cannot run with early_stopping.min_resource=1, early_stopping.max_resource=auto, "
+     "early_stopping.reduction_factor=0 ("),
+    (["early_stopping=hyperband", "early_stopping.min_resource=0"],  # the line once named no setting
+     "HyperbandPruner cannot run with early_stopping.min_resource=0, early_stopping.max_resource=auto, "
+     "early_stopping.reduction_factor=3 ("),
     (["early_stopping=median", "early_stopping.n_startup_trials=-1"], "cannot create early_stopping 'median'"),
 ])
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):

@@ -121,7 +121,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     early = plain(cfg.early_stopping)
     pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
     if pruner is not None:
-        check_pruner(pruner, trainer.max_step)
+        check_pruner(pruner, trainer.max_step, {k: v for k, v in early.items() if k not in ("name", "_target_")})
     halving = halving_for(plain(cfg.get("halving")) if cfg.get("halving") is not None else {}, trainer)
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
@@ -185,9 +185,10 @@ def halving_for(node: dict[str, Any], trainer: Trainer) -> Halving:
     return halving
 
 
-def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int) -> None:
+def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int, settings: dict[str, Any] | None = None) -> None:
     """Run a copy of the pruner on a throwaway study, two trials reporting every step: settings it cannot
-    work with (Hyperband with reduction_factor=0, say) fail here in one line, not in every trial."""
+    work with (Hyperband with reduction_factor=0, say) fail here in one line, not in every trial; the line
+    names the settings, since the pruner's own error rarely does ("division by zero")."""
     import copy
 
     trial_pruner = copy.deepcopy(pruner)  # a pruner may keep state from the first study it sees
@@ -202,8 +203,10 @@ def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int) -> None:
                     break
             study.tell(trial, value)
     except Exception as exc:
-        raise NasutilError(f"early_stopping: {type(pruner).__name__} cannot run with these settings: "
-                           f"{type(exc).__name__}: {exc}") from None
+        given = ", ".join(f"{k}={v}" for k, v in (settings or {}).items())
+        raise NasutilError(f"early_stopping: {type(pruner).__name__} cannot run with "
+                           f"{'early_stopping.' + given.replace(', ', ', early_stopping.') if given else 'these settings'}"
+                           f" ({type(exc).__name__}: {exc})") from None
 
 
 def worker_device(devices: Any, worker: int) -> str | None:
