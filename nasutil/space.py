@@ -8,6 +8,7 @@ trial), parses and prints them, encodes them for predictors, builds them into
 from __future__ import annotations
 
 import functools
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
@@ -27,6 +28,8 @@ A = TypeVar("A", bound=Arch)
 
 #: the longest architecture text any space parses (a DARTS genotype is about 500 characters)
 MAX_ARCH_CHARS = 8192
+#: the most classes a network's head may have: ten times ImageNet-21k's, and a head that still fits in memory
+MAX_NUM_CLASSES = 1_000_000
 #: the deepest nesting of brackets in it
 MAX_ARCH_NESTING = 32
 #: how much of a bad architecture an error message quotes
@@ -140,6 +143,14 @@ class SearchSpace(ABC, Generic[A]):
     def enumerate(self) -> Iterator[A]:
         """Every distinct architecture, in a fixed order. Finite spaces override this."""
         raise NotEnumerableError(f"search space {self.name!r} cannot be enumerated")
+
+    @staticmethod
+    def check_num_classes(num_classes: int) -> int:
+        """A classifier head's size, checked before building: 0 once built a head with no outputs."""
+        if (isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral)
+                or not 0 < num_classes <= MAX_NUM_CLASSES):
+            raise NasutilError(f"num_classes must be a whole number from 1 to {MAX_NUM_CLASSES:,}, got {num_classes!r}")
+        return int(num_classes)
 
     def check_input_size(self, size: int | None) -> int:
         """The input size to use (the default for None); one outside `input_sizes` is a usage error."""

@@ -95,6 +95,7 @@ class CellSpace(SearchSpace[CellArch]):
         return parse_arch(text, self.config)
 
     def build(self, arch: CellArch | ChosenCellArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        num_classes = self.check_num_classes(num_classes)
         if self.config.chosen:
             from nasutil_search_spaces.cell_network import chosen_network
 

@@ -92,6 +92,7 @@ class DartsSpace(SearchSpace[DartsArch]):
         return parse_genotype(text)
 
     def build(self, arch: DartsArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        num_classes = self.check_num_classes(num_classes)
         from nasutil_search_spaces.darts_network import DartsNetwork
 
         # The network pools globally, so it runs at any input size; `input_size` needs no change to it.

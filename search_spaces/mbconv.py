@@ -94,6 +94,7 @@ class MBConvSpace(SearchSpace[MBConvArch]):
         return parse_arch(text)
 
     def build(self, arch: MBConvArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        num_classes = self.check_num_classes(num_classes)
         size = self.default_input_size if input_size is None else input_size
         if size < 1:
             raise ValueError(f"input_size must be positive, got {size}")

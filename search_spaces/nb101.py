@@ -94,6 +94,7 @@ class NasBench101Space(SearchSpace[NB101Arch]):
         return parse_cell(text)
 
     def build(self, arch: NB101Arch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        num_classes = self.check_num_classes(num_classes)
         from nasutil_search_spaces.nb101_network import NB101Network
 
         # Fully convolutional up to global pooling, so any input size works.

@@ -47,6 +47,7 @@ class NasBench201Space(SearchSpace[NB201Arch]):
         return parse_cell(text)
 
     def build(self, arch: NB201Arch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
+        num_classes = self.check_num_classes(num_classes)
         from nasutil_search_spaces.nb201_network import NB201Network
 
         return NB201Network(arch, num_classes=num_classes, in_channels=self.in_channels)

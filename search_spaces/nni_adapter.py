@@ -436,6 +436,7 @@ class NNIModelSpace(SearchSpace[NNIArch]):
         if not isinstance(arch, NNIArch) or arch.model_space != self.identity:
             owner = arch.model_space if isinstance(arch, NNIArch) else type(arch).__name__
             raise InvalidArchError(f"architecture of {owner} given to NNI space {self.identity}")
+        num_classes = self.check_num_classes(num_classes)
         sample = arch.sample
         with _quiet_nni():
             from nni.nas.space import model_context

@@ -43,3 +43,15 @@ def test_a_space_is_named_by_text(spec):
 
     with pytest.raises(NasutilError, match="a search-space name is text"):
         get_space(spec)
+
+
+@pytest.mark.parametrize("space", ["nb201", "nb101", "darts", "mbconv", "cell"])
+@pytest.mark.parametrize("num_classes", [0, -3, 2.5, True])
+def test_a_network_needs_at_least_one_class(space, num_classes):
+    """num_classes=0 once built a head with no outputs (and only torch's warning said so); the command
+    line refuses it already."""
+    from nasutil import get_space
+
+    built = get_space(space)
+    with pytest.raises(NasutilError, match="num_classes must be a whole number from 1 to 1,000,000"):
+        built.build(built.sample(np.random.default_rng(0)), num_classes=num_classes)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
-from nasutil.space import SearchSpace
+from nasutil.space import MAX_NUM_CLASSES, SearchSpace  # one bound of classes, the command line's and the API's
 
 
 def _number(text: str, kind: type, what: str, ok) -> int | float:
@@ -40,10 +40,6 @@ MAX_SAMPLE = 10_000_000
 
 def sample_count(text: str) -> int:
     return _number(text, int, f"a positive integer up to {MAX_SAMPLE:,}", lambda v: 0 < v <= MAX_SAMPLE)
-
-
-#: the most classes a network's head may have: ten times ImageNet-21k's, and a head that still fits in memory
-MAX_NUM_CLASSES = 1_000_000
 
 
 def num_classes(text: str) -> int:
