@@ -97,7 +97,7 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
         params["_target_"] = label.replace(":", ".")
     if "_target_" not in params:
         raise NasutilError(f"{group} config needs a _target_ (the class or function that makes it)")
-    own = isinstance(params["_target_"], str) and not params["_target_"].startswith("nasutil.")
+    own = params["_target_"] != _shipped_target(group, label)  # a class of the user's own (or a plugin's)
     what = f"{group}._target_={params['_target_']}" if own else f"{group} {label or params['_target_']!r}"
     try:
         target = get_object(params["_target_"])
@@ -129,6 +129,17 @@ def _has_option(group: str, option: str) -> bool:
     import importlib.resources
 
     return importlib.resources.files("nasutil_conf").joinpath(group, f"{option}.yaml").is_file()
+
+
+def _shipped_target(group: str, option: Any) -> str | None:
+    """The `_target_` the shipped option `group=option` declares (None where no such option ships)."""
+    import importlib.resources
+
+    if not isinstance(option, str) or not option or "/" in option or not _has_option(group, option):
+        return None
+    node = OmegaConf.create(importlib.resources.files("nasutil_conf").joinpath(group, f"{option}.yaml").read_text())
+    target = node.get("_target_") if isinstance(node, DictConfig) else None
+    return str(target) if target is not None else None
 
 
 def _parameters(target: Any) -> set[str] | None:
