@@ -94,8 +94,8 @@ class MeasureConfig:
                                "and counter_tolerance >= 0")
         if not (isinstance(self.lead_in_ms, (int, float)) and math.isfinite(self.lead_in_ms) and self.lead_in_ms >= 0):
             raise NasutilError(f"lead_in_ms must be a finite number >= 0, got {self.lead_in_ms!r}")
-        if self.input_size is not None and (isinstance(self.input_size, bool)
-                                            or not isinstance(self.input_size, numbers.Integral) or self.input_size < 1):
+        size = self.input_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1):
             raise NasutilError(f"input size must be a whole number >= 1, got {self.input_size!r}")
 
     def fast(self) -> MeasureConfig:

@@ -203,10 +203,9 @@ def check_pruner(pruner: optuna.pruners.BasePruner, max_step: int, settings: dic
                     break
             study.tell(trial, value)
     except Exception as exc:
-        given = ", ".join(f"{k}={v}" for k, v in (settings or {}).items())
-        raise NasutilError(f"early_stopping: {type(pruner).__name__} cannot run with "
-                           f"{'early_stopping.' + given.replace(', ', ', early_stopping.') if given else 'these settings'}"
-                           f" ({type(exc).__name__}: {exc})") from None
+        given = ", ".join(f"early_stopping.{k}={v}" for k, v in (settings or {}).items()) or "these settings"
+        raise NasutilError(f"early_stopping: {type(pruner).__name__} cannot run with {given} "
+                           f"({type(exc).__name__}: {exc})") from None
 
 
 def worker_device(devices: Any, worker: int) -> str | None:
