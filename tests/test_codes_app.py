@@ -142,7 +142,7 @@ def test_report_compares_a_sweeps_runs_in_a_table_a_csv_and_two_plots(tmp_path, 
         assert 0 <= row["reconstruction_accuracy"] <= 1
     for name in ("runs.csv", "reconstruction_by_k.png", "accuracy_vs_overhead.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
-    bad = cli("codes", "report", str(tmp_path / "nowhere"))
+    bad = cli("codes", "report", str(tmp_path / "nowhere"), "--out", str(tmp_path / "report2"))
     assert bad.returncode == 2 and "does not exist" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -161,7 +161,7 @@ def test_report_refuses_damaged_scores_and_an_out_that_is_a_file(tmp_path, cli):
     r = cli("codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "afile"))
     assert r.returncode == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
     (folder / "scores.json").write_text('{"reconstruction_accuracy": 0.5}')
-    r = cli("codes", "report", str(tmp_path / "runs"))
+    r = cli("codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report"))
     assert r.returncode == 2 and "damaged" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -195,7 +195,8 @@ def test_report_and_eval_refuse_a_damaged_record_in_one_line(tmp_path, cli, reco
     assert main([f"runs={tmp_path / 'runs'}", "epochs=1", *SMALL]) == 0
     [folder] = _runs(tmp_path / "runs")
     (folder / record).write_text(text)
-    for command in (["codes", "report", str(tmp_path / "runs")], ["codes", "eval", str(folder)]):
+    for command in (["codes", "report", str(tmp_path / "runs"), "--out", str(tmp_path / "report")],
+                    ["codes", "eval", str(folder)]):
         if (record == "scores.json") != (command[1] == "report"):
             continue  # report reads scores.json (which holds its settings); eval reads run.json
         r = cli(*command)

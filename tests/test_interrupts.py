@@ -97,8 +97,9 @@ def test_ctrl_c_at_any_moment_of_a_search_ends_in_one_line(tmp_path, delay_s):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("population", [1, 3])
-def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, population):
+@pytest.mark.parametrize("population, stop", [(1, signal.SIGINT), (3, signal.SIGINT), (3, signal.SIGTERM)],
+                         ids=["alone-ctrl-c", "population-ctrl-c", "population-sigterm"])
+def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, population, stop):
     """Exiting while a trial's thread runs a training step aborted the process ("terminate called without
     an active exception", exit -6), and the interrupted trials stayed RUNNING. Now the trainings stop
     after their step in flight, their trials fail with the reason, and the command ends in one line."""
@@ -122,7 +123,7 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
                     running = 0
     assert running, "no trial started"
     time.sleep(3.0)  # into its training (50 epochs of digits take far longer)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)  # SIGTERM (`timeout`, a batch system) once ended the process with trials RUNNING
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("nasutil-search: interrupted"), err[-2000:]
@@ -131,7 +132,7 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
         states = dict(db.execute("select state, count(*) from trials group by state").fetchall())
         reasons = {r for (r,) in db.execute("select value_json from trial_user_attributes where key = 'fail_reason'")}
     assert "RUNNING" not in states and states.get("FAIL", 0) >= 1, states
-    assert any("interrupted (Ctrl-C) before its training ended" in r for r in reasons), reasons
+    assert any("interrupted (Ctrl-C or SIGTERM) before its training ended" in r for r in reasons), reasons
 
 
 def test_a_ctrl_c_of_an_earlier_command_does_not_stop_the_next_where_sigint_is_ignored():

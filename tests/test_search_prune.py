@@ -267,3 +267,27 @@ def test_a_policy_of_your_own_on_the_command_line(tmp_path, monkeypatch, capsys)
                                                    "takes no option band"), error
     assert error[0].endswith("(takes: none; they come with prune=dominated_throughput: start from one without "
                              "them, such as prune=none)"), error
+
+
+def test_the_installed_command_finds_a_policy_in_the_folder_it_runs_from(tmp_path):
+    """docs/search.md's `prune._target_=my_module.MyPolicy` with my_module.py beside the user once failed with
+    "Error loading 'my_module.MyPolicy':" and nothing after it: the console script looked only where it was
+    installed."""
+    import shutil
+    import subprocess
+
+    command = shutil.which("nasutil-search")
+    if command is None:
+        pytest.skip("the nasutil-search command is not installed")
+    (tmp_path / "my_module.py").write_text(
+        "from nasutil.search.prune import PrunePolicy\n\n\n"
+        "class MyPolicy(PrunePolicy):\n    name = 'mine'\n\n    def decide(self, candidate, history):\n        return None\n")
+    common = ["n_trials=2", "plots=false", "progress=false", "predictor=analytical"]
+    done = subprocess.run([command, "prune=none", "prune._target_=my_module.MyPolicy", *common], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "prune mine" in done.stdout, done.stderr[-600:]
+    missing = subprocess.run([command, "prune=none", "prune._target_=not_here.MyPolicy", *common], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
+        "nasutil-search: error: cannot import prune._target_=not_here.MyPolicy: ModuleNotFoundError: No module named "
+        "'not_here' (a module of your own must be importable: installed, or in the folder the command runs from)"]

@@ -30,11 +30,22 @@ def nasutil() -> int:
     return _run("nasutil.cli", "nasutil: interrupted")
 
 
+def _with_working_folder() -> None:
+    """A class of the user's own (`prune._target_=my_module.MyPolicy`) is found in the folder the command
+    runs from, as with `python -m nasutil.search`; after the installed packages, so that it shadows none."""
+    import os
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+
+
 def nasutil_search() -> int:
+    _with_working_folder()
     return _run("nasutil.cli.search_command",
                 "nasutil-search: interrupted (finished trials are kept in the study; re-run to resume)")
 
 
 def nasutil_codes() -> int:
+    _with_working_folder()
     return _run("nasutil.cli.codes_app",
                 "nasutil-codes: interrupted (finished epochs are kept in the run folder; re-run to continue)")

@@ -1,4 +1,4 @@
-"""Ctrl-C that always stops a command, in one line, without tearing a native library in half.
+"""Ctrl-C (or SIGTERM) that always stops a command, in one line, without tearing a native library in half.
 
 Python runs a signal handler at the next bytecode boundary of the main thread. Two places make that
 unsafe or unreliable: inside an import of a native library (torch calls back into Python from C++,
@@ -40,15 +40,22 @@ def handled() -> Iterator[None]:
     handler is not installed (SIGINT ignored, as in a job a shell started in the background): it belonged
     to an earlier command of the process, and would stop this one at its first safe point."""
     _requested.clear()
-    own = threading.current_thread() is threading.main_thread() and \
-        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    main = threading.current_thread() is threading.main_thread()
+    own = main and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # SIGTERM (`kill`, `timeout`, a batch system ending or preempting a job) stops a command as Ctrl-C does,
+    # where nobody else handles it: its default ends the process at once, trials left RUNNING
+    terminate = main and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     if own:
         signal.signal(signal.SIGINT, _on_sigint)
+    if terminate:
+        signal.signal(signal.SIGTERM, _on_sigint)
     try:
         yield
     finally:
         if own:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        if terminate:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop_if_requested() -> None:

@@ -102,7 +102,10 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     try:
         target = get_object(params["_target_"])
     except Exception as exc:
-        raise NasutilError(f"cannot import {what}: {_first_line(exc)}") from None
+        cause = exc.__cause__ or exc  # Hydra's own first line ("Error loading 'x':") says nothing of why
+        raise NasutilError(f"cannot import {what}: {type(cause).__name__}: {_first_line(cause)} (a module of "
+                           f"your own must be importable: installed, or in the folder the command runs from)"
+                           ) from None
     accepted = _parameters(target)
     if accepted is not None:
         unknown = sorted(k for k in params if not k.startswith("_") and k not in accepted)

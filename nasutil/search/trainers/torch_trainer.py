@@ -360,7 +360,7 @@ AUTO_BUDGET_SHARE = 0.8
 #: where tensors take more than this share of the device's memory, a candidate trained alone first collects garbage
 MEMORY_SHORT_SHARE = 0.5
 #: why a trial whose training a Ctrl-C stopped failed
-INTERRUPTED = "interrupted (Ctrl-C) before its training ended"
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before its training ended"
 #: images a validation or test forward takes at once
 EVAL_BATCH = 1024
 #: `compile=auto` compiles where a candidate takes at least this many steps: compiling a candidate's step
