@@ -161,6 +161,20 @@ def test_multirun_sweeps_write_one_study_per_job(tmp_path):
         assert 0 < float(r["hypervolume"]) <= 1 and int(r["front"]) >= 1 and float(r["best_accuracy"]) > 0
 
 
+def test_a_sweep_jobs_resume_hint_resumes_it(tmp_path, capsys):
+    """A sweep job once said "re-run the same command, or with study_name=NAME, to resume"; its settings run
+    with that name alone started a new study in outputs/. It now names the sweep, or the job's folder."""
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "seed=3", "n_trials=3", f"hydra.sweep.dir={sweep}", *FAST]) == 0
+    [job] = [p.parent for p in sweep.glob("*/*/summary.json")]
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"re-run the same sweep to resume every job; this one alone: its settings without -m, with "
+            f"hydra.run.dir={job})") in said
+    assert main(["seed=3", "n_trials=5", f"hydra.run.dir={job}", *FAST]) == 0
+    summary = json.loads((job / "summary.json").read_text())
+    assert summary["resumed"] and summary["counts"]["finished"] == 5
+
+
 def test_a_sweep_summary_leaves_out_jobs_of_earlier_sweeps(tmp_path):
     from nasutil.search.sweep_summary import sweep_rows
 

@@ -180,7 +180,9 @@ def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Nam
             _print_table(result.points, evaluator.config)
             console().print(f"throughput saturates at batch {result.saturation_batch} "
                             f"({human_count(result.best_throughput_per_s or 0)} images/s)"
-                            + (f"; largest batch within {args.slo_ms} ms: {result.slo_batch}" if args.slo_ms else ""))
+                            + (f"; largest batch within {args.slo_ms} ms: "
+                               f"{result.slo_batch if result.slo_batch is not None else 'none of the swept batch sizes'}"
+                               if args.slo_ms else ""))
     return 0 if swept else 1
 
 

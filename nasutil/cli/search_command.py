@@ -54,10 +54,24 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     finally:
         setup.search.close()
     summary = report_search(setup, counts, time.perf_counter() - started, interrupted=interrupted,
-                            plots=bool(cfg.get("plots", True)))
+                            plots=bool(cfg.get("plots", True)), resume=_resume_hint(setup.study_name))
     if interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+def _resume_hint(study_name: str) -> str:
+    """How to resume this job's study. A job of a `-m` sweep lies in the sweep's folder: the same sweep
+    resumes it, while its settings run alone (without `-m`) would start anew in `outputs/` unless given
+    the job's folder."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra = HydraConfig.get()
+    if hydra.mode == RunMode.MULTIRUN:
+        return (f"re-run the same sweep to resume every job; this one alone: its settings without -m, with "
+                f"hydra.run.dir={hydra.runtime.output_dir}")
+    return f"re-run the same command, or with study_name={study_name}, to resume"
 
 
 def refuse_added_keys(overrides: list[str]) -> None:

@@ -41,7 +41,8 @@ def unvalidated_note(trials: list) -> str | None:
 
 
 def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: StudyStorage, wall_s: float,
-                  lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15) -> None:
+                  lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15,
+                  resume: str | None = None) -> None:
     console = console or Console(file=sys.stdout, soft_wrap=False, highlight=False,
                                  width=None if sys.stdout.isatty() else 160)
     names = metric_names(study)
@@ -79,7 +80,7 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:
             console.print(f"  {files[name].name}")
-    console.print(f"storage: {storage.label} (study {study.study_name!r}; re-run the same command, "
-                  f"or with study_name={study.study_name}, to resume)")
+    resume = resume or f"re-run the same command, or with study_name={study.study_name}, to resume"
+    console.print(f"storage: {storage.label} (study {study.study_name!r}; {resume})")
     if storage.browse:
         console.print(f"browse: optuna-dashboard {storage.browse}")

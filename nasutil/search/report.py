@@ -14,8 +14,9 @@ from nasutil.search.tables import write_tables
 
 
 def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrupted: bool = False,
-                  plots: bool = True) -> dict[str, Any]:
-    """Write the run folder's files and print the closing report; returns what summary.json holds."""
+                  plots: bool = True, resume: str | None = None) -> dict[str, Any]:
+    """Write the run folder's files and print the closing report (`resume`: how to resume the study, where
+    the caller knows better than "re-run the same command"); returns what summary.json holds."""
     s, folder = setup.search, setup.folder
     lines: list[str] = []
     if setup.resumed:
@@ -37,5 +38,5 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
                "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings}}
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files)
+    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume)
     return summary
