@@ -150,6 +150,20 @@ def test_slurm_launcher_config_composes():
     assert "SlurmLauncher" in proc.stdout and "gpus_per_node: 1" in proc.stdout
 
 
+def test_a_slurm_sweep_without_slurm_is_one_line(tmp_path):
+    """README's SLURM example on a machine without SLURM once ended in submitit's traceback."""
+    import shutil
+
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="pip install nasutil[launchers]")
+    if shutil.which("srun"):
+        pytest.skip("this machine has SLURM: the sweep would be submitted")
+    proc = subprocess.run([sys.executable, "-m", "nasutil.search", "-m", "hydra/launcher=submitit_slurm", "seed=0",
+                           "n_trials=2", f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        'nasutil-search: error: the launcher cannot run here: Could not detect "srun", are you indeed on a slurm '
+        'cluster?'], proc.stderr[-1000:]
+
+
 def test_a_wrong_password_is_a_one_line_error(postgres_url, tmp_path):
     from sqlalchemy.engine import make_url
 

@@ -88,6 +88,10 @@ def user_error(exc: BaseException) -> str | None:
     if isinstance(exc, (ValueError, TypeError)) and tb is not None and \
             any(f"{os.sep}{pkg}{os.sep}" in tb.tb_frame.f_code.co_filename for pkg in ("hydra", "omegaconf")):
         return f"bad config: {one_line(exc)}"
+    # A launcher plugin that cannot launch here (submitit_slurm on a machine without SLURM, say)
+    if isinstance(exc, (RuntimeError, ValueError)) and tb is not None and \
+            any(f"{os.sep}{pkg}{os.sep}" in tb.tb_frame.f_code.co_filename for pkg in ("hydra_plugins", "submitit")):
+        return f"the launcher cannot run here: {one_line(exc)}"
     return None
 
 
