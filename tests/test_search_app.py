@@ -291,3 +291,13 @@ def test_the_progress_bar_counts_as_the_summary_does(tmp_path, capsys):
     assert stopped > 0  # hyperband stopped some
     assert (trained, stopped, pruned, failed) == (counts["trained"], counts["stopped_early"],
                                                  counts["pruned_before"], counts["failed"]), counts
+
+
+def test_the_summary_names_the_early_stopping_group_and_lists_summary_json(tmp_path, capsys):
+    """The summary said "pruner MedianPruner" after the group was renamed early_stopping, and its list of
+    result files left out summary.json."""
+    assert main(["early_stopping=median", "n_trials=3", f"hydra.run.dir={tmp_path}", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "; early_stopping MedianPruner" in " ".join(out.split()) and "; pruner " not in out
+    listed = out.split("results: ")[1].split("storage: ")[0].split()
+    assert "summary.json" in listed and (tmp_path / "summary.json").is_file()

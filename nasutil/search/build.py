@@ -49,7 +49,7 @@ class SearchSetup:
         slo = f" (latency SLO {s.objectives.latency_slo_ms} ms)" if s.objectives.latency_slo_ms else ""
         return [f"search space {s.space_spec}; objectives {', '.join(s.objectives.names)}{slo}; sampler "
                 f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
-                f"pruner {s.early.name}" + (f"; halving {s.halving.describe()}" if s.halving.rungs else "")
+                f"early_stopping {s.early.name}" + (f"; halving {s.halving.describe()}" if s.halving.rungs else "")
                 + (f"; {len(s.anchors)} predicted-fastest candidates first (anchors)" if s.anchors else ""),
                 f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
                 f"hardware figures: {s.measuring.description if s.measuring else 'predicted (no measurement)'}"

@@ -80,6 +80,8 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:
             console.print(f"  {files[name].name}")
+    if (folder / "summary.json").is_file():
+        console.print("  summary.json")
     resume = resume or f"re-run the same command, or with study_name={study.study_name}, to resume"
     console.print(f"storage: {storage.label} (study {study.study_name!r}; {resume})")
     if storage.browse:
