@@ -11,7 +11,7 @@ about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Condition
   capture-first  each network captured without running it eagerly first: convolution plans chosen inside
                  the capture (the evaluator's fast settings once a worker has captured one)
   eager-first    two eager calls on a side stream, then the capture: plans chosen eagerly (the default
-                 settings, the plain loop)
+                 settings, the plain loop); both captures are the evaluator's own (`modes.prepare`)
   benchmark      as eager-first with `torch.backends.cudnn.benchmark = True`
   beside idle    as capture-first while another process holds a CUDA context and 1 GB on the device, idle
   after burst D  the cell's graph read once in steady state, then again D seconds after another process
@@ -65,20 +65,11 @@ def _model(arch: str):
 
 
 def _capture(model, x, eager_first: bool):
-    import torch
+    """The evaluator's own capture (`modes.prepare`): two eager calls on a side stream first, or none (where a
+    capture without them fails, it is retried with them, as in the evaluator)."""
+    from nasutil.evaluator.modes import prepare
 
-    if eager_first:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                model(x)
-        torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        model(x)
-    torch.cuda.synchronize()
-    return graph
+    return prepare(model, x, "cudagraph", warm_up=eager_first).keep
 
 
 def _kernels(model, x) -> list[dict]:

@@ -96,7 +96,7 @@ class MeasureConfig:
             raise NasutilError(f"lead_in_ms must be a finite number >= 0, got {self.lead_in_ms!r}")
         size = self.input_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1):
-            raise NasutilError(f"input size must be a whole number >= 1, got {self.input_size!r}")
+            raise NasutilError(f"input size must be a whole number >= 1, got {size!r}")
 
     def fast(self) -> MeasureConfig:
         """Settings for measuring a whole space: 5 windows of >= 2 ms after one warm-up, timed again with
