@@ -11,12 +11,15 @@ what an unfused kernel moves, scaled by the dtype's size where bytes are asked f
 from __future__ import annotations
 
 import contextlib
+import numbers
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
 from torch.utils.flop_counter import FlopCounterMode
+
+from nasutil.errors import NasutilError
 
 _CONV_TYPES = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
@@ -108,15 +111,22 @@ def leaf_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(n, m) for n, m in model.named_modules() if next(m.children(), None) is None]
 
 
+class InputSizeError(NasutilError, ValueError):
+    """An image size or channel count that no network can take (not a positive whole number)."""
+
+
 def forward_single_image(model: nn.Module, input_size: int, in_channels: int = 3,
                          leaf_hooks: Callable[[str, nn.Module], tuple[Callable, Callable]] | None = None,
                          context: contextlib.AbstractContextManager | None = None) -> None:
     """One eval-mode, no-grad forward of a zero image (on the model's device, one CPU thread), with the
     (pre, post) forward hooks `leaf_hooks(name, module)` returns on every leaf module, inside `context`."""
+    for what, value in (("input_size", input_size), ("in_channels", in_channels)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise InputSizeError(f"{what} must be a whole number of at least 1 (got {value!r})")
     param = next(model.parameters(), None)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
-    x = torch.zeros(1, in_channels, input_size, input_size, device=device, dtype=dtype)
+    x = torch.zeros(1, int(in_channels), int(input_size), int(input_size), device=device, dtype=dtype)
     was_training = model.training
     model.eval()
     handles = []

@@ -101,22 +101,40 @@ def test_bad_input_is_one_line_with_exit_code_2(cli, tmp_path, two_runs, args, m
     assert sorted(p.name for p in (two_runs / "a").iterdir()) == before  # nothing stored was touched
 
 
-def test_a_search_over_parity_models_trains_each_candidate_as_a_parity_model(tmp_path):
-    """`nasutil-search trainer=codes`: the candidate is the parity network; its accuracy is degraded-mode."""
+def test_a_search_over_parity_models_trains_each_candidate_as_a_parity_model(tmp_path, monkeypatch):
+    """`nasutil-search trainer=codes`: the candidate is the parity network; its accuracy is degraded-mode. The
+    base is kept in the cache folder, not in the folder the search was launched from."""
     import optuna
 
     from nasutil.cli.search_command import main
 
-    args = [f"hydra.run.dir={tmp_path}", "n_trials=2", "trainer=codes", "trainer.dataset=digits", "trainer.epochs=1",
-            "trainer.base_epochs=2", "trainer.train_images=300", "trainer.batch_size=32",
-            f"trainer.base_dir={tmp_path}/base", "prune=none", "plots=false", "progress=false",
-            "study_name=parity-search"]
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    monkeypatch.chdir(launch)
+    monkeypatch.setenv("NASUTIL_CACHE_DIR", str(tmp_path / "cache"))
+    args = [f"hydra.run.dir={tmp_path}/run", "n_trials=2", "trainer=codes", "trainer.dataset=digits",
+            "trainer.epochs=1", "trainer.base_epochs=2", "trainer.train_images=300", "trainer.batch_size=32",
+            "prune=none", "plots=false", "progress=false", "study_name=parity-search"]
     assert main(args) == 0
-    trials = optuna.load_study(study_name="parity-search", storage=f"sqlite:///{tmp_path}/study.db").trials
+    trials = optuna.load_study(study_name="parity-search", storage=f"sqlite:///{tmp_path}/run/study.db").trials
     assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
     for t in trials:
         assert 0 <= t.user_attrs["accuracy"] <= 100 and "test_degraded_accuracy" in str(t.user_attrs)
-    assert len(list((tmp_path / "base").glob("*.safetensors"))) == 1  # the base, trained once for all trials
+    bases = list((tmp_path / "cache" / "codes-base").glob("*.safetensors"))
+    assert len(bases) == 1 and "-e2-b32-n300-" in bases[0].name  # the base, trained once for all trials
+    assert list(launch.iterdir()) == []
+
+
+def test_a_base_trained_with_other_settings_is_not_taken_for_this_one(tmp_path):
+    """The kept base's file is named by every setting that shapes it: a search with fewer base epochs or
+    another training set must not reuse a base trained for another search."""
+    from nasutil.search.trainers.codes_trainer import CodesTrainer
+
+    names = {CodesTrainer(base_dir=str(tmp_path), device="cpu", **change).base_file_name()
+             for change in ({}, {"base_epochs": 2}, {"batch_size": 32}, {"train_images": 300}, {"seed": 1},
+                            {"dataset": "mnist"}, {"base": "lenet5"})}
+    assert len(names) == 7
+    assert CodesTrainer(base_dir=str(tmp_path), device="cpu").base_dir == tmp_path
 
 
 def test_what_a_code_costs_against_replication():

@@ -134,6 +134,25 @@ def test_cli_colocate_json(cli):
     assert len(row["archs"]) == 3 and row["speedup"] > 0
 
 
+def test_cli_colocate_json_with_an_slo_says_which_batches_keep_within_it(cli):
+    r = cli("colocate", "nb201", "--sample", "2", "--device", "cpu", "--strategy", "fused", "--no-counters",
+            "--slo-ms", "20", "--in-process", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert rows and all(row["slo_ms"] == 20 for row in rows)
+    assert all(row["within_slo"] == (row["latency_ms"] <= 20) for row in rows)
+    assert not rows[-1]["within_slo"] and [row["batch_size"] for row in rows] == [2 ** i for i in range(len(rows))]
+
+
+def test_a_group_that_ran_sequential_reports_no_speedup(cli):
+    m = measure_group([Candidate("nb201", CELL)] * 2, CPU, "streams")  # streams needs CUDA: falls back
+    assert m.ok and m.strategy == "sequential" and m.fallback_reason
+    assert m.speedup is None and m.sequential_latency_ms == m.latency_ms
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--batch-size", "1", "--in-process", "--no-counters")
+    assert r.returncode == 0, r.stderr
+    assert "no speedup to report" in r.stdout, r.stdout
+
+
 def test_cli_colocate_table_in_process(cli):
     r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--batch-size", "1", "--strategy", "fused",
             "--in-process", "--no-counters")

@@ -81,3 +81,19 @@ def test_a_dilated_op_is_timed_with_its_dilation():
     fn = op_callable(op, 2, torch.device("cpu"), torch.float32, channels_last=False)
     assert tuple(fn().shape) == (2, 8, 8, 8)
     assert op_kind(op) == "dwconv 5x5/2 dilation 2" and op_kind(Op("dwconv", 8, 16, 16, 8, 8, 8, 5, 2, 8)) == "dwconv 5x5/2"
+
+
+@pytest.mark.parametrize("input_size, in_channels", [(-3, 3), (0, 3), (2.5, 3), (True, 3), ("32", 3), (32, 0)])
+def test_count_model_refuses_a_size_no_network_takes_in_one_line(input_size, in_channels):
+    from nasutil.errors import NasutilError
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+    with pytest.raises(NasutilError, match="must be a whole number of at least 1"):
+        count_model(model, input_size, in_channels)
+
+
+def test_count_model_takes_a_numpy_integer():
+    import numpy as np
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+    assert count_model(model, np.int64(8)).flops_per_image == count_model(model, 8).flops_per_image

@@ -339,6 +339,7 @@ def test_profile_fit_on_nothing_usable_is_a_one_line_error(cli, tmp_path):
                                 "batch_size": 1, "mode": "eager", "latency_ms": 1.0}) + "\n")
     r = cli("profile", "fit", str(path), "--out", str(tmp_path / "p.json"))
     assert r.returncode == 2 and "no successful measurements" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "space is not text" in r.stderr, r.stderr
 
 
 def _damaged_profile(tmp_path, change) -> str:

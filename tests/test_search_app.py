@@ -301,3 +301,20 @@ def test_the_summary_names_the_early_stopping_group_and_lists_summary_json(tmp_p
     assert "; early_stopping MedianPruner" in " ".join(out.split()) and "; pruner " not in out
     listed = out.split("results: ")[1].split("storage: ")[0].split()
     assert "summary.json" in listed and (tmp_path / "summary.json").is_file()
+
+
+def test_a_refused_run_leaves_no_folder_behind_and_a_refused_resume_keeps_the_study(tmp_path, capsys, monkeypatch):
+    """Hydra writes its config files before the job can refuse its settings; a refused run removes them (and
+    the folders Hydra made under the launch folder), but never a folder that holds a study."""
+    monkeypatch.chdir(tmp_path)
+    _one_line_exit_2(capsys, "n_trials=-1", *FAST)
+    _one_line_exit_2(capsys, "n_trials=0", "hydra.run.dir=runs/a/b", *FAST)
+    assert list(tmp_path.iterdir()) == []
+    assert main(["hydra.run.dir=kept", "n_trials=2", "study_name=s", *FAST]) == 0
+    kept = tmp_path / "kept"
+    before = {p.name for p in kept.iterdir()} - {"study.db-wal", "study.db-shm"}  # SQLite's, come and go
+    _one_line_exit_2(capsys, "hydra.run.dir=kept", "n_trials=-2", "study_name=s", *FAST)
+    assert {p.name for p in kept.iterdir()} - {"study.db-wal", "study.db-shm"} == before
+    assert {"study.db", "trials.csv", ".hydra"} <= before
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{kept}/study.db").trials
+    assert len(trials) == 2 and len(rows(kept / "trials.csv")) == 2

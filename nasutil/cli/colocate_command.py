@@ -70,7 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="measurement cache for group results (default: the one `nasutil measure` uses)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--remeasure", action="store_true", help="measure again even if cached")
-    p.add_argument("--json", action="store_true", help="one JSON object per measured group")
+    p.add_argument("--json", action="store_true", help="one JSON object per measured group (with --slo-ms, "
+                   "slo_ms and within_slo too)")
     p.set_defaults(handler=cmd_colocate)
 
 
@@ -151,7 +152,10 @@ def cmd_colocate(args: argparse.Namespace) -> int:
     def record(result: GroupMeasurement) -> GroupMeasurement:
         results.append(result)
         if args.json:  # as it comes: a later error or an interrupt keeps what was measured
-            print_json(result.to_dict())
+            row = result.to_dict()
+            if args.slo_ms is not None:  # the table's "largest batch within" answer, row by row
+                row |= {"slo_ms": args.slo_ms, "within_slo": result.ok and result.latency_ms <= args.slo_ms}
+            print_json(row)
         return result
 
     try:
@@ -237,7 +241,8 @@ def _print(results: list[GroupMeasurement], slo_ms: float | None) -> None:
                           "")
             continue
         table.add_row(str(r.batch_size), r.strategy, f"{r.latency_ms:.3f} ({100 * r.latency_cv:.1f}%)",
-                      f"{r.sequential_latency_ms:.3f}", f"{r.speedup:.2f}x", human_count(r.throughput_per_s),
+                      f"{r.sequential_latency_ms:.3f}", "-" if r.speedup is None else f"{r.speedup:.2f}x",
+                      human_count(r.throughput_per_s),
                       f"{r.achieved_tflops:.3g}", "-" if r.utilization is None else f"{100 * r.utilization:.2f}%")
     out.print(table)
     for r in results:
@@ -246,7 +251,8 @@ def _print(results: list[GroupMeasurement], slo_ms: float | None) -> None:
                       f"than the uncompiled networks one after another ({r.plain_sequential_latency_ms:.3f} ms)")
     fell_back = next((r for r in results if r.ok and r.fallback_reason), None)
     if fell_back:
-        out.print(f"{fell_back.requested} does not apply ({fell_back.fallback_reason}): ran sequential")
+        out.print(f"{fell_back.requested} does not apply ({fell_back.fallback_reason}): ran sequential, so there is "
+                  "no speedup to report")
     if slo_ms is not None:
         within = [r for r in results if r.ok and r.latency_ms <= slo_ms]
         out.print(f"largest batch within {slo_ms} ms: {within[-1].batch_size} per network "

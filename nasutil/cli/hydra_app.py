@@ -10,6 +10,7 @@ names in the environment, which those processes inherit.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -37,7 +38,41 @@ def keep_user_error(task: Callable[[Any], T], cfg: Any) -> T | None:
             raise
         with open(shared, "a", encoding="utf-8") as fh:
             fh.write(" ".join(message.split()) + "\n")
+        drop_folder_of_nothing()
         return None
+
+
+HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
+
+
+def drop_folder_of_nothing() -> None:
+    """Remove what Hydra wrote before the job was refused (its config files and an empty log) where the job's
+    output folder holds nothing else, and the folder itself with the empty folders above it where they lie
+    inside the launch folder (Hydra made them: `outputs/...`): a refused run leaves nothing behind. A folder
+    with anything else in it (a study being resumed) is left as it is."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        hydra = HydraConfig.get()
+        folder, top = Path(hydra.runtime.output_dir).resolve(), Path(hydra.runtime.cwd).resolve()
+        subdir, log = hydra.output_subdir, f"{hydra.job.name}.log"
+        written = []
+        for entry in folder.iterdir():
+            if subdir and entry.name == subdir and entry.is_dir() and not entry.is_symlink():
+                if all(f.is_file() and f.name in HYDRA_FILES for f in entry.iterdir()):
+                    written.append(entry)
+                    continue
+            elif entry.name == log and entry.is_file() and entry.stat().st_size == 0:
+                written.append(entry)
+                continue
+            return
+        for entry in written:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        while top in folder.parents and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+    except (ValueError, OSError):  # no Hydra job here, or a folder that cannot be read: leave it
+        return
 
 
 def one_line(exc: BaseException) -> str:

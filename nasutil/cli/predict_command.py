@@ -144,12 +144,16 @@ def _open_for_writing(path: Path):
 
 
 def _usable_measurements(paths) -> list[dict]:
-    """The measurement rows a profile can learn from; a line on stderr counts the rows left out, and why."""
+    """The measurement rows a profile can learn from; a line on stderr counts the rows left out, and why.
+    None at all is an error, in one line that says why the rows there were left out."""
     from nasutil.predictor.training_data import read_measurements, skipped_note
 
     skipped: dict[str, int] = {}
     rows = read_measurements(paths, skipped)
     note = skipped_note(skipped)
+    if not rows:
+        raise NasutilError("no successful measurements found in the given files"
+                           + (f" ({note.replace('skipped', 'left out', 1)})" if note else ""))
     if note:
         print(f"nasutil: warning: {note}", file=sys.stderr)
     return rows
@@ -161,8 +165,6 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
 
     refuse_overwriting(args.out, args.measurements, "--out")
     rows = _usable_measurements(args.measurements)
-    if not rows:
-        raise NasutilError("no successful measurements found in the given files")
     from nasutil.predictor.profile import merge_operator_tables
 
     base = merge_operator_tables([load_profile(p) for p in args.base]) if args.base else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def save(path: Path, modules: dict[str, torch.nn.Module], metadata: dict[str, An
     extra, groups = optimizer_tensors(optimizer)
     tensors.update({k: v.detach().cpu().contiguous() for k, v in extra.items()})
     meta = {"format": FORMAT, **metadata, "optimizer_groups": groups}
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two workers saving at once never share one
     save_file(tensors, str(tmp), metadata={"nasutil": json.dumps(meta)})
     tmp.replace(path)
 

@@ -47,7 +47,7 @@ class GroupMeasurement:
     latency_ms: float | None = None  # one run of the whole group: every network's outputs are ready after it
     latency_cv: float | None = None
     sequential_latency_ms: float | None = None  # the same networks one after another, same process and run
-    speedup: float | None = None  # sequential_latency_ms / latency_ms
+    speedup: float | None = None  # sequential_latency_ms / latency_ms; None where the group ran sequential
     compiled: bool = False  # every network compiled by Inductor (mode "compile"), sequential ones too
     compiled_frozen: bool | None = None  # compiled with frozen weights (BatchNorm folded), or with them as inputs
     compile_s: float | None = None  # seconds spent compiling the group
@@ -164,9 +164,12 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
     with matmul_precision(config.dtype), torch.inference_mode():
         start = time.perf_counter()
         together = colocate(models, inputs, strategy, fallback=fallback, compiled=compiled, freezing=freezing)
-        alone = colocate(models, inputs, "sequential", compiled=compiled, freezing=freezing)  # code is reused
+        # a group that runs one after another (asked for, or fallen back to) is its own sequential figure: a
+        # second timing of the same code would report noise as a speedup
+        apart = together.strategy != "sequential"
+        alone = colocate(models, inputs, "sequential", compiled=compiled, freezing=freezing) if apart else None
         compile_s = time.perf_counter() - start if compiled else None
-        prepared = {"together": together.run, "alone": alone.run}
+        prepared = {"together": together.run} | ({"alone": alone.run} if apart else {})
         if compiled:
             prepared["plain"] = colocate(models, inputs, "sequential").run
         graph = device.type == "cuda"
@@ -183,7 +186,7 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
                 counters = measure_counters(together.run, device, nvml, config.counter_window_ms, latency,
                                             tolerance=config.counter_tolerance, max_ms=config.counter_max_ms).counters
     latency = statistics.median(runs["together"])
-    sequential = statistics.median(runs["alone"])
+    sequential = statistics.median(runs["alone"]) if apart else latency
     plain = statistics.median(runs["plain"]) if compiled else None
     name = device_name(device)
     peak = _peak(device, name, config.dtype)
@@ -193,7 +196,7 @@ def _measure_built(candidates, built, config: MeasureConfig, strategy: str, fall
         dtype=config.dtype, batch_size=config.batch_size, strategy=together.strategy, requested=strategy,
         fallback_reason=together.fallback_reason, latency_ms=latency,
         latency_cv=statistics.pstdev(runs["together"]) / statistics.fmean(runs["together"]),
-        sequential_latency_ms=sequential, speedup=sequential / latency, compiled=compiled,
+        sequential_latency_ms=sequential, speedup=sequential / latency if apart else None, compiled=compiled,
         compiled_frozen=freezing if compiled else None, compile_s=compile_s,
         plain_sequential_latency_ms=plain, speedup_over_plain=None if plain is None else plain / latency,
         throughput_per_s=len(models) * config.batch_size / (latency * 1e-3), flops_per_image=flops,

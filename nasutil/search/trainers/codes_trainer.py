@@ -1,7 +1,8 @@
 """A search for parity models: each candidate architecture is trained as the parity model of a code.
 
-The deployed base is trained once (and kept in `base_dir`, so resumed searches and other workers reuse
-it); each trial trains the candidate as the parity network behind a fixed encoder and decoder (the
+The deployed base is trained once (and kept in `base_dir`, by default the nasutil cache folder, so resumed
+searches, other workers and searches started from other folders reuse it; its file is named by every
+setting that shapes it, so a changed setting trains a new one); each trial trains the candidate as the parity network behind a fixed encoder and decoder (the
 parity-models design: `sum` or `concat`, then `subtract`), reporting degraded-mode accuracy on the
 validation split after every epoch. With the search's throughput objective (predicted for the
 candidate's architecture) the front is degraded-mode accuracy against parity cost, and prune-before-
@@ -26,19 +27,28 @@ from nasutil.space import SearchSpace
 VALID_IMAGES = 2000
 
 
+def default_base_dir() -> Path:
+    """Where trained bases are kept unless `base_dir` says otherwise: beside the measurement cache
+    ($NASUTIL_CACHE_DIR, else ~/.cache/nasutil), not in whatever folder the search was launched from."""
+    from nasutil.evaluator.cache import default_cache_path
+
+    return default_cache_path().parent / "codes-base"
+
+
 class CodesTrainer(Trainer):
     name = "codes"
 
     def __init__(self, base: str = "mlp", dataset: str = "fashion_mnist", data_dir: str = "data", k: int = 2,
                  encoder: str = "sum", decoder: str = "subtract", loss: str = "mse", base_epochs: int = 10,
                  epochs: int = 5, batch_size: int = 64, train_images: int | None = None,
-                 base_dir: str = "codes-base", device: str = "auto", seed: int = 0) -> None:
+                 base_dir: str | None = None, device: str = "auto", seed: int = 0) -> None:
         self.spec = CodeSpec(k=int(k), encoder=encoder, decoder=decoder, parity="copy", loss=loss).check()
         if epochs < 1 or batch_size < 1 or base_epochs < 0:
             raise NasutilError("trainer: epochs and batch_size must be >= 1, base_epochs >= 0")
         self.base_spec, self.dataset, self.data_dir = base, dataset, str(data_dir)
         self.base_epochs, self.epochs, self.batch_size = int(base_epochs), int(epochs), int(batch_size)
-        self.train_images, self.base_dir, self.seed = train_images, Path(base_dir), int(seed)
+        self.train_images, self.seed = train_images, int(seed)
+        self.base_dir = Path(base_dir) if base_dir else default_base_dir()
         self.device = resolve_device(device, "trainer.device")
         self.max_step = self.epochs
         self._ready: tuple[CodeData, torch.nn.Module, torch.Tensor] | None = None
@@ -52,10 +62,16 @@ class CodesTrainer(Trainer):
         """The data, the frozen base (trained on first use, then read back) and its outputs on the train split."""
         if self._ready is None:
             data = load_code_data(self.dataset, self.data_dir).limited(self.train_images, None)
-            path = self.base_dir / f"{self.dataset}-{self.base_spec.replace('/', '_')[:80]}-s{self.seed}.safetensors"
+            path = self.base_dir / self.base_file_name()
             base = trained_base(self.base_spec, data, path, self.base_epochs, self.batch_size, self.device, self.seed)
             self._ready = (data, base, base_outputs(base, data.train[0], self.device))
         return self._ready
+
+    def base_file_name(self) -> str:
+        """Every setting the trained base depends on, so that a search with other settings trains its own."""
+        images = "all" if self.train_images is None else int(self.train_images)
+        return (f"{self.dataset}-{self.base_spec.replace('/', '_')[:80]}-e{self.base_epochs}-b{self.batch_size}"
+                f"-n{images}-s{self.seed}.safetensors")
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         data, base, targets = self._prepare()
@@ -78,4 +94,5 @@ class CodesTrainer(Trainer):
 
     def describe(self) -> str:
         return (f"codes: parity models for base {self.base_spec} on {self.dataset}, k={self.spec.k}, "
-                f"{self.spec.encoder} encoder, {self.spec.decoder} decoder, {self.epochs} epochs")
+                f"{self.spec.encoder} encoder, {self.spec.decoder} decoder, {self.epochs} epochs; base kept in "
+                f"{self.base_dir}")
