@@ -68,6 +68,7 @@ COMMANDS = [
     "nasutil codes train --out runs/fmnist-pm --dataset fashion_mnist --k 2 --encoder sum --decoder subtract --parity copy",
     "nasutil-codes k=4 encoder=sum decoder=subtract parity=copy epochs=50",
     "nasutil-codes -m k=2,4 encoder=mlp,sum dataset=fashion_mnist",
+    "nasutil-search trainer=codes trainer.dataset=digits n_trials=4",
 ]
 README_TABLE = COMMANDS[:5]  # README's "what these cost" table
 FILES = {True: "command_cost.csv", False: "command_cost_docs.csv"}  # by: is the command in README_TABLE

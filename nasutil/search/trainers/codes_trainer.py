@@ -11,6 +11,7 @@ train skips candidates the predictor already rules out.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import torch
@@ -63,6 +64,9 @@ class CodesTrainer(Trainer):
         if self._ready is None:
             data = load_code_data(self.dataset, self.data_dir).limited(self.train_images, None)
             path = self.base_dir / self.base_file_name()
+            if not path.is_file():  # minutes on a CPU, before the first trial: say what is happening
+                print(f"training the code's base once ({self.base_spec}, {self.base_epochs} epochs on {self.dataset}); "
+                      f"later searches with these settings reuse it from {path}", file=sys.stderr, flush=True)
             base = trained_base(self.base_spec, data, path, self.base_epochs, self.batch_size, self.device, self.seed)
             self._ready = (data, base, base_outputs(base, data.train[0], self.device))
         return self._ready
