@@ -310,13 +310,13 @@ TABLE = [
     *[Doc(command, command, "costly", why=COSTLY_WHY.get(command, COST), gpu=GPU_COMMANDS.get(command, ""))
       for command in COST_SCRIPT.COMMANDS if command != "nasutil-search"],
     # --- need a service or another machine ---
-    Doc("postgres-workers", "for i in 1 2 3 4; do nasutil-search storage=postgresql study_name=shared n_trials=200 "
-        "hydra.run.dir=outputs/shared/w$i & done; wait", "elsewhere",
+    Doc("postgres-workers", "for i in 0 1 2 3; do nasutil-search storage=postgresql study_name=shared n_trials=200 "
+        "worker=$i hydra.run.dir=outputs/shared/w$i & done; wait", "elsewhere",
         why=f"{POSTGRES} in NASUTIL_STORAGE_URL; the test runs these four workers against a throwaway server",
         covered_by=("tests/test_search_shared.py::test_four_workers_share_one_postgresql_study",
                     "tests/test_search_shared.py::test_a_worker_killed_mid_trial_loses_nothing")),
     Doc("journal-on-each-machine", "nasutil-search storage=journal storage.path=/shared/studies/shared.log "
-        "study_name=shared n_trials=200 hydra.run.dir=outputs/shared/$(hostname)", "elsewhere",
+        "study_name=shared n_trials=200 worker=N hydra.run.dir=outputs/shared/$(hostname)", "elsewhere",
         why="needs a file system shared by several machines (/shared/studies); the tests share a local journal file",
         covered_by=("tests/test_search_shared.py::test_three_workers_share_a_journal_file",
                     "tests/test_search_journal.py::test_a_cut_off_last_record_is_set_aside_and_the_search_resumes")),

@@ -67,3 +67,22 @@ def test_rerunning_the_same_command_resumes_under_the_default_name(tmp_path, cap
     assert f"resumed study {first['study_name']!r}: it held 5 finished trials" in capsys.readouterr().out
     study = optuna.load_study(study_name=first["study_name"], storage=f"sqlite:///{tmp_path / 'study.db'}")
     assert len(study.trials) == 9
+
+
+def _archs(run_dir, name: str) -> list[str]:
+    study = optuna.load_study(study_name=name, storage=f"sqlite:///{run_dir}/study.db")
+    return [t.user_attrs.get("arch") for t in sorted(study.trials, key=lambda t: t.number)]
+
+
+def test_a_resumed_search_draws_new_candidates_and_is_still_reproducible(tmp_path):
+    """The sampler's seed is varied by the trials the study holds: a resumed random (or TPE start-up) search
+    once drew the first run's candidates again, each a repeat. The same commands give the same trials."""
+    runs = []
+    for copy in ("a", "b"):
+        args = [f"hydra.run.dir={tmp_path / copy}", "study_name=grow", "sampler=random", "prune=none",
+                "predictor=analytical", "plots=false", "progress=false"]
+        assert main([*args, "n_trials=5"]) == 0
+        assert main([*args, "n_trials=10"]) == 0
+        runs.append(_archs(tmp_path / copy, "grow"))
+    assert len(runs[0]) == 10 and len(set(runs[0])) == 10, runs[0]
+    assert runs[0] == runs[1]

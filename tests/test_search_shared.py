@@ -22,7 +22,7 @@ SETTINGS = ["predictor=analytical", "prune=none", "plots=false", "progress=false
 
 
 def start_workers(count: int, run_root: Path, args: list[str], env: dict[str, str] | None = None) -> list:
-    return [subprocess.Popen([sys.executable, "-m", "nasutil.search", *SETTINGS, *args,
+    return [subprocess.Popen([sys.executable, "-m", "nasutil.search", *SETTINGS, *args, f"worker={i}",
                               f"hydra.run.dir={run_root / f'w{i}'}"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, **(env or {})}) for i in range(count)]

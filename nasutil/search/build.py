@@ -148,7 +148,8 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                            f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     anchors_wanted = anchor_count(cfg)
-    sampler = _sampler(plain(cfg.sampler), seed + 7919 * worker, constrained)  # worker 0 keeps `seed`
+    sampler = _sampler(plain(cfg.sampler), sampler_seed(seed, worker, trials_stored(storage.storage, study_name)),
+                       constrained)
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     if halving.rungs and halving.inform_sampler and informable(sampler):
         sampler = RungInformedSampler(sampler)
@@ -160,6 +161,22 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                     worker=worker, device=device, halving=halving, anchors=anchors)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
                        str(cfg.sampler.get("name")), resumed, search.counts())
+
+
+def sampler_seed(seed: int, worker: int, stored: int) -> int:
+    """The sampler's seed: `seed` itself for worker 0 of a new study (a search is reproducible from `seed`),
+    varied by the worker and by the trials the study already holds, so that neither another worker nor a
+    resumed search draws the same sequence again (a random start-up would repeat every trial of the first run)."""
+    return seed + 7919 * worker + 104729 * stored
+
+
+def trials_stored(storage: optuna.storages.BaseStorage, name: str) -> int:
+    """How many trials the study `name` holds in `storage` (0 where there is no such study yet)."""
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return 0
+    return storage.get_n_trials(study_id)
 
 
 def anchor_count(cfg: DictConfig) -> int:
