@@ -65,6 +65,7 @@ def test_an_architecture_as_base_gets_a_safe_folder_name():
     (["encoder=magic", "dataset=digits"], "encoder"),
     (["dataset=digits", "seed=abc"], "seed must be"),
     (["dataset=digits", "train_images=0"], "train_images must be"),
+    (["dataset=digits", "test_images=1"], "test_images must be at least k = 2"),
     (["dataset=digits", "progress=maybe"], "progress must be"),
     (["dataset=digits", "parity=nope"], "unknown base 'nope'"),
     (["dataset=digits", "data_dir=${oc.env:NASUTIL_NO_SUCH_VARIABLE}"], "NASUTIL_NO_SUCH_VARIABLE"),
@@ -94,6 +95,23 @@ def test_a_refused_job_removes_only_what_it_made_and_only_inside_runs(tmp_path):
     assert (mine / "notes.txt").read_text() == "keep me"  # outside runs: nothing touched
     assert main([f"runs={tmp_path}", f"hydra.run.dir={mine}", "dataset=nope"]) == 2
     assert (mine / "notes.txt").read_text() == "keep me"  # inside runs: only the job's own files go
+
+
+def test_a_failure_in_training_is_reported_as_itself_and_keeps_the_run(tmp_path, monkeypatch):
+    """An error of the training inside the lock (taken by both front doors) once carried the lock's
+    FileExistsError as its context: it was reported as "cannot use '.training.lock'" and the run's
+    run.json was removed as if the job had been refused."""
+    import nasutil.codes.run
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("scoring broke")
+
+    monkeypatch.setattr(nasutil.codes.run, "score_code", broken)
+    with pytest.raises(RuntimeError, match="scoring broke"):
+        main([f"runs={tmp_path}", "epochs=1", *SMALL])
+    [folder] = _runs(tmp_path)
+    assert (folder / "run.json").is_file() and (folder / "base.safetensors").is_file()
+    assert not (folder / LOCK).exists()
 
 
 def test_two_jobs_never_train_one_folder_at_once(tmp_path, capsys):

@@ -24,7 +24,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
-from nasutil.codes.lock import LOCK, training_lock
+from nasutil.codes.lock import LOCK, RESULTS, training_lock
 from nasutil.codes.settings import data_folder, from_values, run_folder_name, slug
 
 PROG = "nasutil-codes"
@@ -69,8 +69,8 @@ def _remove_fresh(folder: Path, runs: Path, records: str | None) -> None:
     import shutil
 
     runs, target = runs.resolve(), folder.resolve()
-    if runs not in target.parents:
-        return
+    if runs not in target.parents or any((target / name).exists() for name in RESULTS if name != "run.json"):
+        return  # outside the runs folder, or the job trained something before it failed: all of it stays
     if records:
         mine = (target / records).resolve()
         if target in mine.parents and mine.is_dir():

@@ -115,6 +115,11 @@ class RunSettings:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
                 raise NasutilError(f"{f.name} must be a whole number >= {least}, got {value!r}")
+        for name in ("train_images", "test_images"):  # a code works on groups of k images: fewer form none
+            value = getattr(self, name)
+            if value is not None and value < self.code.k:
+                raise NasutilError(f"{name} must be at least k = {self.code.k} (one group of k queries), "
+                                   f"got {value}")
         (channels, size, _), classes = SHAPES[self.dataset]
         for spec in {self.base, *([] if self.code.parity in ("base", "copy") else [self.code.parity])}:
             build_base(spec, channels, size, classes)
