@@ -55,3 +55,29 @@ def test_a_network_needs_at_least_one_class(space, num_classes):
     built = get_space(space)
     with pytest.raises(NasutilError, match="num_classes must be a whole number from 1 to 1,000,000"):
         built.build(built.sample(np.random.default_rng(0)), num_classes=num_classes)
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("max_iters_per_window", -5), ("max_iters_per_window", 0), ("cv_threshold", float("nan")), ("cv_threshold", 0),
+    ("min_window_ms", -1), ("min_window_ms", float("nan")), ("warmup", float("nan")), ("repeats", 2.5),
+    ("repeats", "7"), ("counter_tolerance", float("inf")), ("counters", "no"), ("num_classes", 0)])
+def test_a_measurement_refuses_timing_settings_it_cannot_time_by(setting, value):
+    """max_iters_per_window=-5 once measured a negative latency, marked ok and cached; nan and strings failed
+    later, inside the timing, as a failed measurement."""
+    from nasutil.evaluator import MeasureConfig
+
+    with pytest.raises(NasutilError, match=f"^{setting} must be"):
+        MeasureConfig(device="cpu", **{setting: value})
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"timeout_s": float("inf")}, "timeout_s must be"), ({"timeout_s": float("nan")}, "timeout_s must be"),
+    ({"timeout_s": -1}, "timeout_s must be"), ({"workers": 2.5}, "workers must be a whole number")])
+def test_an_evaluator_refuses_a_limit_or_worker_count_it_cannot_keep(settings, message):
+    """inf and nan failed inside selectors.py; -1 reported "timed out after -1 s"; 2.5 workers a TypeError."""
+    from nasutil.evaluator import Evaluator, MeasureConfig
+
+    with pytest.raises(NasutilError, match=message):
+        Evaluator(MeasureConfig(device="cpu"), **settings)
+    with pytest.raises(NasutilError, match="MeasureConfig"):
+        Evaluator(None)

@@ -46,6 +46,13 @@ def chosen_device(spec: str, setting: str) -> str:
     return available_device(spec, setting)
 
 
+#: (setting, least value) of the settings that count something
+WHOLE_NUMBERS = (("warmup", 0), ("repeats", 2), ("max_iters_per_window", 1), ("num_classes", 1))
+#: (setting, least value, whether it must lie above it) of the settings that measure something
+FINITE_NUMBERS = (("min_window_ms", 0.0, False), ("lead_in_ms", 0.0, False), ("cv_threshold", 0.0, True),
+                  ("counter_window_ms", 0.0, True), ("counter_tolerance", 0.0, False), ("counter_max_ms", 0.0, True))
+
+
 @dataclass(frozen=True)
 class MeasureConfig:
     """What a measurement runs. Left out, `device` is `auto` (CUDA where it is available, else the CPU),
@@ -75,6 +82,8 @@ class MeasureConfig:
     eager_warm_up: bool = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.device, str):
+            raise NasutilError(f"device must be text (cpu, cuda, cuda:N or auto), got {self.device!r}")
         if self.device == "auto":
             object.__setattr__(self, "device", chosen_device("auto", "device"))
         on_cpu = self.device == "cpu"
@@ -86,14 +95,20 @@ class MeasureConfig:
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
         if self.mode == "cudagraph" and self.device == "cpu":
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
-        if self.repeats < 2 or self.warmup < 0:
-            raise NasutilError("need at least 2 timed repeats and a non-negative warm-up")
-        if not (self.counter_window_ms > 0 and self.counter_max_ms >= self.counter_window_ms
-                and self.counter_tolerance >= 0):
-            raise NasutilError("counter windows need counter_window_ms > 0, counter_max_ms >= counter_window_ms "
-                               "and counter_tolerance >= 0")
-        if not (isinstance(self.lead_in_ms, (int, float)) and math.isfinite(self.lead_in_ms) and self.lead_in_ms >= 0):
-            raise NasutilError(f"lead_in_ms must be a finite number >= 0, got {self.lead_in_ms!r}")
+        for name, least in WHOLE_NUMBERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise NasutilError(f"{name} must be a whole number >= {least}, got {value!r}")
+        for name, least, above in FINITE_NUMBERS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+                    or value < least or (above and value == least):
+                raise NasutilError(f"{name} must be a finite number {'>' if above else '>='} {least:g}, got {value!r}")
+        if self.counter_max_ms < self.counter_window_ms:
+            raise NasutilError("counter windows need counter_max_ms >= counter_window_ms")
+        for name in ("channels_last", "counters", "per_layer", "eager_warm_up"):
+            if not isinstance(getattr(self, name), bool):
+                raise NasutilError(f"{name} must be True or False, got {getattr(self, name)!r}")
         size = self.input_size
         if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1):
             raise NasutilError(f"input size must be a whole number >= 1, got {size!r}")

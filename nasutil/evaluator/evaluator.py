@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
+import numbers
 import os
 import queue
 import sys
@@ -40,10 +42,17 @@ class Evaluator:
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
                  timeout_s: float = 300.0, remeasure: bool = False, workers: int = 1,
                  clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None) -> None:
-        if workers < 1:
-            raise NasutilError(f"need at least one worker, got {workers}")
-        if not 0 <= clock_floor <= 1 or clock_retries < 0:
-            raise NasutilError("clock_floor must be in [0, 1] and clock_retries non-negative")
+        if not isinstance(config, MeasureConfig):
+            raise NasutilError(f"an Evaluator measures by a MeasureConfig, got {type(config).__name__}")
+        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
+            raise NasutilError(f"workers must be a whole number >= 1, got {workers!r}")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not math.isfinite(timeout_s) \
+                or timeout_s <= 0:
+            raise NasutilError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")
+        if not (isinstance(clock_floor, numbers.Real) and 0 <= clock_floor <= 1) or \
+                isinstance(clock_retries, bool) or not isinstance(clock_retries, numbers.Integral) or clock_retries < 0:
+            raise NasutilError("clock_floor must be in [0, 1] and clock_retries a whole number >= 0")
+        workers, timeout_s = int(workers), float(timeout_s)
         self.clock_floor = clock_floor
         self.clock_retries = clock_retries
         self.timeout_s = timeout_s
