@@ -76,7 +76,13 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["trainer._target_=collections.OrderedDict"], "made a OrderedDict, not a nasutil.search.trainers.Trainer"),
     (["+n_trails=5"], "+n_trails=5: nasutil-search has no setting 'n_trails' (did you mean n_trials?)"),
     (["timeout_s=nan"], "timeout_s must be positive or null, got nan"),
-    (["evaluator.timeout_s=nan"], "evaluator.timeout_s must be a positive number of seconds, got nan"),
+    (["evaluator.timeout_s=nan"], "evaluator.timeout_s must be a number, got nan"),
+    (["prune.band=nan"], "prune.band must be a number, got nan"),  # every comparison false: pruning was off
+    (["sampler=nsga2", "sampler.population_size=nan"], "sampler.population_size must be a number, got nan"),
+    (["sampler.n_startup_trials=2.5"], "sampler.n_startup_trials must be a whole number, got 2.5"),
+    (["trainer=torch", "trainer.epochs=1.5"], "trainer.epochs must be a whole number, got 1.5"),
+    (["target.batch_size=2.5"], "target.batch_size must be a whole number from 1 to 65536, got 2.5"),
+    (["target.batch_size=100000000"], "target.batch_size must be a whole number from 1 to 65536"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
     (["search_space=darts"], "nb201 only"),
     (["pruned_as=skip"], "pruned_as must be one of auto, pruned, infeasible, predicted, got 'skip'"),
@@ -86,7 +92,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.min_accuracy=150"], "percentage in [0, 100]"),
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
-    (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a finite number, got nan"),
+    (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a number, got nan"),
     (["trainer=torch", "trainer.momentum=-0.5"], "trainer.momentum and trainer.weight_decay must be >= 0"),
     (["early_stopping=hyperband", "early_stopping.reduction_factor=0"],
      "HyperbandPruner cannot run with early_stopping.min_resource=1, early_stopping.max_resource=auto, "

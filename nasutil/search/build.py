@@ -15,7 +15,7 @@ from nasutil.devices import lookup
 from nasutil.evaluator.config import available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.config import check_one_target, instantiate_group, plain, positive_int, split_target
+from nasutil.search.config import check_numbers, check_one_target, instantiate_group, plain, positive_int, split_target
 from nasutil.search.anchors import fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
@@ -105,6 +105,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if isinstance(worker, bool) or not isinstance(worker, int) or worker < 0:
         raise NasutilError(f"worker must be a whole number >= 0, got {worker!r}")
     device = worker_device(cfg.get("devices"), worker)
+    check_target(plain(cfg.get("target")) if cfg.get("target") is not None else {})
 
     space_spec = space_spec_of(cfg.search_space)
     get_space(space_spec)
@@ -177,6 +178,18 @@ def trials_stored(storage: optuna.storages.BaseStorage, name: str) -> int:
     except KeyError:
         return 0
     return storage.get_n_trials(study_id)
+
+
+MAX_TARGET_BATCH = 1 << 16
+
+
+def check_target(node: dict[str, Any]) -> None:
+    """The hardware target, before the predictor and the evaluator each read it (a batch size of 2.5 would be
+    cut to 2 by one of them, and reported under the other's name)."""
+    check_numbers(node, "target")
+    size = node.get("batch_size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_TARGET_BATCH):
+        raise NasutilError(f"target.batch_size must be a whole number from 1 to {MAX_TARGET_BATCH}, got {size!r}")
 
 
 def anchor_count(cfg: DictConfig) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -97,6 +98,7 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
         params["_target_"] = label.replace(":", ".")
     if "_target_" not in params:
         raise NasutilError(f"{group} config needs a _target_ (the class or function that makes it)")
+    check_numbers(params, group)
     own = params["_target_"] != _shipped_target(group, label)  # a class of the user's own (or a plugin's)
     what = f"{group}._target_={params['_target_']}" if own else f"{group} {label or params['_target_']!r}"
     try:
@@ -119,6 +121,7 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
             raise NasutilError(f"{what} takes no option {', '.join(unknown)} "
                                f"(takes: {', '.join(sorted(accepted)) or 'none'}{start})")
         extra = {k: v for k, v in extra.items() if k in accepted}
+        _check_whole_numbers(target, params, group)
     try:
         return instantiate(params, **extra)
     except Exception as exc:
@@ -126,6 +129,42 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
         if isinstance(cause, NasutilError):
             raise cause from None
         raise NasutilError(f"cannot create {what}: {_first_line(cause)}") from None
+
+
+def check_numbers(node: Any, where: str) -> None:
+    """No setting of a group is NaN, at any depth: every comparison with it is false, so a policy or a
+    sampler handed one quietly stops doing its job (prune.band=nan once turned pruning off)."""
+    if isinstance(node, float) and math.isnan(node):
+        raise NasutilError(f"{where} must be a number, got nan")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            check_numbers(value, f"{where}.{key}")
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            check_numbers(value, where)
+
+
+#: annotations (as written, for modules with postponed annotations) of a setting that counts something
+WHOLE_NUMBER_TYPES = frozenset({"int", "int | None", "Optional[int]", "None | int"})
+
+
+def _check_whole_numbers(target: Any, params: dict[str, Any], group: str) -> None:
+    """A setting declared as a whole number given as 2.5 (or true) is refused, not cut down to 2 somewhere
+    inside the class; where the target declares no types nothing is checked here."""
+    try:
+        declared = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return
+    for name, value in params.items():
+        parameter = declared.get(name)
+        if parameter is None or value is None:
+            continue
+        annotation = parameter.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+        if text.replace("typing.", "") not in WHOLE_NUMBER_TYPES and annotation is not int:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise NasutilError(f"{group}.{name} must be a whole number, got {value!r}")
 
 
 def _has_option(group: str, option: str) -> bool:
