@@ -93,6 +93,9 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
     (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a number, got nan"),
+    (["trainer=torch", "trainer.batch_size=100000"], "trainer.batch_size 100000 is larger than the 1293 training"),
+    (["trainer=torch", "trainer.valid_fraction=0.9999"], "larger than the 0 training images"),
+    (["trainer=torch", "trainer.threads=-1"], "trainer.threads must be a whole number from 1 to"),
     (["trainer=torch", "trainer.momentum=-0.5"], "trainer.momentum and trainer.weight_decay must be >= 0"),
     (["early_stopping=hyperband", "early_stopping.reduction_factor=0"],
      "HyperbandPruner cannot run with early_stopping.min_resource=1, early_stopping.max_resource=auto, "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -81,6 +82,11 @@ class TorchTrainer(Trainer):
         self.lr, self.momentum, self.weight_decay = float(lr), float(momentum), float(weight_decay)
         self.valid_fraction, self.channels_last, self.seed = float(valid_fraction), bool(channels_last), int(seed)
         self.max_batches = max_batches_per_epoch
+        cores = os.cpu_count() or 1
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or not 1 <= threads <= cores):
+            raise NasutilError(f"trainer.threads must be a whole number from 1 to {cores} (this machine's cores) "
+                               f"or null, got {threads!r}")
         self.threads = threads
         self.device = self._device(device)
         if amp == "auto":
@@ -142,6 +148,10 @@ class TorchTrainer(Trainer):
 
     def check(self, space_spec: str) -> None:
         data = self._load()
+        images = len(data["train"][1])
+        if images // self.batch_size < 1:  # else every trial would fail with this reason
+            raise NasutilError(f"trainer.batch_size {self.batch_size} is larger than the {images} training images "
+                               f"of {self.dataset} (after trainer.valid_fraction={self.valid_fraction:g} held out)")
         if self.memory_budget is not None:
             from nasutil.registry import get_space
 
