@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sys
 import warnings
@@ -66,8 +67,13 @@ def warnings_for_users(prog: str) -> Iterator[None]:
 
 def path_error(exc: BaseException) -> str | None:
     """The one-line message for a file or folder the system refused (a missing parent, a file where a
-    folder should be, no permission): a path the user gave, in nearly every case. None for other errors."""
-    if not isinstance(exc, OSError) or exc.filename is None:
+    folder should be, no permission): a path the user gave, in nearly every case; or for a write the disk
+    refused (full, over quota, read-only). None for other errors."""
+    if not isinstance(exc, OSError):
+        return None
+    if exc.filename is None:  # a write to a file already open: the disk, not the code, refused it
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+            return f"cannot write the output: {exc.strerror or type(exc).__name__}"
         return None
     reason = exc.strerror or type(exc).__name__
     return f"cannot use {str(exc.filename)!r}: {reason}"

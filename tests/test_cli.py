@@ -1,6 +1,7 @@
 """The CLI as a user meets it: listing, sampling, describing, and one-line errors for bad input."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,13 @@ def test_listing_spaces_and_predicting_load_neither_torch_nor_scikit_learn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "LOADED []"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, a device that is always full")
+@pytest.mark.parametrize("args", [("predict", "nb201", "--sample", "3", "--table", "/dev/full"),
+                                  ("measure", "nb201", "--sample", "1", "--device", "cpu", "--in-process",
+                                   "--no-cache", "--out", "/dev/full")])
+def test_a_full_disk_is_one_line(cli, args):
+    """A write the disk refuses (ENOSPC) once ended in a traceback from the file's close."""
+    r = cli(*args)
+    assert r.returncode == 2 and r.stderr.strip() == "nasutil: error: cannot write the output: No space left on device"
