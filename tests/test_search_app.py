@@ -93,6 +93,9 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
     (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a number, got nan"),
+    (["objectives.metrics=accuracy"], "objectives.metrics must be a list, e.g. [accuracy,throughput], got 'accuracy'"),
+    (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
+    (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
     (["trainer=torch", "trainer.batch_size=100000"], "trainer.batch_size 100000 is larger than the 1293 training"),
     (["trainer=torch", "trainer.valid_fraction=0.9999"], "larger than the 0 training images"),
     (["trainer=torch", "trainer.threads=-1"], "trainer.threads must be a whole number from 1 to"),

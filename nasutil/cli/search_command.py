@@ -11,6 +11,7 @@ search itself is built by `nasutil.search.build_search` and reported by `nasutil
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -71,7 +72,7 @@ def _resume_hint(study_name: str) -> str:
     if hydra.mode == RunMode.MULTIRUN:
         return (f"re-run the same sweep to resume every job; this one alone: its settings without -m, with "
                 f"hydra.run.dir={hydra.runtime.output_dir}")
-    return f"re-run the same command, or with study_name={study_name}, to resume"
+    return f"re-run the same command, or with {shlex.quote('study_name=' + study_name)}, to resume"
 
 
 def refuse_added_keys(overrides: list[str]) -> None:

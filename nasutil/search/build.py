@@ -97,6 +97,9 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     study_name = str(cfg.get("study_name") or "").strip()
     if not study_name:
         raise NasutilError("study_name must not be empty")
+    for switch in ("progress", "plots", "verbose"):
+        if not isinstance(cfg.get(switch, False), bool):
+            raise NasutilError(f"{switch} must be true or false, got {cfg.get(switch)!r}")
     pruned_as_choice = str(cfg.get("pruned_as", "auto"))
     # Failed trials are reported in one line each; Optuna's own warning carries a traceback.
     optuna.logging.set_verbosity(optuna.logging.INFO if cfg.get("verbose") else optuna.logging.ERROR)

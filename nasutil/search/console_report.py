@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
             console.print(f"  {files[name].name}")
     if (folder / "summary.json").is_file():
         console.print("  summary.json")
-    resume = resume or f"re-run the same command, or with study_name={study.study_name}, to resume"
+    resume = resume or f"re-run the same command, or with {shlex.quote('study_name=' + study.study_name)}, to resume"
     console.print(f"storage: {storage.label} (study {study.study_name!r}; {resume})")
     if storage.browse:
-        console.print(f"browse: optuna-dashboard {storage.browse}")
+        console.print(f"browse: optuna-dashboard {shlex.quote(storage.browse)}")

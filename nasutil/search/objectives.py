@@ -44,7 +44,10 @@ class Objectives:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Objectives:
-        names = list(cfg.get("metrics") or [])
+        given = cfg.get("metrics") or []
+        if not isinstance(given, (list, tuple)):  # a bare name would be read letter by letter
+            raise NasutilError(f"objectives.metrics must be a list, e.g. [accuracy,throughput], got {given!r}")
+        names = list(given)
         if not names:
             raise NasutilError("objectives.metrics is empty (e.g. [accuracy, throughput])")
         unknown = [n for n in names if n not in METRICS]

@@ -17,11 +17,12 @@ class TabularTrainer(Trainer):
     def __init__(self, dataset: str = "cifar10", fidelities: Sequence[int] = FIDELITIES) -> None:
         if dataset not in DATASETS:
             raise NasutilError(f"unknown tabular dataset {dataset!r} (choose from {', '.join(DATASETS)})")
-        fidelities = [int(f) for f in fidelities]
-        if not fidelities or any(f not in FIDELITIES for f in fidelities) or fidelities != sorted(set(fidelities)):
-            raise NasutilError(f"trainer.fidelities must be an increasing subset of {list(FIDELITIES)}, "
-                               f"got {fidelities}")
-        self.dataset, self.fidelities = dataset, tuple(fidelities)
+        listed = not isinstance(fidelities, str) and isinstance(fidelities, Sequence)  # a list, in a config too
+        given = list(fidelities) if listed else fidelities
+        if not listed or not given or any(isinstance(f, bool) or f not in FIDELITIES for f in given) \
+                or given != sorted(set(given)):
+            raise NasutilError(f"trainer.fidelities must be an increasing subset of {list(FIDELITIES)}, got {given!r}")
+        self.dataset, self.fidelities = dataset, tuple(int(f) for f in given)
         self.max_step = self.fidelities[-1]
 
     def check(self, space_spec: str) -> None:
