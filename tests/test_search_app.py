@@ -330,3 +330,13 @@ def test_a_refused_run_leaves_no_folder_behind_and_a_refused_resume_keeps_the_st
     assert {"study.db", "trials.csv", ".hydra"} <= before
     trials = optuna.load_study(study_name="s", storage=f"sqlite:///{kept}/study.db").trials
     assert len(trials) == 2 and len(rows(kept / "trials.csv")) == 2
+
+
+def test_a_table_that_cannot_be_written_is_named_and_leaves_no_temporary_file(tmp_path, capsys):
+    args = [f"hydra.run.dir={tmp_path}", "study_name=t", *FAST]
+    assert main([*args, "n_trials=2"]) == 0
+    (tmp_path / "trials.csv").unlink()
+    (tmp_path / "trials.csv").mkdir()  # where the table goes, a folder
+    err = _one_line_exit_2(capsys, *args, "n_trials=3")
+    assert f"cannot write '{tmp_path / 'trials.csv'}'" in err
+    assert not list(tmp_path.glob("*.tmp")) and (tmp_path / "study.db").is_file()

@@ -63,8 +63,12 @@ def save(path: Path, modules: dict[str, torch.nn.Module], metadata: dict[str, An
     tensors.update({k: v.detach().cpu().contiguous() for k, v in extra.items()})
     meta = {"format": FORMAT, **metadata, "optimizer_groups": groups}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # two workers saving at once never share one
-    save_file(tensors, str(tmp), metadata={"nasutil": json.dumps(meta)})
-    tmp.replace(path)
+    try:
+        save_file(tensors, str(tmp), metadata={"nasutil": json.dumps(meta)})
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk leaves the previous checkpoint, and no partial copy beside it
+        raise
 
 
 def load(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -12,6 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from nasutil.errors import NasutilError
 from nasutil.pareto import pareto_mask
 from nasutil.search.objectives import METRICS
 from nasutil.search.record import feasible, generation, hardware_figures, has_accuracy, outcome
@@ -75,12 +76,16 @@ def write_csv(path: Path, rows: list[dict[str, Any]], leading: tuple[str, ...] =
     keys: list[str] = list(leading)  # always there, empty where no trial has a value
     keys += sorted({k for r in rows for k in r} - set(keys))
     tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # workers sharing a folder write their own
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: _cell(r.get(k)) for k in keys})
-    tmp.replace(path)  # never leave a half-written table where a complete one was
+    try:
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=keys)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow({k: _cell(r.get(k)) for k in keys})
+        tmp.replace(path)  # never leave a half-written table where a complete one was
+    except OSError as exc:  # the table's own name in the error, and no temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise NasutilError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
 
 
 def write_tables(study: optuna.Study, folder: Path) -> dict[str, Path]:
