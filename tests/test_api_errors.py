@@ -81,3 +81,24 @@ def test_an_evaluator_refuses_a_limit_or_worker_count_it_cannot_keep(settings, m
         Evaluator(MeasureConfig(device="cpu"), **settings)
     with pytest.raises(NasutilError, match="MeasureConfig"):
         Evaluator(None)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["sampler=foo"], "Could not find 'sampler/foo'"), (["nonsense"], "Error parsing override 'nonsense'"),
+    ("n_trials=5", "compose takes a list of overrides")])
+def test_compose_refuses_bad_overrides_in_one_line(overrides, message):
+    from nasutil.search.config import compose
+
+    with pytest.raises(NasutilError, match=message) as caught:
+        compose(overrides)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_search_built_from_python_without_a_storage_says_which_to_give(tmp_path):
+    """The default storage lives in the run folder, which only a run has: Hydra's own error said
+    "HydraConfig was not set"."""
+    from nasutil.search.build import build_search
+    from nasutil.search.config import compose
+
+    with pytest.raises(NasutilError, match="storage=url storage.url=sqlite:///study.db"):
+        build_search(compose(["n_trials=5"]), tmp_path)

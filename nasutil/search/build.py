@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from nasutil.devices import lookup
 from nasutil.evaluator.config import available_device
@@ -79,6 +79,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     """The search the config describes, with its study opened (created, or resumed where it exists)."""
     from nasutil.registry import get_space
 
+    _check_resolves(cfg)
     n_trials = positive_int(cfg, "n_trials")
     if anchor_count(cfg) > n_trials:  # each anchor is a trial: more than the budget only makes a long short search
         raise NasutilError(f"anchors={anchor_count(cfg)} is more than the search's n_trials={n_trials}: anchors are "
@@ -181,6 +182,22 @@ def trials_stored(storage: optuna.storages.BaseStorage, name: str) -> int:
     except KeyError:
         return 0
     return storage.get_n_trials(study_id)
+
+
+def _check_resolves(cfg: DictConfig) -> None:
+    """Every setting resolves: outside a Hydra run (a config from `compose`), one that reads the run's folder,
+    such as the default storage's, cannot; say which to set instead of Hydra's own error."""
+    from omegaconf.errors import InterpolationResolutionError
+
+    try:
+        OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as exc:
+        if "HydraConfig was not set" not in str(exc):
+            raise
+        raise NasutilError(f"{getattr(exc, 'full_key', '') or 'a setting'} reads the run folder, which only a "
+                           f"nasutil-search run has: from Python give the study a storage of its own "
+                           f"(storage=url storage.url=sqlite:///study.db, or storage=journal storage.path=...)"
+                           ) from None
 
 
 MAX_TARGET_BATCH = 1 << 16

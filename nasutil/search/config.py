@@ -240,9 +240,19 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from nasutil.cli.hydra_app import user_error
+
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        raise NasutilError(f"compose takes a list of overrides such as ['n_trials=5'], got {overrides!r}")
     GlobalHydra.instance().clear()
-    with initialize_config_module("nasutil_conf", version_base="1.3"):
-        return hydra_compose("config", overrides=list(overrides))
+    try:
+        with initialize_config_module("nasutil_conf", version_base="1.3"):
+            return hydra_compose("config", overrides=list(overrides))
+    except Exception as exc:  # Hydra's messages run over several lines: the CLI's one line instead
+        message = user_error(exc)
+        if message is None:
+            raise
+        raise NasutilError(message) from None
 
 
 def shipped(group: str, option: str, **overrides: Any) -> Any:

@@ -144,7 +144,9 @@ def _retry_callback(max_retry: int | None) -> tuple[str, Any]:
     params = inspect.signature(optuna.storages.RDBStorage.__init__).parameters
     cls = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
     keyword = "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params else "failed_trial_callback"
-    return keyword, cls(max_retry=max_retry)
+    with warnings.catch_warnings():  # experimental in Optuna: a two-line warning a user cannot act on
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return keyword, cls(max_retry=max_retry)
 
 
 def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
