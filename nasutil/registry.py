@@ -14,19 +14,25 @@ plugin behaves as every kind's does (`nasutil.plugins`).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Callable
 
 from nasutil.errors import UnknownSpaceError
-from nasutil.plugins import Registry
+from nasutil.plugins import PluginError, Registry
 from nasutil.space import SearchSpace
 
 ENTRY_POINT_GROUP = "nasutil.search_spaces"
 
 
 def _accept(value: object, name: str) -> type[SearchSpace]:
+    """A class that can make a space; one with abstract methods left would shadow a space of its name and
+    fail only when that is asked for."""
     if not (isinstance(value, type) and issubclass(value, SearchSpace)):
         raise TypeError("it is not a nasutil SearchSpace subclass")
+    if inspect.isabstract(value):
+        raise TypeError(f"{value.__qualname__} cannot make a space: it does not define "
+                        f"{', '.join(sorted(value.__abstractmethods__))}")
     return value
 
 
@@ -48,8 +54,15 @@ class SpaceEntry:
 
 
 def register(cls: type[SearchSpace], name: str | None = None) -> type[SearchSpace]:
-    """Register a space class at run time (usable as a decorator)."""
-    SPACES.register(name or getattr(cls, "name", repr(cls)), cls)
+    """Register a space class at run time (usable as a decorator), under its `name` attribute unless `name`
+    is given: a class with neither is refused rather than listed under its repr."""
+    label = name if name is not None else getattr(cls, "name", None)
+    if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
+        label = label if isinstance(label, str) else repr(cls)  # refused by its kind, in the registry's words
+    elif not isinstance(label, str) or not label.strip() or any(c.isspace() or c == ":" for c in label):
+        raise PluginError(f"search space {getattr(cls, '__qualname__', cls)!r:.60}: it needs a name (a class "
+                          f"attribute `name`, or register(cls, name=...)) without spaces or ':', got {label!r}")
+    SPACES.register(label, cls)
     _instances.clear()
     return cls
 

@@ -49,6 +49,29 @@ def test_runtime_registration_and_unknown_names():
         get_space("")
 
 
+def test_a_class_that_cannot_make_a_space_is_refused_when_registered():
+    """An abstract class named nb201 once replaced the built-in space, which then failed when asked for; a
+    class without a name was listed as "<class '...NoName'>"."""
+
+    class Unfinished(SearchSpace):
+        name = "nb201"
+
+    class Nameless(SearchSpace):
+        def sample(self, rng): ...
+        def suggest(self, trial): ...
+        def parse(self, text): ...
+        def build(self, arch, num_classes=10, input_size=None): ...
+        @property
+        def encoding_size(self):
+            return 0
+
+    with pytest.raises(NasutilError, match="cannot make a space: it does not define build"):
+        register(Unfinished)
+    with pytest.raises(NasutilError, match="needs a name"):
+        register(Nameless)
+    assert get_space("nb201").name == "nb201"
+
+
 def test_sample_many_is_reproducible():
     space = get_space("nb201")
     assert space.sample_many(5, seed=3) == space.sample_many(5, seed=3)
