@@ -200,3 +200,26 @@ def test_threads_asking_at_once_never_run_one_sqlite_trial_twice(tmp_path):
         for t in threads:
             t.join()
         assert sorted(asked) == sorted(set(asked)) and len(asked) == 8
+
+
+def test_a_worker_that_loses_the_race_to_make_a_new_sqlite_schema_tries_again(tmp_path, monkeypatch):
+    """Workers starting together on a new SQLite file race to create its tables; the loser's
+    "table trials already exists" (an OperationalError in SQLite, an IntegrityError elsewhere) once ended
+    it with exit code 2. The race is made certain here: the first attempt sees the winner's error."""
+    from sqlalchemy.exc import OperationalError
+
+    from nasutil.search.storage import open_storage
+
+    real = optuna.storages.RDBStorage
+    attempts = []
+
+    def racing(*args, **kwargs):
+        attempts.append(1)
+        storage = real(*args, **kwargs)  # the winner has made the schema by now
+        if len(attempts) == 1:
+            raise OperationalError("CREATE TABLE trials", {}, Exception("table trials already exists"))
+        return storage
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", racing)
+    storage = open_storage(f"sqlite:///{tmp_path / 'shared.db'}")
+    assert len(attempts) == 2 and storage.get_all_studies() == []

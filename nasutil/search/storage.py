@@ -182,15 +182,17 @@ def _connect(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any],
              attempts: int = 4) -> optuna.storages.RDBStorage:
     """Optuna's RDBStorage; workers starting together on a new database race to create its schema, and
     the losers see an integrity error once the winner has made it: they try again."""
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     for attempt in range(attempts):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # experimental-feature notices about heartbeats
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
-        except (IntegrityError, ProgrammingError):  # "already exists": another worker made it first
-            if attempt == attempts - 1:
+        except (IntegrityError, ProgrammingError, OperationalError) as exc:
+            # "already exists" (SQLite says so in an OperationalError): another worker made it first
+            lost_race = not isinstance(exc, OperationalError) or "already exists" in str(exc)
+            if not lost_race or attempt == attempts - 1:
                 raise
             time.sleep(0.5 * (attempt + 1))
     raise AssertionError("unreachable")
