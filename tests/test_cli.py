@@ -145,3 +145,11 @@ def test_a_full_disk_is_one_line(cli, args):
     """A write the disk refuses (ENOSPC) once ended in a traceback from the file's close."""
     r = cli(*args)
     assert r.returncode == 2 and r.stderr.strip() == "nasutil: error: cannot write the output: No space left on device"
+
+
+def test_an_empty_cache_is_refused_and_a_tiny_budget_is_not_written_as_zero(cli):
+    """--cache '' once fell back to the default cache without a word; a budget of 1e-9 GB read "0.0 MiB"."""
+    r = cli("measure", "nb201", "--sample", "1", "--device", "cpu", "--cache", "")
+    assert r.returncode == 2 and "--cache: must name a file or a URL" in r.stderr
+    r = cli("colocate", "nb201", "--sample", "2", "--memory-budget-gb", "1e-9", "--pack", "2", "--device", "cpu")
+    assert r.returncode == 2 and "budget of 1e-06 MiB" in r.stderr, r.stderr

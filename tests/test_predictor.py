@@ -333,6 +333,17 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
 
 
+def test_measurements_with_a_byte_order_mark_are_read(tmp_path):
+    """A file saved by an editor that writes a BOM was refused as "not a JSON object"."""
+    from nasutil.predictor.training_data import read_measurements
+
+    row = {"status": "ok", "space": "nb201", "arch": "a", "device_name": "d", "dtype": "fp16", "batch_size": 1,
+           "mode": "eager", "latency_ms": 1.0}
+    path = tmp_path / "bom.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8-sig")
+    assert [r["arch"] for r in read_measurements([path])] == ["a"]
+
+
 def test_profile_fit_on_nothing_usable_is_a_one_line_error(cli, tmp_path):
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps({"status": "ok", "space": ["x"], "arch": "a", "device_name": "d", "dtype": "fp16",

@@ -55,6 +55,13 @@ def timeout_seconds(text: str) -> float:
                    lambda v: 0 < v <= MAX_TIMEOUT_S)
 
 
+def cache_location(text: str) -> str:
+    """A --cache value: a file or a URL; an empty one would quietly fall back to the default cache."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a file or a URL (leave --cache out for the default cache)")
+    return text
+
+
 def refuse_overwriting(out: Path, inputs: Iterable[Path | str], flag: str) -> None:
     """A one-line error where the output `flag` names a file that the command also reads (one of `inputs`,
     files or folders): writing it would destroy what the command was given."""

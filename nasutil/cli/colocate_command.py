@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import (non_negative_int, positive_float, positive_int, read_arch_file, sample_count,
-                              timeout_seconds)
+from nasutil.cli.args import (cache_location, non_negative_int, positive_float, positive_int, read_arch_file,
+                              sample_count, timeout_seconds)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
@@ -66,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"seconds per group (default {GROUP_TIMEOUT_S:g}, and {COMPILE_S_PER_NETWORK:g} more per "
                         "network with --compile)")
     p.add_argument("--in-process", action="store_true", help="measure in this process (no isolation)")
-    p.add_argument("--cache", default=None, metavar="PATH|URL",
+    p.add_argument("--cache", default=None, metavar="PATH|URL", type=cache_location,
                    help="measurement cache for group results (default: the one `nasutil measure` uses)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--remeasure", action="store_true", help="measure again even if cached")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import (add_arch_choice, chosen_archs, num_classes, positive_float, positive_int,
+from nasutil.cli.args import (add_arch_choice, cache_location, chosen_archs, num_classes, positive_float, positive_int,
                               refuse_overwriting, timeout_seconds)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
     p.add_argument("--timeout", type=timeout_seconds, default=300.0, help="seconds per candidate (default 300)")
-    p.add_argument("--cache", default=None, metavar="PATH|URL",
+    p.add_argument("--cache", default=None, metavar="PATH|URL", type=cache_location,
                    help=f"an SQLite file or an SQLAlchemy URL (postgresql://...) that workers on other machines share "
                         f"(default ${URL_VARIABLE}, else {default_cache_path()})")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")

@@ -77,4 +77,6 @@ def _group(members: Sequence[int], latency_ms: Sequence[float], memory: Sequence
 
 
 def _size(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**29 else f"{n / 2**20:.1f} MiB"
+    if n >= 2**29:
+        return f"{n / 2**30:.2f} GiB"
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**20:.2g} MiB"  # a tiny budget is not "0.0 MiB"

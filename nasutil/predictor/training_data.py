@@ -26,7 +26,7 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
         files = sorted(path.glob("*.csv")) + sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         for file in files:
             try:
-                text = file.read_text()
+                text = file.read_text(encoding="utf-8-sig")  # a BOM, as some editors write, is not part of the data
             except (OSError, UnicodeDecodeError) as exc:
                 raise NasutilError(f"cannot read {str(file)!r}: {exc}") from None
             if file.suffix == ".csv":
