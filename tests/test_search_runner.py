@@ -334,3 +334,36 @@ def test_a_search_runs_no_more_threads_than_trials_left(monkeypatch):
     assert counts.finished == 6 and seen == [6]
     search.run(9)  # three more: three threads
     assert seen == [6, 3] and len(study.trials) == 9
+
+
+def test_a_ctrl_c_while_the_trial_threads_start_still_stops_and_waits_for_them(monkeypatch):
+    """`Thread.start()` waits for the thread to begin: a Ctrl-C (or SIGTERM) landing there once skipped the
+    stop, so the process exited while a trial trained, aborting in native code with the trial RUNNING."""
+    import time
+
+    import pytest
+
+    study = optuna.create_study()
+    stop = threading.Event()
+
+    def objective(trial, begun):
+        while not stop.wait(0.01):  # a training, stopped by the interrupt
+            pass
+        time.sleep(0.3)  # and what it records after
+        raise RuntimeError("interrupted")
+
+    runner = TrialRunner(study, objective, workers=2, max_trials=4, on_interrupt=stop.set, grace_s=10)
+    started = threading.Thread.start
+    calls = []
+
+    def start_then_interrupted(self):
+        started(self)
+        calls.append(self)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    assert stop.is_set()
+    assert study.trials and all(t.state == optuna.trial.TrialState.FAIL for t in study.trials)

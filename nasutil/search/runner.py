@@ -107,16 +107,17 @@ class TrialRunner:
     def run(self) -> None:
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         ended = [threading.Event() for _ in range(self.workers)]
-        for i, done in enumerate(ended):
-            threading.Thread(target=self._work_then_set, args=(deadline, done), name=f"trial-worker-{i}",
-                             daemon=True).start()
-        try:
+        threads = [threading.Thread(target=self._work_then_set, args=(deadline, done), name=f"trial-worker-{i}",
+                                    daemon=True) for i, done in enumerate(ended)]
+        try:  # a Ctrl-C while the threads start (start() waits for each) must stop the ones already running too
+            for thread in threads:
+                thread.start()
             for done in ended:
                 while not done.wait(timeout=0.5):
                     pass
         except BaseException:  # Ctrl-C: no more asks, and the running trials are stopped
             self._stopped.set()
-            self._stop_running(ended)
+            self._stop_running([done for thread, done in zip(threads, ended) if thread.ident is not None])
             raise
         if self._error is not None:
             raise self._error
