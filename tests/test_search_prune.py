@@ -291,3 +291,4 @@ def test_the_installed_command_finds_a_policy_in_the_folder_it_runs_from(tmp_pat
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
         "nasutil-search: error: cannot import prune._target_=not_here.MyPolicy: ModuleNotFoundError: No module named "
         "'not_here' (a module of your own must be importable: installed, or in the folder the command runs from)"]
+    assert missing.stdout == ""  # Hydra's own log of the failure, three lines, once went to standard output

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import math
 import warnings
 from collections.abc import Sequence
@@ -102,7 +103,13 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     own = params["_target_"] != _shipped_target(group, label)  # a class of the user's own (or a plugin's)
     what = f"{group}._target_={params['_target_']}" if own else f"{group} {label or params['_target_']!r}"
     try:
-        target = get_object(params["_target_"])
+        hydra_log = logging.getLogger("hydra.utils")  # it logs the failure on stdout before raising it
+        level = hydra_log.level
+        hydra_log.setLevel(logging.CRITICAL)
+        try:
+            target = get_object(params["_target_"])
+        finally:
+            hydra_log.setLevel(level)
     except Exception as exc:
         cause = exc.__cause__ or exc  # Hydra's own first line ("Error loading 'x':") says nothing of why
         raise NasutilError(f"cannot import {what}: {type(cause).__name__}: {_first_line(cause)} (a module of "
