@@ -42,6 +42,10 @@ class ImageData:
         return int(self.train_x.shape[-1])
 
 
+#: what every missing-dataset error ends with: where the data folder is set, by each front door
+NEVER_DOWNLOADS = ("nasutil never downloads; give the data folder: trainer.data_dir, data_dir= or --data-dir, "
+                   "or NASUTIL_DATA_DIR")
+
 def load(name: str, data_dir: str | Path) -> ImageData:
     if name == "digits":
         return _digits()
@@ -81,7 +85,7 @@ def _idx_folder(name: str, data_dir: Path) -> Path:
     raise NasutilError(f"dataset {name} not found: expected the IDX files {', '.join(_IDX_FILES)} (plain or .gz) in "
                        f"{str(folders[0])!r}" + (f" or {str(folders[1])!r} (apt-get install dataset-fashion-mnist)"
                                                  if len(folders) > 1 else "")
-                       + " (nasutil never downloads; give the data folder: trainer.data_dir, data_dir= or --data-dir, or NASUTIL_DATA_DIR)")
+                       + f" ({NEVER_DOWNLOADS})")
 
 
 def _idx_file(folder: Path, stem: str) -> Path | None:
@@ -127,7 +131,7 @@ def _cifar10(data_dir: Path) -> ImageData:
         hint = (" (found cifar-10-batches-py, the pickled Python version, which nasutil does not read: use the "
                 "binary version)") if (data_dir / "cifar-10-batches-py").exists() else ""
         raise NasutilError(f"dataset cifar10 not found: expected {', '.join(missing[:2])}{'...' if len(missing) > 2 else ''} "
-                           f"in {str(folder)!r}{hint} (nasutil never downloads; give the data folder: trainer.data_dir, data_dir= or --data-dir, or NASUTIL_DATA_DIR)")
+                           f"in {str(folder)!r}{hint} ({NEVER_DOWNLOADS})")
 
     def read(files: tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
         chunks = []

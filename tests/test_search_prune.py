@@ -130,7 +130,8 @@ def test_latency_slo_policy_uses_predicted_latency():
     ({"name": "dominated_throughput", "degenerate_fraction": 1.5}, "degenerate_fraction"),
     ({"name": "dominated_throughput", "throughput_error": "big"}, "throughput_error"),
     ({"name": "dominated_throughput", "error_quantile": 1.5}, "error_quantile must be a fraction"),
-    ({"name": "dominated_throughput", "error_quantile": float("nan")}, "prune.error_quantile must be a number, got nan"),
+    ({"name": "dominated_throughput", "error_quantile": float("nan")},
+     "prune.error_quantile must be a number, got nan"),
 ])
 def test_bad_policy_configs_are_one_line_errors(cfg, message):
     with pytest.raises(NasutilError, match=message):

@@ -2,11 +2,11 @@
 
 The deployed base is trained once (and kept in `base_dir`, by default the nasutil cache folder, so resumed
 searches, other workers and searches started from other folders reuse it; its file is named by every
-setting that shapes it, so a changed setting trains a new one); each trial trains the candidate as the parity network behind a fixed encoder and decoder (the
-parity-models design: `sum` or `concat`, then `subtract`), reporting degraded-mode accuracy on the
-validation split after every epoch. With the search's throughput objective (predicted for the
-candidate's architecture) the front is degraded-mode accuracy against parity cost, and prune-before-
-train skips candidates the predictor already rules out.
+setting that shapes it, so a changed setting trains a new one); each trial trains the candidate as the
+parity network behind a fixed encoder and decoder (the parity-models design: `sum` or `concat`, then
+`subtract`), reporting degraded-mode accuracy on the validation split after every epoch. With the
+search's throughput objective (predicted for the candidate's architecture) the front is degraded-mode
+accuracy against parity cost, and prune-before-train skips candidates the predictor already rules out.
 """
 
 from __future__ import annotations
