@@ -42,7 +42,8 @@ def measured(predicted: float, error: float, accuracy: float, arch: str) -> Seen
 
 @pytest.mark.parametrize("value", [-0.1, 1.0, 2, "wide", True, float("nan")])
 def test_bad_top_band_is_a_one_line_error(value):
-    with pytest.raises(NasutilError, match="prune.top_band must be a fraction in \\[0, 1\\)") as err:
+    expected = "prune.top_band must be a number, got nan" if value != value else "prune.top_band must be a fraction"
+    with pytest.raises(NasutilError, match=expected) as err:
         make_policy({"top_band": value})
     assert "\n" not in str(err.value)
 

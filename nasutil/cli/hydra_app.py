@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from nasutil.cli import interrupts
 from nasutil.errors import NasutilError, path_error, warnings_for_users
+from nasutil.search.config import one_line
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -73,26 +74,6 @@ def drop_folder_of_nothing() -> None:
             folder = folder.parent
     except (ValueError, OSError):  # no Hydra job here, or a folder that cannot be read: leave it
         return
-
-
-def one_line(exc: BaseException) -> str:
-    """A Hydra/OmegaConf message on one line: 'Could not find 'sampler/foo' (available: nsga2, random)'."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
-    head, rest = lines[0], lines[1:]
-    if rest and rest[0].startswith("Available options"):
-        options = []
-        for line in rest[1:]:
-            if line.endswith(":"):  # the next part of Hydra's message (its config search path): not options
-                break
-            options.append(line)
-        message = f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(options)})"
-        if "'search_space/" in head:
-            message += ("; any registered space (a plugin's too) or a cell file is chosen by name: "
-                        "search_space.name=NAME or search_space.name=cell:FILE.yaml")
-        return message
-    return " ".join(lines)
 
 
 def user_error(exc: BaseException) -> str | None:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
-from nasutil.cli.args import (add_arch_choice, cache_location, chosen_archs, num_classes, positive_float, positive_int,
-                              refuse_overwriting, timeout_seconds)
+from nasutil.cli.args import (add_arch_choice, cache_location, chosen_archs, num_classes, positive_float,
+                              positive_int, refuse_overwriting, timeout_seconds)
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError

@@ -15,7 +15,8 @@ from nasutil.devices import lookup
 from nasutil.evaluator.config import available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.config import check_numbers, check_one_target, instantiate_group, plain, positive_int, split_target
+from nasutil.search.config import (check_numbers, check_one_target, instantiate_group, plain, positive_int,
+                                   split_target)
 from nasutil.search.anchors import fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
@@ -171,7 +172,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
 def sampler_seed(seed: int, worker: int, stored: int) -> int:
     """The sampler's seed: `seed` itself for worker 0 of a new study (a search is reproducible from `seed`),
     varied by the worker and by the trials the study already holds, so that neither another worker nor a
-    resumed search draws the same sequence again (a random start-up would repeat every trial of the first run)."""
+    resumed search draws the same sequence again (a random start-up would repeat the first run's trials)."""
     return seed + 7919 * worker + 104729 * stored
 
 

@@ -170,8 +170,29 @@ def _check_whole_numbers(target: Any, params: dict[str, Any], group: str) -> Non
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
         if text.replace("typing.", "") not in WHOLE_NUMBER_TYPES and annotation is not int:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value):
             raise NasutilError(f"{group}.{name} must be a whole number, got {value!r}")
+
+
+def one_line(exc: BaseException) -> str:
+    """A Hydra/OmegaConf message on one line: 'Could not find 'sampler/foo' (available: nsga2, random)'."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    head, rest = lines[0], lines[1:]
+    if rest and rest[0].startswith("Available options"):
+        options = []
+        for line in rest[1:]:
+            if line.endswith(":"):  # the next part of Hydra's message (its config search path): not options
+                break
+            options.append(line)
+        message = f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(options)})"
+        if "'search_space/" in head:
+            message += ("; any registered space (a plugin's too) or a cell file is chosen by name: "
+                        "search_space.name=NAME or search_space.name=cell:FILE.yaml")
+        return message
+    return " ".join(lines)
 
 
 def _has_option(group: str, option: str) -> bool:
@@ -247,7 +268,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from nasutil.cli.hydra_app import user_error
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
         raise NasutilError(f"compose takes a list of overrides such as ['n_trials=5'], got {overrides!r}")
@@ -255,11 +277,8 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     try:
         with initialize_config_module("nasutil_conf", version_base="1.3"):
             return hydra_compose("config", overrides=list(overrides))
-    except Exception as exc:  # Hydra's messages run over several lines: the CLI's one line instead
-        message = user_error(exc)
-        if message is None:
-            raise
-        raise NasutilError(message) from None
+    except (HydraException, OmegaConfBaseException) as exc:  # several lines: the CLI's one line instead
+        raise NasutilError(one_line(exc)) from None
 
 
 def shipped(group: str, option: str, **overrides: Any) -> Any:
