@@ -267,7 +267,6 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
-
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
