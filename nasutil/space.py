@@ -60,7 +60,10 @@ def _bounded_parse(parse):
     """Wrap a space's `parse`: bounded input, and an error message that quotes at most QUOTED_CHARS."""
     @functools.wraps(parse)
     def bounded(self, text):
-        check_arch_text(text, getattr(self, "name", type(self).__name__))
+        space = getattr(self, "name", type(self).__name__)
+        if not isinstance(text, str):  # bytes, a number, an arch object: not a string form to parse
+            raise InvalidArchError(f"{space} parses an architecture's string form, got {type(text).__name__}")
+        check_arch_text(text, space)
         try:
             return parse(self, text)
         except InvalidArchError as exc:
@@ -73,6 +76,31 @@ def _bounded_parse(parse):
 
     bounded.bounded = True
     return bounded
+
+
+def _checked_build(build):
+    """Wrap a space's `build`: it takes the architecture or its text (as the command line does), and an
+    architecture of another space is refused in one line before any layer is made."""
+    @functools.wraps(build)
+    def checked(self, arch, *args, **kwargs):
+        return build(self, self.as_arch(arch), *args, **kwargs)
+
+    checked.checked = True
+    return checked
+
+
+def _seeded_sample(sample):
+    """Wrap a space's `sample`: a seed (or None) is taken for numpy's Generator, as `default_rng` takes it."""
+    @functools.wraps(sample)
+    def seeded(self, rng=None, *args, **kwargs):
+        if not isinstance(rng, np.random.Generator):
+            if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
+                raise NasutilError(f"sample takes a numpy Generator or a seed (a whole number >= 0), got {rng!r}")
+            rng = np.random.default_rng(rng)
+        return sample(self, rng, *args, **kwargs)
+
+    seeded.seeded = True
+    return seeded
 
 
 class SearchSpace(ABC, Generic[A]):
@@ -88,6 +116,12 @@ class SearchSpace(ABC, Generic[A]):
         parse = cls.__dict__.get("parse")
         if parse is not None and not getattr(parse, "bounded", False):
             cls.parse = _bounded_parse(parse)
+        build = cls.__dict__.get("build")
+        if build is not None and not getattr(build, "checked", False) and not getattr(build, "__isabstractmethod__", False):
+            cls.build = _checked_build(build)
+        sample = cls.__dict__.get("sample")
+        if sample is not None and not getattr(sample, "seeded", False) and not getattr(sample, "__isabstractmethod__", False):
+            cls.sample = _seeded_sample(sample)
     #: one line for `nasutil spaces`
     description: ClassVar[str] = ""
     #: input resolution the space was designed for
@@ -177,6 +211,22 @@ class SearchSpace(ABC, Generic[A]):
 
     def encode(self, arch: A) -> np.ndarray:
         return arch.encode()
+
+    def as_arch(self, arch: A | str) -> A:
+        """`arch` itself where it is an architecture of this space (its text parses back), parsed where it is
+        text; anything else, such as another space's architecture, is an `InvalidArchError`."""
+        if isinstance(arch, str):
+            return self.parse(arch)
+        try:
+            text = self.to_string(arch)
+        except Exception:  # noqa: BLE001 - whatever it is, it has no string form of this space
+            raise InvalidArchError(f"{self.name} builds its own architectures or their text, got "
+                                   f"{type(arch).__name__}") from None
+        try:
+            self.parse(text)
+        except InvalidArchError as exc:
+            raise InvalidArchError(f"not an architecture of {self.name} ({type(arch).__name__}): {exc}") from None
+        return arch
 
     def sample_many(self, n: int, seed: int | None = None) -> list[A]:
         """`n` architectures drawn from one seeded Generator (duplicates possible)."""

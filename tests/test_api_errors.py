@@ -102,3 +102,34 @@ def test_a_search_built_from_python_without_a_storage_says_which_to_give(tmp_pat
 
     with pytest.raises(NasutilError, match="storage=url storage.url=sqlite:///study.db"):
         build_search(compose(["n_trials=5"]), tmp_path)
+
+
+def test_a_space_builds_from_text_and_samples_from_a_seed():
+    """The Python API takes what the command line takes: `build("...")` once failed with AttributeError
+    ('str' object has no attribute 'ops'), `sample(None)` with another."""
+    from nasutil import get_space
+
+    space = get_space("nb201")
+    assert type(space.build(CELL)) is type(space.build(space.parse(CELL)))
+    assert space.sample(7) == space.sample(np.random.default_rng(7))
+    assert space.sample(None) is not None
+    with pytest.raises(NasutilError, match="a numpy Generator or a seed"):
+        space.sample("x")
+
+
+@pytest.mark.parametrize("text", [5, b"|none~0|", None])
+def test_parse_names_what_it_was_given_that_is_not_text(text):
+    from nasutil import get_space
+
+    with pytest.raises(NasutilError, match=f"got {type(text).__name__}"):
+        get_space("nb201").parse(text)
+
+
+def test_another_spaces_architecture_is_refused_before_building():
+    from nasutil import get_space
+
+    nb201 = get_space("nb201").parse(CELL)
+    with pytest.raises(NasutilError, match="not an architecture of darts"):
+        get_space("darts").build(nb201)
+    with pytest.raises(NasutilError, match="builds its own architectures or their text, got dict"):
+        get_space("nb201").build({"cell": CELL})

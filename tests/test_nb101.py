@@ -344,7 +344,7 @@ def test_bad_strings_raise_one_line_reason(space, text):
 
 
 def test_non_string_is_rejected(space):
-    with pytest.raises(InvalidArchError, match="empty"):
+    with pytest.raises(InvalidArchError, match="parses an architecture's string form, got NoneType"):
         space.parse(None)  # type: ignore[arg-type]
 
 
