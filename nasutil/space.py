@@ -116,12 +116,11 @@ class SearchSpace(ABC, Generic[A]):
         parse = cls.__dict__.get("parse")
         if parse is not None and not getattr(parse, "bounded", False):
             cls.parse = _bounded_parse(parse)
-        build = cls.__dict__.get("build")
-        if build is not None and not getattr(build, "checked", False) and not getattr(build, "__isabstractmethod__", False):
-            cls.build = _checked_build(build)
-        sample = cls.__dict__.get("sample")
-        if sample is not None and not getattr(sample, "seeded", False) and not getattr(sample, "__isabstractmethod__", False):
-            cls.sample = _seeded_sample(sample)
+        for name, wrap, mark in (("build", _checked_build, "checked"), ("sample", _seeded_sample, "seeded")):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, mark, False) \
+                    and not getattr(method, "__isabstractmethod__", False):
+                setattr(cls, name, wrap(method))
     #: one line for `nasutil spaces`
     description: ClassVar[str] = ""
     #: input resolution the space was designed for
