@@ -7,6 +7,19 @@ import pytest
 from nasutil import NasutilError, SearchSpace, UnknownSpaceError, get_space, list_spaces
 from nasutil.registry import register, unregister
 
+
+class NamelessSpace(SearchSpace):
+    """Every method a space needs, and no name: a subclass names it."""
+
+    def sample(self, rng): ...
+    def suggest(self, trial): ...
+    def parse(self, text): ...
+    def build(self, arch, num_classes=10, input_size=None): ...
+    @property
+    def encoding_size(self):
+        return 0
+
+
 def test_builtins_are_registered():
     assert {"nb201", "nb101", "darts", "mbconv", "nni"} <= set(list_spaces())
 
@@ -25,16 +38,8 @@ def test_third_party_entry_point_is_found_by_name(cli, installed_plugin):
 
 
 def test_runtime_registration_and_unknown_names():
-    class Probe(SearchSpace):
+    class Probe(NamelessSpace):
         name = "probe"
-
-        def sample(self, rng): ...
-        def suggest(self, trial): ...
-        def parse(self, text): ...
-        def build(self, arch, num_classes=10, input_size=None): ...
-        @property
-        def encoding_size(self):
-            return 0
 
     register(Probe)
     try:
@@ -56,19 +61,10 @@ def test_a_class_that_cannot_make_a_space_is_refused_when_registered():
     class Unfinished(SearchSpace):
         name = "nb201"
 
-    class Nameless(SearchSpace):
-        def sample(self, rng): ...
-        def suggest(self, trial): ...
-        def parse(self, text): ...
-        def build(self, arch, num_classes=10, input_size=None): ...
-        @property
-        def encoding_size(self):
-            return 0
-
     with pytest.raises(NasutilError, match="cannot make a space: it does not define build"):
         register(Unfinished)
     with pytest.raises(NasutilError, match="needs a name"):
-        register(Nameless)
+        register(NamelessSpace)
     assert get_space("nb201").name == "nb201"
 
 
