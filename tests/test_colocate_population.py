@@ -222,8 +222,58 @@ def test_host_work_waiting_for_the_device_lends_its_turn_out():
 
 
 def _waiters(population: Population) -> int:
-    """Threads blocked on the population's turns (the condition's waiters)."""
-    return len(population._turns_changed._waiters)
+    """Threads blocked on the population's turns (the conditions' waiters)."""
+    return len(population._urgent_turns._waiters) + len(population._plain_turns._waiters)
+
+
+class _CountingCondition(threading.Condition):
+    """A condition that counts how often a thread waiting on it woke up, for every condition at once."""
+
+    wakes = 0
+    _count_lock = threading.Lock()
+
+    def wait(self, timeout=None):
+        result = super().wait(timeout)
+        with _CountingCondition._count_lock:
+            _CountingCondition.wakes += 1
+        return result
+
+
+def test_a_change_wakes_the_threads_it_concerns_not_every_waiting_one(monkeypatch):
+    """A member's pause, its host work's end and a host turn given up each wake the one thread they
+    concern: 24 members pausing for host work every 10 of 40 steps woke about 2 threads a pause. With
+    every waiting thread woken at each change (what the population did), a pause woke 23, each taking the
+    interpreter from the driver only to wait again, a number that grows with the population's size."""
+    import types
+
+    import nasutil.colocate.population as population_module
+
+    counting = types.SimpleNamespace(**vars(threading))
+    counting.Condition = _CountingCondition
+    monkeypatch.setattr(population_module, "threading", counting)
+    monkeypatch.setattr(_CountingCondition, "wakes", 0)
+    population = Population(24, host_turns=2)
+    errors: dict[str, BaseException] = {}
+    members: list[Member] = []
+
+    def member() -> Member:
+        def step():
+            time.sleep(0.0002)
+            return work if (me.taken + 1) % 10 == 0 else None
+
+        def work() -> None:
+            time.sleep(0.001)
+
+        me = Member(step, 40)
+        return me
+
+    members += [member() for _ in range(24)]
+    threads = [_start(population, m, errors, f"m{i}") for i, m in enumerate(members)]
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == {} and all(m.taken == 40 for m in members)
+    pauses = 24 * 4
+    assert _CountingCondition.wakes <= 3 * pauses, _CountingCondition.wakes
 
 
 def test_stop_ends_every_member_and_admits_none():

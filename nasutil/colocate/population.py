@@ -34,6 +34,11 @@ host work that waits for the device (a validation read back) gives its turn up w
 while a turn was held through its validation's wait for the device; a paused member's waited 0.24 s
 after this change (BENCHMARKS.md, "Earlier rungs end to end").
 
+A change wakes only the thread it concerns: a member's own thread when the driver pauses or ends it, the
+driver when a member may step again, one waiting thread when a host turn is free. Woken all at once at
+each change, every waiting thread took the interpreter only to wait again: 23 wake-ups a pause in a
+population of 24 (`tests/test_colocate_population.py`), a number that grows with the population.
+
 `stop(error)` (a Ctrl-C) ends every member with `error` after its step or host work in flight, and
 admits nobody after.
 
@@ -79,6 +84,7 @@ class Member:
     prepare: Callable[[], None] | None = None
     stream: Any = None  # the CUDA stream its steps run on, if any
     taken: int = 0
+    woken: Any = field(default=None, repr=False)  # its thread's condition (on the population's lock), once it trains
     error: BaseException | None = field(default=None, repr=False)
     state: str = READY
     pending: Callable[[], None] | None = field(default=None, repr=False)
@@ -106,7 +112,8 @@ class Gate:
         finally:
             with self._changed:
                 self._active -= 1
-                self._changed.notify_all()
+                if self._closed and not self._active:  # wake only a closer, and only when it may go on
+                    self._changed.notify_all()
 
     @contextlib.contextmanager
     def closed(self) -> Iterator[None]:
@@ -158,7 +165,9 @@ class Population:
         self.round_size = round_size
         self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
         self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
-        self._changed = threading.Condition()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)  # reservations and joins wait on it: room may be free
+        self._ready = threading.Condition(self._lock)  # the driver waits on it: a member may step, or none trains
         self._tickets = itertools.count()
         self._queue: deque[Place] = deque()  # reservations not yet granted, in order
         self._reserved: list[Place] = []  # granted, in order: preparing, waiting to join, or training
@@ -167,7 +176,9 @@ class Population:
         self._driver: threading.Thread | None = None
         self.gate = Gate()
         self.host_turns = host_turns
-        self._turns_changed = threading.Condition()
+        self._turn_lock = threading.Lock()
+        self._urgent_turns = threading.Condition(self._turn_lock)  # a paused member's host work waits here
+        self._plain_turns = threading.Condition(self._turn_lock)  # preparing a new member waits here
         self._urgent_waiting = 0  # paused members' host work waiting for a turn: it goes first
         self._holding = threading.local()  # whether this thread holds a turn (`waiting_for_device`)
         self._in_turn = 0  # members doing host work now: a turn is free while fewer than host_turns do
@@ -222,12 +233,13 @@ class Population:
 
     def _take_turn(self, paused: bool) -> None:
         asked = time.perf_counter()
-        with self._turns_changed:
+        waits_on = self._urgent_turns if paused else self._plain_turns
+        with self._turn_lock:
             if paused:
                 self._urgent_waiting += 1
             try:
-                self._turns_changed.wait_for(lambda: self._in_turn < self.host_turns
-                                             and (paused or self._urgent_waiting == 0))
+                while not (self._in_turn < self.host_turns and (paused or self._urgent_waiting == 0)):
+                    waits_on.wait()
             finally:
                 if paused:
                     self._urgent_waiting -= 1
@@ -239,20 +251,28 @@ class Population:
                 self.paused_wait_s += waited
             self._in_turn += 1
             self.most_in_turn = max(self.most_in_turn, self._in_turn)
+            self._pass_turn_on()
         self._holding.turn = True
 
     def _give_turn(self) -> None:
         self._holding.turn = False
-        with self._turns_changed:
+        with self._turn_lock:
             self._in_turn -= 1
-            self._turns_changed.notify_all()
+            self._pass_turn_on()
+
+    def _pass_turn_on(self) -> None:
+        """Wake one waiting thread if a turn is free: a paused member's first. Waking every waiter for each
+        turn given up had dozens of threads of a large population take the interpreter to find the turn
+        gone; one woken thread that takes a turn passes a turn still free on in its turn."""
+        if self._in_turn < self.host_turns:
+            (self._urgent_turns if self._urgent_waiting else self._plain_turns).notify()
 
     @contextlib.contextmanager
     def place(self, memory_bytes: float = 0.0) -> Iterator[Place]:
         """A reservation, granted in the order asked once the population has room for it (blocks until
         then); released, with its stream, when the block ends."""
         place = Place(next(self._tickets), float(memory_bytes))
-        with self._changed:
+        with self._lock:
             self._queue.append(place)
             try:
                 self._changed.wait_for(lambda: self._stopped is not None
@@ -273,7 +293,7 @@ class Population:
         finally:
             if place.stream is not None:
                 place.stream.synchronize()  # nothing of this member's is left on it when the next one has it
-            with self._changed:
+            with self._lock:
                 self._reserved.remove(place)
                 if place.stream is not None:
                     self._streams.append(place.stream)
@@ -282,19 +302,21 @@ class Population:
     def train(self, place: Place, member: Member) -> None:
         """Train a prepared member in its reserved place: it joins once the members reserved before it have
         joined (or left) and a place is free, and leaves when done; raises what it raised."""
-        with self._changed:
+        with self._lock:
             self._changed.wait_for(lambda: self._stopped is not None or self._may_join(place))
             if self._stopped is not None:
                 raise self._stopped
             place.joined = True
             member.state = READY if member.taken < member.steps else DONE
+            member.woken = threading.Condition(self._lock)
             self._members.append(member)
             self._start_driver()
-            self._changed.notify_all()
+            self._changed.notify_all()  # a later reservation may join now
+            self._ready.notify()
         try:
             while True:
-                with self._changed:
-                    self._changed.wait_for(lambda: member.state != READY)
+                with self._lock:  # woken by the driver only when this member's state changed
+                    member.woken.wait_for(lambda: member.state != READY)
                     if member.state == DONE:
                         break
                     work, member.pending = member.pending, None
@@ -304,14 +326,15 @@ class Population:
                             work()
                 except BaseException as exc:
                     member.error = exc
-                with self._changed:
+                with self._lock:
                     member.state = DONE if member.error is not None or member.taken >= member.steps else READY
-                    self._changed.notify_all()
+                    self._ready.notify()
         finally:
-            with self._changed:  # only the member's own thread removes it: nobody else does
+            with self._lock:  # only the member's own thread removes it: nobody else does
                 self._members.remove(member)
                 member.state = DONE
-                self._changed.notify_all()
+                self._changed.notify_all()  # a place is free
+                self._ready.notify()  # the driver ends if none trains
         if member.error is not None:
             raise member.error
 
@@ -319,12 +342,13 @@ class Population:
         """Stop now (a Ctrl-C): every member's thread raises `error` once its step or host work in flight
         has ended, and nobody joins any more. Only the driver ends a member that is stepping, so a
         member's thread never releases what a step in flight still uses."""
-        with self._changed:
+        with self._lock:
             self._stopped = error
             for m in self._members:
                 if m.error is None:
                     m.error = error
             self._changed.notify_all()
+            self._ready.notify()
 
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
@@ -377,8 +401,8 @@ class Population:
         last = time.perf_counter()
         try:
             while True:
-                with self._changed:
-                    self._changed.wait_for(lambda: not self._members or any(m.state == READY for m in self._members))
+                with self._lock:
+                    self._ready.wait_for(lambda: not self._members or any(m.state == READY for m in self._members))
                     if not self._members:
                         self._driver = None
                         return
@@ -387,7 +411,7 @@ class Population:
                     self.unjoined_rounds += sum(not p.joined for p in self._reserved)
                 self.most_together = max(self.most_together, len(together))
                 self.member_steps += len(together)
-                changed = False
+                changed: list[Member] = []  # members paused or done this round: their threads are woken
                 waited = time.perf_counter()
                 while len(marks) >= self.lead_rounds:  # outside the gate: a capture need not wait for this
                     marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
@@ -395,7 +419,8 @@ class Population:
                 with self.gate.launching():
                     for m in together:
                         if m.error is not None:  # stopped from outside (stop()): it takes no more steps
-                            m.pending, m.state, changed = None, DONE, True
+                            m.pending, m.state = None, DONE
+                            changed.append(m)
                             continue
                         try:
                             work = m.step()
@@ -405,15 +430,16 @@ class Population:
                         if m.error is not None or work is not None or m.taken >= m.steps:
                             m.pending = work
                             m.state = PAUSED if m.error is None and work is not None else DONE
-                            changed = True
-                    with self._changed:  # a member that has left gave its stream back: never mark that one
+                            changed.append(m)
+                    with self._lock:  # a member that has left gave its stream back: never mark that one
                         marks.append(self._mark([m for m in together if m.state != DONE]))
                 self.rounds += 1
                 now = time.perf_counter()
                 self.driving_s, last = self.driving_s + now - last, now
                 if changed:
-                    with self._changed:
-                        self._changed.notify_all()
+                    with self._lock:
+                        for m in changed:
+                            m.woken.notify()
         finally:
             if self.switch_interval_s and sys.getswitchinterval() == min(before, self.switch_interval_s):
                 sys.setswitchinterval(before)
