@@ -113,6 +113,37 @@ def test_bad_groups_are_user_errors():
         colocate([], torch.randn(1, 3, 32, 32))
 
 
+ONE, X = torch.nn.Linear(3, 2).eval(), torch.randn(4, 3)
+
+
+@pytest.mark.parametrize("models, inputs, settings, message", [
+    (ONE, X, {}, "models must be a list of networks, got one Linear (give [model])"),
+    ((m for m in [ONE]), X, {}, "models must be a list of networks, got generator"),
+    ("ONE", X, {}, "models must be a list of networks, got str"),
+    ([3], X, {}, "models[0] must be a network (an nn.Module), got int"),
+    ([ONE, "two"], X, {}, "models[1] must be a network (an nn.Module), got str"),
+    ([ONE], None, {}, "inputs must be a tensor shared by every network or a list of one per network, got NoneType"),
+    ([ONE], X.numpy(), {}, ("inputs must be a tensor shared by every network or a list of one per network, "
+                            "got ndarray")),
+    ([ONE], [3], {}, "inputs[0] must be a torch.Tensor, got int"),
+    ([ONE], X, {"fallback": "no"}, "fallback must be True or False, got 'no'"),
+    ([ONE], X, {"compiled": 1}, "compiled must be True or False, got 1"),
+    ([ONE], X, {"progress": 3}, "progress must be a function (done, total, seconds) or None, got 3"),
+])
+def test_a_group_of_the_wrong_kind_is_refused_naming_the_argument(models, inputs, settings, message):
+    """One network alone once failed with "object of type 'Linear' has no len()", inputs=None with "'NoneType'
+    object is not iterable", an int input with AttributeError, a numpy array as "1 networks but 4 inputs";
+    [3] and fallback='no' went through (the first failing only at its first run)."""
+    with pytest.raises(NasutilError) as raised:
+        colocate(models, inputs, "sequential", **settings)
+    assert str(raised.value) == message
+
+
+def test_a_module_list_is_a_group():
+    group = colocate(torch.nn.ModuleList([ONE, ONE]), (X, X), "sequential")
+    assert [y.shape for y in group.run()] == [(4, 2), (4, 2)]
+
+
 def test_measure_group_reports_the_group_against_sequential():
     cands = [Candidate("nb201", CELL)] * 3
     m = measure_group(cands, CPU, "fused")

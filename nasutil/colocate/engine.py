@@ -33,6 +33,36 @@ def check_strategy(name: str) -> None:
     strategy_named(name)
 
 
+def _networks(models: object) -> list[nn.Module]:
+    """The group as a list of networks: one network alone (a common slip) or anything else in the list fails
+    here in one line, not inside a strategy or at the first run."""
+    if isinstance(models, nn.Module) and not isinstance(models, nn.ModuleList):
+        raise NasutilError(f"models must be a list of networks, got one {type(models).__name__} (give [model])")
+    if isinstance(models, str) or not isinstance(models, (Sequence, nn.ModuleList)):
+        raise NasutilError(f"models must be a list of networks, got {type(models).__name__}")
+    if not models:
+        raise NasutilError("co-location needs at least one network")
+    for i, model in enumerate(models):
+        if not isinstance(model, nn.Module):
+            raise NasutilError(f"models[{i}] must be a network (an nn.Module), got {type(model).__name__}")
+    return list(models)
+
+
+def _inputs(inputs: object, count: int) -> list[torch.Tensor]:
+    """One input per network: `inputs` itself where it is one tensor (shared by all), else its items."""
+    if isinstance(inputs, torch.Tensor):
+        return [inputs] * count
+    if isinstance(inputs, str) or not isinstance(inputs, Sequence):
+        raise NasutilError(f"inputs must be a tensor shared by every network or a list of one per network, "
+                           f"got {type(inputs).__name__}")
+    if len(inputs) != count:
+        raise NasutilError(f"{count} networks but {len(inputs)} inputs")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise NasutilError(f"inputs[{i}] must be a torch.Tensor, got {type(x).__name__}")
+    return list(inputs)
+
+
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
              *, fallback: bool = True, compiled: bool = False, freezing: bool = False,
              progress: Callable[[int, int, float], None] | None = None) -> CoLocated:
@@ -44,11 +74,13 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
     `progress(done, total, seconds)` after each), for the strategies that run the networks as they are;
     freezing=True folds the weights into the compiled networks (`compile_for_inference`)."""
     check_strategy(strategy)
-    if not models:
-        raise NasutilError("co-location needs at least one network")
-    inputs = [inputs] * len(models) if isinstance(inputs, torch.Tensor) else list(inputs)
-    if len(inputs) != len(models):
-        raise NasutilError(f"{len(models)} networks but {len(inputs)} inputs")
+    models = _networks(models)
+    inputs = _inputs(inputs, len(models))
+    for name, value in (("fallback", fallback), ("compiled", compiled), ("freezing", freezing)):
+        if not isinstance(value, bool):
+            raise NasutilError(f"{name} must be True or False, got {value!r}")
+    if progress is not None and not callable(progress):
+        raise NasutilError(f"progress must be a function (done, total, seconds) or None, got {progress!r}")
     requested = strategy_named(strategy)
     reason = requested.why_not(models, inputs)
     if reason is None and compiled and not requested.runs_compiled:
