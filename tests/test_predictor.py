@@ -241,6 +241,29 @@ def test_predict_bad_input(cli, args):
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("settings, message", [
+    ({"device_name": None}, r"device_name must be text \(a GPU's name, e\.g\. 'NVIDIA H200'\), got None"),
+    ({"device_name": 3}, "device_name must be text .* got 3"),
+    ({"dtype": None}, r"unknown dtype None \(choose from"), ({"mode": 3}, r"unknown mode 3 \(choose from"),
+    ({"batch_size": None}, "batch size must be a whole number >= 1, got None"),
+    ({"batch_size": "256"}, "batch size must be a whole number >= 1, got '256'"),
+])
+def test_a_target_of_the_wrong_kind_is_refused_naming_the_field(settings, message):
+    """device_name=None was kept, and each prediction then failed with "TypeError: expected string or
+    bytes-like object, got 'NoneType'"."""
+    with pytest.raises(NasutilError, match=f"^{message}"):
+        PredictTarget(**{"device_name": "NVIDIA H200", **settings})
+
+
+def test_a_numpy_batch_size_predicts_what_json_can_hold():
+    """A numpy batch size once went into each prediction as it was: its to_dict() could not be written as JSON."""
+    from nasutil.predictor import predict_many
+
+    target = PredictTarget("NVIDIA H200", batch_size=np.int64(256))
+    assert type(target.batch_size) is int and target == H200
+    json.dumps(predict_many("nb201", [CONV], target)[0].to_dict())
+
+
 def test_malformed_profiles_are_rejected(tmp_path):
     from nasutil.predictor.profile import load_profile
 

@@ -20,7 +20,11 @@ class PredictTarget:
     mode: str = "cudagraph"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.device_name, str):  # else a TypeError deep in the device lookup
+            raise NasutilError(f"device_name must be text (a GPU's name, e.g. 'NVIDIA H200'), got "
+                               f"{self.device_name!r}")
         check_run_settings(self.dtype, self.mode, self.batch_size)
+        object.__setattr__(self, "batch_size", int(self.batch_size))  # numpy's int64 would not go to JSON
 
     @property
     def key(self) -> str:
