@@ -19,7 +19,8 @@ def is_zoo(space: str) -> bool:
 
 
 def split_model_spec(spec: str) -> tuple[str, str]:
-    zoo, sep, name = spec.partition(":")
+    """`ZOO:NAME` as (zoo, name); a one-line error for anything else (None once failed on `.partition`)."""
+    zoo, sep, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
     if not sep or zoo not in ZOOS or not name:
         raise NasutilError(f"model must be torchvision:NAME or timm:NAME, got {spec!r}")
     return zoo, name

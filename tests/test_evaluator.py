@@ -144,6 +144,14 @@ def test_bad_configs_are_user_errors():
             MeasureConfig(**bad)
 
 
+@pytest.mark.parametrize("spec", [None, 3, ["torchvision:resnet18"], "", "resnet18", "torchvision:"])
+def test_a_zoo_model_is_named_by_text(spec):
+    """None and 3 once failed with "AttributeError: 'NoneType' object has no attribute 'partition'"."""
+    with pytest.raises(NasutilError) as raised:
+        Candidate.model(spec)
+    assert str(raised.value) == f"model must be torchvision:NAME or timm:NAME, got {spec!r}"
+
+
 def test_cudagraph_on_cpu_is_refused_up_front():
     with pytest.raises(NasutilError, match="needs a CUDA device"):
         CPU.with_(mode="cudagraph")
