@@ -148,6 +148,35 @@ def test_whole_number_settings_are_checked_against_their_least_value():
     RunSettings(dataset="digits", train_images=None, seed=0, base_epochs=0).check()
 
 
+@pytest.mark.parametrize("owner, settings, message", [
+    (RunSettings, {"base": None}, "base must be text, got None"),
+    (RunSettings, {"base": 3}, "base must be text, got 3"),
+    (RunSettings, {"code": None}, "code must be a CodeSpec, got None"),
+    (RunSettings, {"code": {"k": 2}}, "code must be a CodeSpec, got {'k': 2}"),
+    (RunSettings, {"dataset": None}, "unknown dataset None (choose from digits, "),
+    (RunSettings, {"epochs": None}, "epochs must be a whole number >= 1, got None"),
+    (RunSettings, {"batch_size": "64"}, "batch_size must be a whole number >= 1, got '64'"),
+    (RunSettings, {"test_images": 2.5}, "test_images must be a whole number >= 1, got 2.5"),
+    (CodeSpec, {"parity": None}, "parity must be text, got None"),
+    (CodeSpec, {"parity": 3}, "parity must be text, got 3"),
+    (CodeSpec, {"encoder": ["mlp"]}, "unknown encoder ['mlp'] (choose from mlp, conv, sum, concat)"),
+    (CodeSpec, {"loss": None}, "unknown loss None (choose from mse, kl)"),
+    (JobSettings, {"device": None}, "device must be text, got None"),
+    (JobSettings, {"data_dir": 3}, "data_dir must be text, got 3"),
+    (JobSettings, {"runs": None}, "runs must be text, got None"),
+    (JobSettings, {"progress": 1}, "progress must be true or false, got 1"),
+])
+def test_every_setting_of_the_wrong_kind_is_refused_naming_it(owner, settings, message):
+    """base=None or parity=3 once failed with "argument of type 'NoneType' is not iterable", code=None with
+    "'NoneType' object has no attribute 'check'"; a job's device of None failed only when training began."""
+    if owner is CodeSpec:
+        settings = {"code": CodeSpec(**settings)}
+    built = JobSettings(**settings) if owner is JobSettings else RunSettings(**{"dataset": "digits", **settings})
+    with pytest.raises(NasutilError) as raised:
+        built.check()
+    assert str(raised.value).startswith(message)
+
+
 def test_run_folder_names_stay_what_they_were():
     """The name's digest covers the settings it covered before the schema (every run setting but epochs), so
     a run folder made before is continued, not started again."""

@@ -46,6 +46,29 @@ def setting(default: Any, help: str | None = None, *, choices: tuple[str, ...] |
                                             "yaml": default if yaml is _SAME else yaml})
 
 
+def _check_fields(schema: Any) -> None:
+    """Each setting of `schema` (an instance of a schema dataclass) of the kind its field declares, else one
+    line naming it: a whole number >= `least`, one of `choices`, true or false, or text. A wrong kind once
+    failed far from the setting, as "argument of type 'NoneType' is not iterable" for a base of None."""
+    for f in fields(schema):
+        if "least" not in f.metadata:  # a nested schema (the run's code), checked by its own `check`
+            continue
+        value, least, choices = getattr(schema, f.name), f.metadata["least"], f.metadata["choices"]
+        if value is None and f.default is None:  # "all" images, or the default folder, where that is the default
+            continue
+        if least is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise NasutilError(f"{f.name} must be a whole number >= {least}, got {value!r}")
+        elif choices is not None:
+            if not isinstance(value, str) or value not in choices:
+                raise NasutilError(f"unknown {f.name} {value!r} (choose from {', '.join(choices)})")
+        elif isinstance(f.default, bool):
+            if not isinstance(value, bool):
+                raise NasutilError(f"{f.name} must be true or false, got {value!r}")
+        elif not isinstance(value, str):
+            raise NasutilError(f"{f.name} must be text, got {value!r}")
+
+
 @dataclass(frozen=True)
 class CodeSpec:
     """Everything that decides a code's shape and training; saved with every checkpoint. With r > 1 (learned
@@ -65,12 +88,7 @@ class CodeSpec:
             raise NasutilError(f"k must be a whole number from 2 to {MAX_K}, got {self.k!r}")
         if not isinstance(self.r, int) or not 1 <= self.r <= self.k:
             raise NasutilError(f"r must be a whole number from 1 to k = {self.k}, got {self.r!r}")
-        if self.encoder not in ENCODERS:
-            raise NasutilError(f"unknown encoder {self.encoder!r} (choose from {', '.join(ENCODERS)})")
-        if self.decoder not in DECODERS:
-            raise NasutilError(f"unknown decoder {self.decoder!r} (choose from {', '.join(DECODERS)})")
-        if self.loss not in LOSSES:
-            raise NasutilError(f"unknown loss {self.loss!r} (choose from {', '.join(LOSSES)})")
+        _check_fields(self)
         if self.r > 1 and (self.encoder not in LEARNED_ENCODERS or self.decoder != "mlp"):
             raise NasutilError("r > 1 needs a learned encoder (mlp, conv) and the mlp decoder")
         if self.parity == "base" and self.encoder not in LEARNED_ENCODERS and self.decoder != "mlp":
@@ -106,15 +124,12 @@ class RunSettings:
         from nasutil.codes.bases import build_base
         from nasutil.datasets import DATASETS, SHAPES
 
+        if not isinstance(self.code, CodeSpec):
+            raise NasutilError(f"code must be a CodeSpec, got {self.code!r}")
         self.code.check()
-        if self.dataset not in DATASETS:
+        if not isinstance(self.dataset, str) or self.dataset not in DATASETS:
             raise NasutilError(f"unknown dataset {self.dataset!r} (choose from {', '.join(DATASETS)})")
-        for f in fields(self):
-            least, value = f.metadata.get("least"), getattr(self, f.name)
-            if least is None or (value is None and f.default is None):  # text, or "all" where that is the default
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise NasutilError(f"{f.name} must be a whole number >= {least}, got {value!r}")
+        _check_fields(self)
         for name in ("train_images", "test_images"):  # a code works on groups of k images: fewer form none
             value = getattr(self, name)
             if value is not None and value < self.code.k:
@@ -147,8 +162,7 @@ class JobSettings:
     runs: str = setting("outputs/codes", "where run folders go (relative to the launch folder)", flag=False)
 
     def check(self) -> JobSettings:
-        if not isinstance(self.progress, bool):
-            raise NasutilError(f"progress must be true or false, got {self.progress!r}")
+        _check_fields(self)
         return self
 
 
