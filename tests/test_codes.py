@@ -87,6 +87,8 @@ def two_runs(tmp_path_factory):
     (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--encoder", "fft"], "unknown encoder 'fft'"),
     (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--r", "2", "--encoder", "sum"], "r > 1 needs"),
     (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--base", "vgg99"], "unknown base 'vgg99'"),
+    (["codes", "train", "--out", "{tmp}/x", "--dataset", "digits", "--base-epochs", "0"],
+     "--base-epochs: expected a positive integer, got '0'"),
     (["codes", "eval", "{runs}/a", "--code", "{runs}/b/code.safetensors"], "belongs to another base"),
     (["codes", "eval", "{runs}/a", "--code", "{tmp}/model.pkl"], "cannot read checkpoint"),
     (["codes", "eval", "{tmp}"], "not a codes run"),
@@ -135,6 +137,18 @@ def test_a_base_trained_with_other_settings_is_not_taken_for_this_one(tmp_path):
                             {"dataset": "mnist"}, {"base": "lenet5"})}
     assert len(names) == 7
     assert CodesTrainer(base_dir=str(tmp_path), device="cpu").base_dir == tmp_path
+
+
+
+@pytest.mark.parametrize("setting", ["base_epochs", "epochs", "batch_size"])
+@pytest.mark.parametrize("value", [0, None, 2.5])
+def test_a_search_over_parity_models_needs_a_trained_base(tmp_path, setting, value):
+    """base_epochs=0 once trained every parity model against an untrained base (its outputs noise, its accuracy
+    chance); None failed with "'<' not supported between instances of 'NoneType' and 'int'"."""
+    from nasutil.search.trainers.codes_trainer import CodesTrainer
+
+    with pytest.raises(NasutilError, match=f"^trainer.{setting} must be a whole number >= 1, got {value}$"):
+        CodesTrainer(base_dir=str(tmp_path), device="cpu", **{setting: value})
 
 
 def test_what_a_code_costs_against_replication():

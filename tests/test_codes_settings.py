@@ -88,9 +88,9 @@ def test_the_train_flags_are_made_from_the_schema():
         assert action.option_strings == [f"--{s.name.replace('_', '-')}"] and action.default == s.default
         assert (action.help or "").startswith(s.help or "")
     assert {"out", "json"} <= set(flags) and not {"progress", "runs"} & set(flags)
-    args = _train_parser().parse_args(["--out", "x", "--k", "3", "--base-epochs", "0", "--encoder", "sum"])
+    args = _train_parser().parse_args(["--out", "x", "--k", "3", "--base-epochs", "3", "--encoder", "sum"])
     run, job = from_values({s.name: getattr(args, s.name) for s in settings() if s.flag})
-    assert run == RunSettings(code=CodeSpec(k=3, encoder="sum"), base_epochs=0) and job == JobSettings()
+    assert run == RunSettings(code=CodeSpec(k=3, encoder="sum"), base_epochs=3) and job == JobSettings()
 
 
 def test_a_new_schema_setting_becomes_a_flag(monkeypatch):
@@ -142,10 +142,19 @@ def test_values_are_read_by_one_function_for_both_front_doors():
 
 
 def test_whole_number_settings_are_checked_against_their_least_value():
-    for name, least in (("seed", 0), ("base_epochs", 0), ("epochs", 1), ("train_images", 1)):
+    for name, least in (("seed", 0), ("base_epochs", 1), ("epochs", 1), ("train_images", 1)):
         with pytest.raises(NasutilError, match=f"{name} must be a whole number >= {least}, got -1"):
             RunSettings(dataset="digits", **{name: -1}).check()
-    RunSettings(dataset="digits", train_images=None, seed=0, base_epochs=0).check()
+    RunSettings(dataset="digits", train_images=None, seed=0, base_epochs=1).check()
+
+
+def test_a_run_trains_its_base():
+    """base_epochs=0 once trained and scored a code of an untrained base (normal-mode accuracy at chance) and
+    exited 0: a run folder's base is trained in it, so there is no trained base for 0 epochs to reuse."""
+    with pytest.raises(NasutilError, match="^base_epochs must be a whole number >= 1, got 0$"):
+        RunSettings(dataset="digits", base_epochs=0).check()
+    with pytest.raises(NasutilError, match="^base_epochs must be a whole number >= 1, got 0$"):
+        from_values({"dataset": "digits", "base_epochs": 0})[0].check()
 
 
 @pytest.mark.parametrize("owner, settings, message", [

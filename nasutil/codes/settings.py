@@ -111,7 +111,8 @@ class RunSettings:
     base: str = setting("mlp", "mlp, lenet5, resnet18 or SPACE:ARCH")
     dataset: str = setting("fashion_mnist", "digits, mnist, fashion_mnist or cifar10")
     code: CodeSpec = field(default_factory=CodeSpec)
-    base_epochs: int = setting(10, "base training epochs", least=0)
+    #: at least 1: a run folder's base is trained in it, and a code of an untrained base rebuilds noise
+    base_epochs: int = setting(10, "base training epochs", least=1)
     epochs: int = setting(30, "code training epochs", least=1)
     batch_size: int = setting(64, "groups per step", least=1)
     seed: int = setting(0, least=0)

@@ -44,8 +44,9 @@ class CodesTrainer(Trainer):
                  epochs: int = 5, batch_size: int = 64, train_images: int | None = None,
                  base_dir: str | None = None, device: str = "auto", seed: int = 0) -> None:
         self.spec = CodeSpec(k=int(k), encoder=encoder, decoder=decoder, parity="copy", loss=loss).check()
-        if epochs < 1 or batch_size < 1 or base_epochs < 0:
-            raise NasutilError("trainer: epochs and batch_size must be >= 1, base_epochs >= 0")
+        for name, value in (("base_epochs", base_epochs), ("epochs", epochs), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:  # 0 base epochs: an untrained base
+                raise NasutilError(f"trainer.{name} must be a whole number >= 1, got {value!r}")
         self.base_spec, self.dataset, self.data_dir = base, dataset, str(data_dir)
         self.base_epochs, self.epochs, self.batch_size = int(base_epochs), int(epochs), int(batch_size)
         self.train_images, self.seed = train_images, int(seed)
