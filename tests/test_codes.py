@@ -188,3 +188,17 @@ def test_serving_rebuilds_one_output_per_group_and_serves_what_the_base_would():
         serve("coded", base, code, images[:6], labels[:6], groups=3)
     with pytest.raises(NasutilError, match="unknown way"):
         serve("mirrored", base, code, images, labels, groups=3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda tmp: train_run(None, tmp), "takes a RunSettings, got NoneType"),
+    (lambda tmp: train_run(RunSettings(), 3), "folder is a path, got int"),
+    (lambda tmp: train_run(RunSettings(), tmp, device=None), "unknown device None"),
+    (lambda tmp: train_run(RunSettings(), tmp, device=3), "unknown device 3"),
+])
+def test_train_run_of_the_wrong_kind_is_one_line(tmp_path, call, message):
+    """Settings that are not a RunSettings, a folder that is not a path and a device that is not text failed
+    with an AttributeError or a TypeError from deep inside; nothing is written before the refusal."""
+    with pytest.raises(NasutilError, match=message):
+        call(tmp_path / "run")
+    assert not (tmp_path / "run").exists()

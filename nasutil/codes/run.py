@@ -85,6 +85,11 @@ def trained_base(spec: str, data: CodeData, path: Path, epochs: int, batch_size:
 def train_run(settings: RunSettings, folder: Path, data_dir: str | Path = "data", device: str = "auto",
               progress: Progress | None = None) -> CodeScores:
     """Train (or continue) the run in `folder` and score it on the test set."""
+    if not isinstance(settings, RunSettings):
+        raise NasutilError(f"train_run takes a RunSettings, got {type(settings).__name__}")
+    if not isinstance(folder, (str, Path)):
+        raise NasutilError(f"train_run's folder is a path, got {type(folder).__name__}")
+    folder = Path(folder)
     settings.check()
     _check_against_folder(folder, settings)
     dev = resolve_device(device)

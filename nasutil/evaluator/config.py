@@ -26,7 +26,7 @@ def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
 
 def available_device(name: str, setting: str) -> str:
     """`name` (cpu, cuda or cuda:N) if that device is on this machine; else a one-line error naming `setting`."""
-    if not re.fullmatch(DEVICE_PATTERN, name):
+    if not isinstance(name, str) or not re.fullmatch(DEVICE_PATTERN, name):  # None or 3 once failed in re
         raise NasutilError(f"{setting}: unknown device {name!r} (cpu, cuda or cuda:N)")
     if name != "cpu":
         import torch
