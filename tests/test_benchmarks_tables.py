@@ -965,6 +965,30 @@ def check_calibration_earlier(text: str) -> None:
 # --- A search with a population, before the population ran asynchronously -----------------------------
 
 
+def check_host_turn_waiters(text: str) -> None:
+    """cpu/host_turn_waiters/host_turn_waiters.json: the medians in the table, the ratios and range in the text."""
+    heading = "### Host turns while many trial threads wait (CPU machine, 2 cores)"
+    data = load(CPU / "host_turn_waiters" / "host_turn_waiters.json")
+    medians = {(m["code"], m["waiters"]): m for m in data["medians"]}
+    old, new = f"at {data['compare_to']}", "this tree"
+    rows = table(text, heading)
+    assert [int(row[0]) for row in rows] == sorted({w for _, w in medians})
+    for waiters, old_turns, new_turns, old_steps, new_steps in rows:
+        w = int(waiters)
+        agree(old_turns, medians[old, w]["host_turns_per_s"])
+        agree(new_turns, medians[new, w]["host_turns_per_s"])
+        agree(old_steps, medians[old, w]["driver_steps_per_s"])
+        agree(new_steps, medians[new, w]["driver_steps_per_s"])
+    turns = {(code, w): medians[code, w]["host_turns_per_s"] for code, w in medians}
+    waiting = (16, 64, 256)
+    prose = section(text, heading)
+    says(prose, f"tree at {data['tree']}", f"Up to {data['compare_to']}",
+         f"{turns[old, 16] / turns[old, 64]:.1f}x fewer turns with 64 waiting",
+         f"{turns[old, 16] / turns[old, 256]:.0f}x fewer with 256",
+         f"{min(turns[new, w] for w in waiting):.0f}-{max(turns[new, w] for w in waiting):.0f} turns a second",
+         f"{turns[new, 64] / turns[old, 64]:.1f}x the old code's at 64", f"{turns[new, 256] / turns[old, 256]:.0f}x at 256")
+
+
 def check_population_before_async(text: str) -> None:
     """h200/population/population_search_b64_e1.json, _b256_e2.json, _b64_e1_t80_s2.json and _t80_s3.json."""
     folder = H200 / "population"
@@ -1091,7 +1115,7 @@ CHECKS = [check_resnet50_modes, check_repeatability, check_evaluator_throughput,
           check_compile_group, check_shared_study, check_predictor_accuracy, check_predictor_cost,
           check_measure_next, check_heldout, check_calibration, check_population_before_async,
           check_eager_isolation_earlier, check_shipped_profile, check_calibration_earlier, check_pruning,
-          check_pruning_first_run]
+          check_pruning_first_run, check_host_turn_waiters]
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda check: check.__name__.removeprefix("check_"))
@@ -1130,6 +1154,8 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_pruning, r"with 3 neighbours ([0-9.]+)% and 1 of 10 for NSGA-II"),
     (check_pruning_first_run, r"`pruned_as=infeasible` \| 126\.7 -> [0-9.]+ \| ([0-9.]+)%"),
     (check_predictor_cost, r"2\.26-2\.72 \| not known \(([0-9]+)-"),
+    (check_host_turn_waiters, r"\| 64 \| 136\.5 \| ([0-9.,]+) \|"),
+    (check_host_turn_waiters, r"at 64, ([0-9]+)x at 256"),
 ]
 
 
