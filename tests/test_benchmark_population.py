@@ -946,13 +946,15 @@ def test_readmes_figures_for_seeds_80_to_84_are_the_result_files():
 
 
 def test_the_epoch_rates_of_larger_populations_are_the_committed_files():
-    """Every committed call with 16 and 64 (or 256) at once, each run once (a seed's runs appear in a joined
-    file and in their own): epochs trained a second, larger over 16."""
+    """Every committed call with 16 and 64 (or 256) at once before seed 96's (`_wakes`), each run once (a seed's
+    runs appear in a joined file and in their own): epochs trained a second, larger over 16."""
     import csv
     import statistics
 
     pairs: dict[tuple[str, str, float], float] = {}
     for path in sorted(RESULTS.glob("population_search_b*.csv")):
+        if "_wakes" in path.name:  # seed 96, after a change woke one thread where every waiting one woke
+            continue
         rows = list(csv.DictReader(path.open()))
         if not rows or "epochs_trained" not in rows[0]:
             continue
@@ -1105,3 +1107,72 @@ def test_one_worker_against_workers_taking_turns_is_the_evaluators_files():
     r1, r6 = latencies("repeatability_fast_w1.csv"), latencies("repeatability_fast_w6.csv")
     rep = statistics.median(r1[a] / r6[a] for a in set(r1) & set(r6))
     assert f"one worker {100 * (rep - 1):.1f}% slower than six on {len(set(r1) & set(r6))} cells" in flat
+
+
+def test_the_seed_96_table_and_notes_are_their_result_files():
+    """Seed 96 (`_wakes` files): the table from both calls' CSVs, the epoch rates and ratios in the notes, the
+    survivor test's readings from its log and the state probe's from its log."""
+    import csv
+    import re
+
+    first = list(csv.DictReader((RESULTS / "population_search_b64_wakes_s96.csv").open()))
+    second = list(csv.DictReader((RESULTS / "population_search_b64_wakes_p1_s96.csv").open()))
+    p1 = float(next(r for r in second if r["run"] == "p1")["candidates_per_gpu_hour"])
+    mean16 = statistics.mean(float(r["candidates_per_gpu_hour"]) for r in first if r["run"].startswith("p16-"))
+
+    def row(call: int, r: dict) -> list[str]:
+        rate = float(r["candidates_per_gpu_hour"])
+        reference = r["run"] == "p1" or (call == 1 and r["run"] == "p16-pareto")
+        return [str(call), r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["failed"],
+                _cell(r["epochs_trained"], ".1f"), f"{float(r['epochs_trained']) / float(r['wall_s']):.2f}",
+                _cell(r["mean_together"], ".1f"), f"{rate:,.0f}", f"{rate / mean16:.2f}x", f"{rate / p1:.2f}x",
+                "" if reference else _cell(r["hypervolume_ratio"], ".3f")]
+
+    marker = "**Seed 96: one thread woken a change"
+    assert _table_after(marker) == [row(1, r) for r in first] + [row(2, r) for r in second]
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seed 85: the longer sleep")].split())
+    runs = {(call, r["run"]): r for call, rows in ((1, first), (2, second)) for r in rows}
+
+    def epochs(*keys: tuple[int, str]) -> str:
+        return ", ".join(f"{float(runs[k]['epochs_trained']) / float(runs[k]['wall_s']):.2f}" for k in keys)
+
+    assert f"16 at once {epochs((1, 'p16-pareto'), (1, 'p16-pareto.2')).replace(', ', ' and ')}" in flat
+    assert f"64 at once {epochs((1, 'p64-pareto'), (1, 'p64-pareto.2'))} and {epochs((2, 'p64-pareto'))}" in flat
+    assert f"256 at once {epochs((1, 'p256-pareto'))}, 64 preparing 4 ahead (`-a4`) {epochs((1, 'p64-pareto-a4'))}" in flat
+    over = {k: float(r["candidates_per_gpu_hour"]) for k, r in runs.items()}
+    assert (f"64 at once {over[1, 'p64-pareto'] / mean16:.2f}x, {over[1, 'p64-pareto.2'] / mean16:.2f}x and "
+            f"{over[2, 'p64-pareto'] / mean16:.2f}x, 256 at once {over[1, 'p256-pareto'] / mean16:.2f}x, `-a4` "
+            f"{over[1, 'p64-pareto-a4'] / mean16:.2f}x") in flat
+    assert (f"{p1:,.0f} candidates an hour; 16 at once {over[1, 'p16-pareto'] / p1:.2f}x and "
+            f"{over[1, 'p16-pareto.2'] / p1:.2f}x, 64 at once {over[1, 'p64-pareto'] / p1:.2f}x, "
+            f"{over[1, 'p64-pareto.2'] / p1:.2f}x and {over[2, 'p64-pareto'] / p1:.2f}x, 256 at once "
+            f"{over[1, 'p256-pareto'] / p1:.2f}x") in flat
+    fronts = [float(r["hypervolume_ratio"]) for k, r in runs.items() if k not in ((2, "p1"), (1, "p16-pareto"))]
+    assert f"every front {min(fronts):.4f}-{max(fronts):.4f} of its reference" in flat
+    assert sum(int(r["failed"]) for r in runs.values()) == 0 and "No trial failed in any of the 8 runs" in flat
+    log = (RESULTS / "gpu_tests_s96.log").read_text()
+    assert "1 failed, 9 passed, 3 deselected" in log and "9 of the 10 non-compiled" in flat
+    first_cell = re.search(r"queued ([0-9.]+) ms, quiet \(ms, MHz\) \[(.*?)\]", log)
+    quiet = [float(x) for x in re.findall(r"\(([0-9.]+), 1980\.0\)", first_cell.group(2))]
+    assert (f"read {float(first_cell.group(1)):.4f} ms against the quiet readings' {quiet[0]:.4f} ms first and then "
+            f"{min(quiet[1:]):.4f}-{max(quiet[1:]):.4f} ms") in flat
+    fastest = re.search(r"queued ([0-9.]+) ms at 1980\.0 MHz, quiet \[(.*?)\]", log)
+    quiet = [float(x) for x in re.findall(r"\(([0-9.]+), 1980\.0\)", fastest.group(2))]
+    assert f"read {float(fastest.group(1)):.4f} ms, and the quiet readings after training {min(quiet):.4f}-{max(quiet):.4f} ms" in flat
+    state = (ROOT / "benchmarks" / "results" / "h200" / "rate" / "state_s95" / "measurement_state.log").read_text()
+    last = state[state.index("after burst {"):]
+    cells = [dict((k, float(v)) for k, v in re.findall(r"'([a-z0-9. -]+)': ([0-9.]+)", part))
+             for part in last.split("'|")[1:]]
+    skip, other = cells[0], cells[1]
+    steadies = [skip[k] for k in ("capture-first", "eager-first", "benchmark", "beside idle", "steady")]
+    later = [skip[f"after burst {d}"] for d in ("0.2", "1", "5")]
+    assert (f"read {min(steadies):.4f}-{max(steadies):.4f} ms however it was captured" in flat
+            and f"it read {skip['after burst 0']:.4f} ms (by CUDA events {skip['after burst events']:.4f}, by the "
+                f"host's clock {skip['after burst wall']:.4f})" in flat
+            and f"later {min(later):.4f}-{max(later):.4f} ms, and in steady state again {skip['steady again']:.4f} ms"
+                in flat
+            and f"{100 * (1 - skip['after burst 0'] / skip['steady']):.1f}% faster" in flat)
+    after = [other[f"after burst {d}"] for d in ("0.2", "1", "5")]
+    assert (f"({other['steady']:.4f} ms steady, {min(after):.4f}-{max(after):.4f} after the burst but for the first "
+            f"reading, {other['after burst 0']:.4f})") in flat

@@ -191,6 +191,30 @@ def test_the_h200_command_costs_are_the_measured_ones():
             "before training and measured survivors (seed 63;") in text
 
 
+def test_readmes_figures_for_seed_96_are_the_result_files():
+    population = ROOT / "benchmarks" / "results" / "h200" / "population"
+    first = list(csv.DictReader((population / "population_search_b64_wakes_s96.csv").open()))
+    second = list(csv.DictReader((population / "population_search_b64_wakes_p1_s96.csv").open()))
+    runs = first + second
+    rate = {id(r): float(r["epochs_trained"]) / float(r["wall_s"]) for r in runs}
+    larger = [rate[id(r)] for r in runs if r["run"].startswith(("p64-", "p256-"))]
+    sixteen = [rate[id(r)] for r in first if r["run"].startswith("p16-")]
+    mean16 = sum(float(r["candidates_per_gpu_hour"]) for r in first if r["run"].startswith("p16-")) / len(sixteen)
+    over16 = [float(r["candidates_per_gpu_hour"]) / mean16 for r in runs if r["run"].startswith(("p64-", "p256-"))]
+    p1 = float(next(r for r in second if r["run"] == "p1")["candidates_per_gpu_hour"])
+    over1 = [float(r["candidates_per_gpu_hour"]) / p1 for r in runs if r["run"] != "p1"]
+    flat = " ".join(readme().split())
+    assert (f"64 and 256 at once trained {min(larger):.2f}-{max(larger):.2f} epochs a second against 16's "
+            f"{sixteen[0]:.2f} and {sixteen[1]:.2f}, and ended {min(over16):.2f}-{max(over16):.2f}x of 16's "
+            f"candidates per GPU-hour; the populations read {min(over1):.2f}-{max(over1):.2f}x one at a time") in flat
+    assert all(r["failed"] == "0" for r in runs)
+    state = (ROOT / "benchmarks" / "results" / "h200" / "rate" / "state_s95" / "measurement_state.log").read_text()
+    skip = state[state.index("after burst {"):]
+    steady = float(re.search(r"'steady': ([0-9.]+)", skip).group(1))
+    burst = float(re.search(r"'after burst 0': ([0-9.]+)", skip).group(1))
+    assert f"the fastest cell reads {100 * (1 - burst / steady):.1f}% faster" in flat
+
+
 PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes from a result file)
     (test_the_survey_line_quotes_its_data, r"SM activity has a median of ([0-9.]+)%"),
     (test_the_nb201_study_line_quotes_its_data, r"all ([0-9,]+) NAS-Bench-201 cells measured"),
