@@ -379,3 +379,11 @@ def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it(
     assert measure_group_isolated(group, CPU, "sequential", timeout_s=300).ok
     with pytest.raises(NasutilError, match="could not be rebuilt in the worker .* take no arguments"):
         measure_group_isolated(group, CPU, "needs-a-knob", timeout_s=300)
+
+
+def test_a_network_and_its_input_on_two_devices_is_refused_naming_both():
+    """A network on the CPU with its input elsewhere (a "meta" tensor here; a CUDA one on a GPU machine)
+    failed inside the strategy with a device error from deep in torch."""
+    elsewhere = torch.empty(4, 3, device="meta")
+    with pytest.raises(NasutilError, match=r"^models\[1\] is on cpu but its input on meta: put both on one device$"):
+        colocate([ONE, ONE], [X, elsewhere], "sequential")

@@ -63,6 +63,18 @@ def _inputs(inputs: object, count: int) -> list[torch.Tensor]:
     return list(inputs)
 
 
+def _check_devices(models: list[nn.Module], inputs: list[torch.Tensor]) -> None:
+    """Each network on its input's device: a mismatch failed inside a strategy with a device error from
+    deep in torch, after the others had been prepared."""
+    for i, (model, x) in enumerate(zip(models, inputs)):
+        weight = next(iter(model.parameters()), None)
+        if weight is None:
+            weight = next(iter(model.buffers()), None)
+        if weight is not None and weight.device != x.device:
+            raise NasutilError(f"models[{i}] is on {weight.device} but its input on {x.device}: "
+                               f"put both on one device")
+
+
 def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.Tensor], strategy: str = "streams",
              *, fallback: bool = True, compiled: bool = False, freezing: bool = False,
              progress: Callable[[int, int, float], None] | None = None) -> CoLocated:
@@ -76,6 +88,7 @@ def colocate(models: Sequence[nn.Module], inputs: torch.Tensor | Sequence[torch.
     check_strategy(strategy)
     models = _networks(models)
     inputs = _inputs(inputs, len(models))
+    _check_devices(models, inputs)
     for name, value in (("fallback", fallback), ("compiled", compiled), ("freezing", freezing)):
         if not isinstance(value, bool):
             raise NasutilError(f"{name} must be True or False, got {value!r}")
