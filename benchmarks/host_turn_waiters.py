@@ -90,7 +90,7 @@ def main() -> None:
     except subprocess.CalledProcessError as exc:
         parser.error(f"cannot read {MODULE} at {args.compare_to}: {exc.stderr.strip()}")
     revision = subprocess.run(["git", "rev-parse", "--short", args.compare_to], capture_output=True, text=True,
-                              cwd=ROOT).stdout.strip()
+                              check=True, cwd=ROOT).stdout.strip()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,7 +113,7 @@ def main() -> None:
                for waiters in args.waiters for code in modules]
     (args.out / "host_turn_waiters.json").write_text(json.dumps(
         {"command": " ".join(["python", "benchmarks/host_turn_waiters.py", *sys.argv[1:]]),
-         "tree": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+         "tree": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
                                 cwd=ROOT).stdout.strip(),
          "compare_to": revision, "window_s": args.window, "medians": summary, "runs": rows}, indent=1) + "\n")
     with (args.out / "host_turn_waiters.csv").open("w", newline="") as f:
