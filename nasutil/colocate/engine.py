@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -67,9 +68,7 @@ def _check_devices(models: list[nn.Module], inputs: list[torch.Tensor]) -> None:
     """Each network on its input's device: a mismatch failed inside a strategy with a device error from
     deep in torch, after the others had been prepared."""
     for i, (model, x) in enumerate(zip(models, inputs)):
-        weight = next(iter(model.parameters()), None)
-        if weight is None:
-            weight = next(iter(model.buffers()), None)
+        weight = next(itertools.chain(model.parameters(), model.buffers()), None)
         if weight is not None and weight.device != x.device:
             raise NasutilError(f"models[{i}] is on {weight.device} but its input on {x.device}: "
                                f"put both on one device")
