@@ -16,6 +16,11 @@ about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Condition
   beside idle    as capture-first while another process holds a CUDA context and 1 GB on the device, idle
   after burst D  the cell's graph read once in steady state, then again D seconds after another process
                  ran a 50 ms burst of matrix products on the device, for D in BURST_DELAYS_S
+  own burst D    the same with the burst run by this process, on its own stream, before the windows: if it
+                 moves the reading as another process's burst does, a measurement can put the device in one
+                 state itself before it times (`own burst settle`: the burst, then two settling windows)
+  burst, exited D  as `after burst D` with a helper process that bursts once and exits before the reading:
+                 whether the state outlives the other context
   worker         the evaluator (one isolated worker, default settings) measuring each cell twice in a row
   workers 4      the evaluator with 4 workers taking turns on the device, each cell measured twice
 If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
@@ -39,6 +44,8 @@ import time
 from pathlib import Path
 
 PLAN_CONDITIONS = ("capture-first", "eager-first", "benchmark", "beside idle")
+CONDITIONS = (*PLAN_CONDITIONS, "after burst", "own burst", "burst, exited", "worker")
+BASELINES = {"own ": "own steady", "burst, exited": "exited steady", "exited ": "exited steady"}  # else `steady`
 BURST_DELAYS_S = (0.0, 0.2, 1.0, 5.0)
 HOLD_IDLE = ("import sys, torch; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); "
              "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()")
@@ -50,6 +57,11 @@ BURST = ("import sys, time, torch\n"
          "    while time.perf_counter() < end:\n"
          "        a @ a; torch.cuda.synchronize()\n"
          "    print('done', flush=True)\n")
+BURST_ONCE = ("import time, torch\n"
+              "a = torch.randn(4096, 4096, device='cuda', dtype=torch.float16)\n"
+              "end = time.perf_counter() + 0.05\n"
+              "while time.perf_counter() < end:\n"
+              "    a @ a; torch.cuda.synchronize()\n")
 
 
 def _model(arch: str):
@@ -171,6 +183,62 @@ def after_burst(archs: list[str]) -> dict:
     return {"readings": readings, "device states": states}
 
 
+def _own_burst(a) -> None:
+    """50 ms of matrix products in this process, as the helper's burst but in this context."""
+    import torch
+
+    end = time.perf_counter() + 0.05
+    while time.perf_counter() < end:
+        a @ a
+        torch.cuda.synchronize()
+
+
+def own_burst(archs: list[str]) -> dict:
+    import torch
+
+    from nasutil.evaluator.reference import replay_ms
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    readings: dict[str, dict[str, float]] = {}
+    with torch.inference_mode():
+        for arch in archs:
+            model, x = _model(arch)
+            graph = _capture(model, x, eager_first=False)
+            replay_ms(graph, 20, 7)  # settle
+            got = {"own steady": replay_ms(graph, 20, 7)}
+            for delay in BURST_DELAYS_S:
+                _own_burst(a)
+                time.sleep(delay)
+                got[f"own burst {delay:g}"] = replay_ms(graph, 20, 7)
+            _own_burst(a)
+            replay_ms(graph, 20, 2)
+            got["own burst settle"] = replay_ms(graph, 20, 7)
+            got["own burst events"], got["own burst wall"] = event_and_wall_ms(graph)
+            got["own steady again"] = replay_ms(graph, 20, 7)
+            readings[arch] = got
+    return {"readings": readings}
+
+
+def burst_exited(archs: list[str]) -> dict:
+    import torch
+
+    from nasutil.evaluator.reference import replay_ms
+
+    readings: dict[str, dict[str, float]] = {}
+    with torch.inference_mode():
+        for arch in archs:
+            model, x = _model(arch)
+            graph = _capture(model, x, eager_first=False)
+            replay_ms(graph, 20, 7)  # settle
+            got = {"exited steady": replay_ms(graph, 20, 7)}
+            for delay in BURST_DELAYS_S:
+                subprocess.run([sys.executable, "-c", BURST_ONCE], check=True)
+                time.sleep(delay)
+                got[f"burst, exited {delay:g}"] = replay_ms(graph, 20, 7)
+            readings[arch] = got
+    return {"readings": readings}
+
+
 def worker(archs: list[str]) -> dict:
     from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
 
@@ -204,11 +272,14 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=6)
     parser.add_argument("--seed", type=int, default=95)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS),
+                        help="the conditions to run, in this order (default: all)")
     parser.add_argument("--condition", help=argparse.SUPPRESS)  # one condition, in this process
     parser.add_argument("--archs", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.condition:
-        run = {"after burst": after_burst, "worker": worker}.get(args.condition)
+        run = {"after burst": after_burst, "own burst": own_burst, "burst, exited": burst_exited,
+               "worker": worker}.get(args.condition)
         print(json.dumps(run(args.archs) if run else plans(args.condition, args.archs)))
         return
     if args.out is None:
@@ -219,7 +290,7 @@ def main() -> None:
     archs = cells(args.cells, args.seed)
     columns: dict[str, dict[str, float]] = {arch: {} for arch in archs}
     kernels, states = {}, {}
-    for condition in (*PLAN_CONDITIONS, "after burst", "worker"):
+    for condition in args.conditions:
         result = in_fresh_process(condition, archs)
         for arch, got in result["readings"].items():
             columns[arch].update(got if isinstance(got, dict) else {condition: got})
@@ -228,24 +299,32 @@ def main() -> None:
         if result.get("device states"):
             states = result["device states"]
         print(condition, {a[:40]: columns[a] for a in archs[:2]}, flush=True)
+        write(args.out, archs, columns, kernels, states)  # what was read so far survives a time limit
+
+
+def write(out: Path, archs: list[str], columns: dict[str, dict[str, float]], kernels: dict, states: dict) -> None:
+    """measurement_state.csv (every reading) and .json (each condition over its own process's steady state
+    where it has one, else over `steady`)."""
     names = list(columns[archs[0]])
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "measurement_state.csv", "w", newline="") as f:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "measurement_state.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["arch", *(f"{n}_ms" for n in names)])
         writer.writerows([arch, *(round(columns[arch][n], 5) for n in names)] for arch in archs)
+    import pynvml
     import torch
 
-    summary = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+    pynvml.nvmlInit()  # the device's name without a CUDA context here, beside the conditions' fresh processes
+    summary = {"device": pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)), "torch": torch.__version__,
                "cudnn": torch.backends.cudnn.version(), "cells": len(archs)}
     for name in names:
-        if name != "steady":
-            ratios = [columns[a][name] / columns[a]["steady"] for a in archs]
-            summary[f"{name} / steady"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+        base = next((b for prefix, b in BASELINES.items() if name.startswith(prefix)), "steady")
+        if name not in (*BASELINES.values(), "steady") and base in names:
+            ratios = [columns[a][name] / columns[a][base] for a in archs]
+            summary[f"{name} / {base}"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
     summary["kernels of the first cell"] = kernels
     summary["device after the windows (NVML)"] = states
-    (args.out / "measurement_state.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps(summary, indent=1))
+    (out / "measurement_state.json").write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":
