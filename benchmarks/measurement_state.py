@@ -193,50 +193,56 @@ def _own_burst(a) -> None:
         torch.cuda.synchronize()
 
 
+def around_bursts(archs: list[str], burst, name: str, steady: str, then=None) -> dict:
+    """Each cell's graph read in steady state (`steady`), then D seconds after `burst()` for D in
+    BURST_DELAYS_S (`NAME D`); `then(graph, got)` adds readings of its own after those."""
+    import torch
+
+    from nasutil.evaluator.reference import replay_ms
+
+    readings: dict[str, dict[str, float]] = {}
+    with torch.inference_mode():
+        for arch in archs:
+            model, x = _model(arch)
+            graph = _capture(model, x, eager_first=False)
+            replay_ms(graph, 20, 7)  # settle
+            got = {steady: replay_ms(graph, 20, 7)}
+            for delay in BURST_DELAYS_S:
+                burst()
+                time.sleep(delay)
+                got[f"{name} {delay:g}"] = replay_ms(graph, 20, 7)
+            if then is not None:
+                then(graph, got)
+            readings[arch] = got
+    return {"readings": readings}
+
+
 def own_burst(archs: list[str]) -> dict:
     import torch
 
     from nasutil.evaluator.reference import replay_ms
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    readings: dict[str, dict[str, float]] = {}
-    with torch.inference_mode():
-        for arch in archs:
-            model, x = _model(arch)
-            graph = _capture(model, x, eager_first=False)
-            replay_ms(graph, 20, 7)  # settle
-            got = {"own steady": replay_ms(graph, 20, 7)}
-            for delay in BURST_DELAYS_S:
-                _own_burst(a)
-                time.sleep(delay)
-                got[f"own burst {delay:g}"] = replay_ms(graph, 20, 7)
-            _own_burst(a)
-            replay_ms(graph, 20, 2)
-            got["own burst settle"] = replay_ms(graph, 20, 7)
-            got["own burst events"], got["own burst wall"] = event_and_wall_ms(graph)
-            got["own steady again"] = replay_ms(graph, 20, 7)
-            readings[arch] = got
-    return {"readings": readings}
+
+    def burst() -> None:  # 50 ms of matrix products in this process, as the helper's burst but in this context
+        end = time.perf_counter() + 0.05
+        while time.perf_counter() < end:
+            a @ a
+            torch.cuda.synchronize()
+
+    def settled(graph, got: dict[str, float]) -> None:  # the burst, two windows to settle, then the reading
+        burst()
+        replay_ms(graph, 20, 2)
+        got["own burst settle"] = replay_ms(graph, 20, 7)
+        got["own burst events"], got["own burst wall"] = event_and_wall_ms(graph)
+        got["own steady again"] = replay_ms(graph, 20, 7)
+
+    return around_bursts(archs, burst, "own burst", "own steady", settled)
 
 
 def burst_exited(archs: list[str]) -> dict:
-    import torch
-
-    from nasutil.evaluator.reference import replay_ms
-
-    readings: dict[str, dict[str, float]] = {}
-    with torch.inference_mode():
-        for arch in archs:
-            model, x = _model(arch)
-            graph = _capture(model, x, eager_first=False)
-            replay_ms(graph, 20, 7)  # settle
-            got = {"exited steady": replay_ms(graph, 20, 7)}
-            for delay in BURST_DELAYS_S:
-                subprocess.run([sys.executable, "-c", BURST_ONCE], check=True)
-                time.sleep(delay)
-                got[f"burst, exited {delay:g}"] = replay_ms(graph, 20, 7)
-            readings[arch] = got
-    return {"readings": readings}
+    return around_bursts(archs, lambda: subprocess.run([sys.executable, "-c", BURST_ONCE], check=True),
+                         "burst, exited", "exited steady")
 
 
 def worker(archs: list[str]) -> dict:
