@@ -97,12 +97,16 @@ def test_ctrl_c_at_any_moment_of_a_search_ends_in_one_line(tmp_path, delay_s):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.parametrize("population, stop", [(1, signal.SIGINT), (3, signal.SIGINT), (3, signal.SIGTERM)],
-                         ids=["alone-ctrl-c", "population-ctrl-c", "population-sigterm"])
-def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, population, stop):
+@pytest.mark.parametrize("population, stop, times", [(1, signal.SIGINT, 1), (3, signal.SIGINT, 1),
+                                                     (3, signal.SIGTERM, 2)],
+                         ids=["alone-ctrl-c", "population-ctrl-c", "population-sigterm-twice"])
+def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, population, stop, times):
     """Exiting while a trial's thread runs a training step aborted the process ("terminate called without
     an active exception", exit -6), and the interrupted trials stayed RUNNING. Now the trainings stop
-    after their step in flight, their trials fail with the reason, and the command ends in one line."""
+    after their step in flight, their trials fail with the reason, and the command ends in one line.
+    `timeout` delivers its signal twice (to the command, then to its process group): the second once cut
+    the wait short, so trials.csv said `running` of trials the storage then recorded as failed."""
+    import csv
     import sqlite3
 
     proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", "trainer=torch", "trainer.dataset=digits",
@@ -123,7 +127,8 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
                     running = 0
     assert running, "no trial started"
     time.sleep(3.0)  # into its training (50 epochs of digits take far longer)
-    proc.send_signal(stop)  # SIGTERM (`timeout`, a batch system) once ended the process with trials RUNNING
+    for _ in range(times):
+        proc.send_signal(stop)  # SIGTERM (`timeout`, a batch system) once ended the process with trials RUNNING
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
     assert err.strip().splitlines()[-1].startswith("nasutil-search: interrupted"), err[-2000:]
@@ -133,6 +138,26 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
         reasons = {r for (r,) in db.execute("select value_json from trial_user_attributes where key = 'fail_reason'")}
     assert "RUNNING" not in states and states.get("FAIL", 0) >= 1, states
     assert any("interrupted (Ctrl-C or SIGTERM) before its training ended" in r for r in reasons), reasons
+    with open(tmp_path / "trials.csv", newline="") as fh:
+        tabled = [row["state"] for row in csv.DictReader(fh)]
+    assert {state: tabled.count(state) for state in set(tabled)} == states  # the table says what is stored
+
+
+def test_a_signal_delivered_twice_is_one_request(monkeypatch):
+    """The same request arriving twice within `SAME_REQUEST_S` raises once: a second KeyboardInterrupt would
+    land in the stop that the first one began. A later one is a request of its own."""
+    monkeypatch.setattr(interrupts, "SAME_REQUEST_S", 0.3)
+    raised = 0
+    with interrupts.handled():
+        for pause_s in (0.0, 0.0, 0.5):
+            time.sleep(pause_s)
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # bytecode boundaries for the handler
+                    pass
+            except KeyboardInterrupt:
+                raised += 1
+    assert raised == 2
 
 
 def test_a_ctrl_c_of_an_earlier_command_does_not_stop_the_next_where_sigint_is_ignored():

@@ -367,3 +367,35 @@ def test_a_ctrl_c_while_the_trial_threads_start_still_stops_and_waits_for_them(m
         runner.run()
     assert stop.is_set()
     assert study.trials and all(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
+
+
+def test_a_second_ctrl_c_during_the_stop_leaves_the_running_trials_as_stored():
+    """A second Ctrl-C while the interrupted trials record their end cuts the wait short. The caller then
+    reports the study as it is; a trial that recorded its failure a moment later made that report wrong
+    (trials.csv said `running` where the storage said FAIL). A trial left so stays RUNNING."""
+    import _thread
+    import time
+
+    import pytest
+
+    study = optuna.create_study()
+    stop = threading.Event()
+
+    def objective(trial, begun):
+        while not stop.wait(0.01):  # a training, stopped by the interrupt
+            pass
+        time.sleep(0.5)  # the step in flight, then what it records
+        raise RuntimeError("interrupted")
+
+    def interrupt() -> None:
+        stop.set()
+        threading.Timer(0.1, _thread.interrupt_main).start()  # the second Ctrl-C, during the wait
+
+    runner = TrialRunner(study, objective, workers=1, max_trials=2, on_interrupt=interrupt, grace_s=10)
+    threading.Timer(0.3, _thread.interrupt_main).start()  # the first
+    with pytest.raises(KeyboardInterrupt):
+        runner.run()
+    reported = [t.state for t in study.trials]
+    time.sleep(1.0)  # the trial's thread ends meanwhile
+    assert reported == [optuna.trial.TrialState.RUNNING]
+    assert [t.state for t in study.trials] == reported

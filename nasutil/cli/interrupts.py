@@ -13,10 +13,15 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from types import FrameType
 
 _requested = threading.Event()
+_last_signal = [0.0]  # when the last Ctrl-C or SIGTERM came (time.monotonic)
+#: a signal this soon after the previous one is the same request delivered twice: `timeout` signals the command
+#: and then its process group, and batch systems may signal each process of a job as well as the job
+SAME_REQUEST_S = 1.0
 
 
 def _importing(frame: FrameType | None) -> bool:
@@ -28,6 +33,10 @@ def _importing(frame: FrameType | None) -> bool:
 
 
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    now = time.monotonic()
+    if _requested.is_set() and now - _last_signal[0] < SAME_REQUEST_S:
+        return  # delivered twice: a second KeyboardInterrupt would cut short the stop the first one began
+    _last_signal[0] = now
     _requested.set()
     if not _importing(frame):
         raise KeyboardInterrupt

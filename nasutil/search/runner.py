@@ -68,6 +68,8 @@ class TrialRunner:
         self._polling = False  # a waiting thread looks at the budget every `poll_s`; the others wait for a turn
         self._stopped = threading.Event()
         self._error: BaseException | None = None
+        self._recording = threading.Lock()  # a trial's end being stored; held to leave the running ones as they are
+        self._left_running = False  # a second Ctrl-C cut the grace short: running trials are not recorded
 
     def stop(self) -> None:
         self._stopped.set()
@@ -125,16 +127,22 @@ class TrialRunner:
     def _stop_running(self, ended: list[threading.Event]) -> None:
         """`on_interrupt` stops what the running trials do (their trials fail with its reason), and their
         threads get up to `grace_s` to record that: a process that exits while they run native code (a
-        training step) is aborted by the C++ runtime, and their trials would stay RUNNING. A trial that
-        cannot be stopped stays RUNNING, and a resume fails it. (Each thread's end is an Event, not
-        `Thread.join`: a join that a Ctrl-C interrupts marks the thread as ended while it still runs.)"""
+        training step) is aborted by the C++ runtime, and their trials would stay RUNNING. A trial not
+        stopped by then, or by a second Ctrl-C that cuts the wait short, stays RUNNING for good (it is not
+        recorded later, so what the caller reports next is what the storage keeps), and a resume fails it.
+        (Each thread's end is an Event, not `Thread.join`: a join that a Ctrl-C interrupts marks the thread
+        as ended while it still runs.)"""
         if self.on_interrupt is None:
             return
         self.on_interrupt()
         deadline = time.monotonic() + self.grace_s
-        for done in ended:
-            while not done.wait(timeout=0.1) and time.monotonic() < deadline:
-                pass
+        try:
+            for done in ended:
+                while not done.wait(timeout=0.1) and time.monotonic() < deadline:
+                    pass
+        finally:  # waited enough (or a second Ctrl-C): the trials running now are left as they are stored
+            with self._recording:
+                self._left_running = True
 
     def _work_then_set(self, deadline: float | None, done: threading.Event) -> None:
         try:
@@ -170,7 +178,8 @@ class TrialRunner:
             self._wake()  # the budget had room for this one: the next in line may find room too
             with get_heartbeat_thread(trial._trial_id, self.study._storage):
                 values, state, failure = self._call(trial, begun, failure)
-            frozen = self._tell(trial, values, state, failure)
+            with self._recording:
+                frozen = None if self._left_running else self._tell(trial, values, state, failure)
             with self._ended:
                 self._running -= 1
                 self._ends += 1
