@@ -189,7 +189,7 @@ def test_the_fast_end_search_grows_with_the_anchors_wanted(count, predictions):
     assert predictions / 2 < len(calls) <= predictions  # one per distinct cell proposed (TPE proposes some twice)
 
 
-def test_a_fresh_study_trains_its_anchors_first(tmp_path):
+def test_a_fresh_study_trains_its_anchors_first(tmp_path, capsys):
     from nasutil.cli.search_command import main
 
     run_dir = tmp_path / "run"
@@ -204,6 +204,11 @@ def test_a_fresh_study_trains_its_anchors_first(tmp_path):
                  "plots=false", "progress=false", "anchors=3", "seed=2"]) == 0  # resumed: no anchors again
     again = optuna.load_study(study_name="anchored", storage=f"sqlite:///{run_dir / 'study.db'}").trials
     assert sum(bool(t.user_attrs.get("anchor")) for t in again) == 3
+    capsys.readouterr()
+    assert main(["study_name=anchored", f"hydra.run.dir={run_dir}", "n_trials=11", "prune=none", "evaluator=none",
+                 "plots=false", "progress=false", "anchors=5", "seed=2"]) == 0  # other anchors: said, not silent
+    assert "anchors=5 not trained: anchors go first in a new study only, and this one holds trials" in \
+        " ".join(capsys.readouterr().out.split())
 
 
 def test_bad_anchors_is_a_one_line_error(tmp_path, capsys):

@@ -50,8 +50,9 @@ def test_default_study_name_follows_the_settings_that_change_the_search():
     assert _study_name("n_trials=500", "timeout_s=60", "progress=false", "plots=false", "verbose=true") == base
     changed = {_study_name(o) for o in ("seed=1", "prune.band=0.1", "sampler.n_startup_trials=5",
                                         "pruned_as=pruned", "objectives=accuracy_latency", "trainer.dataset=cifar100",
-                                        "target.batch_size=1")}
-    assert len(changed) == 7 and base not in changed
+                                        "target.batch_size=1", "anchors=4", "anchors=8")}
+    assert len(changed) == 9 and base not in changed  # anchors go first in a new study, so another count is one
+    assert _study_name("anchors=0") == base
     assert _study_name("study_name=mine") == "mine"
 
 

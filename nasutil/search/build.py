@@ -43,6 +43,7 @@ class SearchSetup:
     sampler_name: str
     resumed: bool
     before: Counts
+    anchors_left_out: int = 0  # the `anchors` setting where the study held trials: anchors go first or not at all
 
     def describe(self) -> list[str]:
         """The lines that say what searched: space, objectives, sampler, policy, predictor, trainer, hardware."""
@@ -51,7 +52,9 @@ class SearchSetup:
         return [f"search space {s.space_spec}; objectives {', '.join(s.objectives.names)}{slo}; sampler "
                 f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
                 f"early_stopping {s.early.name}" + (f"; halving {s.halving.describe()}" if s.halving.rungs else "")
-                + (f"; {len(s.anchors)} predicted-fastest candidates first (anchors)" if s.anchors else ""),
+                + (f"; {len(s.anchors)} predicted-fastest candidates first (anchors)" if s.anchors else "")
+                + (f"; anchors={self.anchors_left_out} not trained: anchors go first in a new study only, and this "
+                   f"one holds trials" if self.anchors_left_out and s.worker == 0 else ""),
                 f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
                 f"hardware figures: {s.measuring.description if s.measuring else 'predicted (no measurement)'}"
                 + (f"; worker {s.worker}" + (f" on {s.device}" if s.device else "") if s.worker or s.device else "")]
@@ -154,19 +157,20 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
                            f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     anchors_wanted = anchor_count(cfg)
-    sampler = _sampler(plain(cfg.sampler), sampler_seed(seed, worker, trials_stored(storage.storage, study_name)),
-                       constrained)
+    stored = trials_stored(storage.storage, study_name)
+    sampler = _sampler(plain(cfg.sampler), sampler_seed(seed, worker, stored), constrained)
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     if halving.rungs and halving.inform_sampler and informable(sampler):
         sampler = RungInformedSampler(sampler)
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
                                 get_space(space_spec).fingerprint)
+    # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
     anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
-               if anchors_wanted and not resumed and worker == 0 else [])
+               if anchors_wanted and not stored and worker == 0 else [])
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
                     worker=worker, device=device, halving=halving, anchors=anchors)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
-                       str(cfg.sampler.get("name")), resumed, search.counts())
+                       str(cfg.sampler.get("name")), resumed, search.counts(), anchors_wanted if stored else 0)
 
 
 def sampler_seed(seed: int, worker: int, stored: int) -> int:

@@ -47,6 +47,16 @@ def halving_suffix(node: Any) -> str:
 OmegaConf.register_new_resolver("nasutil.halving_suffix", halving_suffix, replace=True)
 
 
+def anchors_suffix(count: Any) -> str:
+    """The default study name's ending for `anchors`: nothing for none (names made before anchors existed
+    still resume), `-aK` for K. Anchors are trained first in a new study only, so a resumed study would
+    leave them out without a word; another count is another study."""
+    return f"-a{count}" if count not in (0, None, "0") else ""
+
+
+OmegaConf.register_new_resolver("nasutil.anchors_suffix", anchors_suffix, replace=True)
+
+
 def folder_name(name: Any) -> str:
     """A study name as one folder under the output root: never a path that leads elsewhere."""
     text = str(name)
