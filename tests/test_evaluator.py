@@ -131,11 +131,29 @@ def test_cache_skips_remeasuring(installed_plugin, tmp_path):
 
 
 def test_batch_sweep_finds_a_saturation_point(installed_plugin):
+    seen = []  # each batch as it is measured: `measure --sweep --out` appends them so, and a stopped sweep keeps them
     with Evaluator(CPU.with_(repeats=2), isolate=False) as ev:
-        result = sweep_batch(ev, Candidate("tiny", "w8"), max_batch=16, slo_ms=1e6)
+        result = sweep_batch(ev, Candidate("tiny", "w8"), max_batch=16, slo_ms=1e6, on_point=seen.append)
     sizes = [p.batch_size for p in result.points]
     assert sizes[:3] == [1, 2, 4]
     assert result.saturation_batch in sizes and result.slo_batch == sizes[-1]
+    assert seen == result.points
+
+
+def test_the_tables_footer_gives_the_peak_each_row_divided_by(installed_plugin):
+    """On a CPU each worker measures its own GEMM peak: a footer that quoted the first row's peak did not
+    explain the others' utilization."""
+    import dataclasses
+
+    from nasutil.cli.measure_command import _peaks
+
+    with Evaluator(CPU.with_(repeats=2), isolate=False) as ev:
+        one = ev.measure(Candidate("tiny", "w8"))
+    assert _peaks([one, one]) == f"measured gemm peak {one.peak_tflops:.3g} TFLOP/s (measured GEMM peak " \
+                                 f"{one.measured_peak_tflops:.3g})"
+    other = dataclasses.replace(one, peak_tflops=one.peak_tflops * 3, measured_peak_tflops=one.peak_tflops * 3)
+    assert _peaks([one, other]).startswith(f"each row's own measured gemm peak, {one.peak_tflops:.3g} to "
+                                           f"{3 * one.peak_tflops:.3g} TFLOP/s")
 
 
 def test_bad_configs_are_user_errors():

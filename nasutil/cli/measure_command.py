@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,12 @@ from nasutil.cli.args import (add_arch_choice, cache_location, chosen_archs, num
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
-from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
+from nasutil.evaluator.cache import (
+    URL_VARIABLE,
+    MeasurementCache,
+    default_cache_location,
+    default_cache_path,
+)
 from nasutil.evaluator.config import MODES, MeasureConfig, available_device
 from nasutil.evaluator.measurement import Measurement
 
@@ -166,14 +170,15 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:
     from nasutil.evaluator.sweep import sweep_batch
 
+    def keep(point: Measurement) -> None:  # each batch's result as it arrives: an interrupted sweep keeps them
+        out_file.write(point.to_json() + "\n")
+        out_file.flush()
+
     swept = 0
     for candidate in candidates:
-        result = sweep_batch(evaluator, candidate, slo_ms=args.slo_ms)
+        result = sweep_batch(evaluator, candidate, slo_ms=args.slo_ms, on_point=keep if out_file else None)
         swept += result.saturation_batch is not None
         record = {"space": candidate.space, "arch": candidate.arch, **result.to_dict()}
-        if out_file:
-            out_file.write(json.dumps(record) + "\n")
-            out_file.flush()
         if args.json:
             print_json(record)
         else:
@@ -213,14 +218,27 @@ def _print_table(rows: list[Measurement], config: MeasureConfig) -> None:
                       "-" if m.sm_clock_mhz is None else f"{m.sm_clock_mhz:.0f}"]
         table.add_row(*cells)
     out.print(table)
-    first = next((m for m in rows if m.ok), None)
-    if first is not None:
-        out.print(f"utilization = achieved FLOP/s / {first.peak_source.replace('_', ' ')} peak "
-                  f"{first.peak_tflops:.3g} TFLOP/s (measured GEMM peak {first.measured_peak_tflops:.3g}); "
-                  f"FLOPs per image x batch / median latency")
+    measured = [m for m in rows if m.ok]
+    if measured:
+        out.print(f"utilization = achieved FLOP/s / {_peaks(measured)}; FLOPs per image x batch / median latency")
     for m in rows:
         if m.ok and m.layers:
             _print_layers(m)
+
+
+def _peaks(rows: list[Measurement]) -> str:
+    """The peak the rows' utilization divides by: one figure, or the range where the rows took their own
+    (a GEMM peak is measured in each worker process, and on a busy CPU it differs from one to the next)."""
+    source = rows[0].peak_source.replace("_", " ")
+    peaks = [m.peak_tflops for m in rows]
+    if _span(peaks) == f"{peaks[0]:.3g}":
+        return f"{source} peak {peaks[0]:.3g} TFLOP/s (measured GEMM peak {_span([m.measured_peak_tflops for m in rows])})"
+    return f"each row's own {source} peak, {_span(peaks)} TFLOP/s (measured in each worker; peak_tflops in --json, --out)"
+
+
+def _span(values: list[float]) -> str:
+    low, high = f"{min(values):.3g}", f"{max(values):.3g}"
+    return low if low == high else f"{low} to {high}"
 
 
 def _counter(counters: dict, key: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nasutil.evaluator.candidate import Candidate
@@ -22,14 +23,18 @@ class SweepResult:
 
 
 def sweep_batch(evaluator: Evaluator, candidate: Candidate, *, max_batch: int = 4096, saturation: float = 0.95,
-                plateau_gain: float = 0.03, slo_ms: float | None = None) -> SweepResult:
+                plateau_gain: float = 0.03, slo_ms: float | None = None,
+                on_point: Callable[[Measurement], None] | None = None) -> SweepResult:
     """Double the batch from 1 until two batches in a row fail to beat the best throughput so far by
     `plateau_gain`, memory runs out, the SLO is exceeded (when given and already past), or
-    `max_batch` is reached."""
+    `max_batch` is reached. `on_point` sees each batch's measurement as it is taken (to keep it where the
+    sweep is stopped before its end)."""
     points: list[Measurement] = []
     batch, flat = 1, 0
     while batch <= max_batch:
         m = evaluator.measure(candidate, evaluator.config.with_(batch_size=batch))
+        if on_point is not None:
+            on_point(m)
         if not m.ok:
             points.append(m)  # kept, with its reason: usually where memory ran out
             break
