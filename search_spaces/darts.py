@@ -43,6 +43,24 @@ NETWORK_NAMES = ("FactorizedReduce", "SepConv", "DilConv", "make_op", "DartsCell
 __getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(NETWORK_NAMES, "nasutil_search_spaces.darts_network"))
 
 
+#: the most cells a DARTS network may stack (the paper's deepest evaluation network has 20)
+MAX_LAYERS = 256
+#: the most parameters a network of the space may hold (about 8 GB in fp32), as for generated cell spaces
+MAX_NETWORK_PARAMS = 2e9
+
+
+def params_bound(C: int, layers: int) -> float:
+    """An upper bound on the parameters of a DARTS network but its classifier: the stem, and in every cell
+    its two 1x1 preprocessing convolutions from up to four times its width and all 8 edges as 5x5
+    separable convolutions (the largest op), the width doubling at the reduction cells."""
+    total, width = 27.0 * 3 * C, float(C)
+    for layer in range(layers):
+        if layer in (layers // 3, 2 * layers // 3):
+            width *= 2
+        total += 8 * 2 * (25 * width + width * width + 2 * width) + 2 * (4 * width * width + 2 * width)
+    return total
+
+
 class DartsSpace(SearchSpace[DartsArch]):
     """DARTS genotypes on the CIFAR evaluation network with `C` initial channels and `layers` cells."""
 
@@ -51,10 +69,14 @@ class DartsSpace(SearchSpace[DartsArch]):
     default_input_size = 32
 
     def __init__(self, C: int = 16, layers: int = 8) -> None:
-        if not (isinstance(C, int) and C >= 2):
+        if not (isinstance(C, int) and not isinstance(C, bool) and C >= 2):
             raise NasutilError(f"DARTS initial channels C must be an integer >= 2, got {C!r}")
-        if not (isinstance(layers, int) and layers >= 1):
-            raise NasutilError(f"DARTS layers must be an integer >= 1, got {layers!r}")
+        if not (isinstance(layers, int) and not isinstance(layers, bool) and 1 <= layers <= MAX_LAYERS):
+            raise NasutilError(f"DARTS layers must be an integer from 1 to {MAX_LAYERS}, got {layers!r}")
+        bound = params_bound(C, layers)
+        if bound > MAX_NETWORK_PARAMS:  # refused unbuilt: C=10**20 overflowed inside torch, and C=100000 took 120 GB
+            raise NasutilError(f"darts:C={C},layers={layers} allows networks of up to about {bound:.2g} parameters, "
+                               f"over the {MAX_NETWORK_PARAMS:.2g} a space may build (fewer channels or layers)")
         self.C = C
         self.layers = layers
 

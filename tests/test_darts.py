@@ -176,11 +176,25 @@ def test_from_option() -> None:
 
 
 @pytest.mark.parametrize("option", ["", "C", "C=", "C=x", "depth=3", "C=16,C=20", "C=36;layers=20", "C=1",
-                                    "layers=0", "C=3.5"])
+                                    "layers=0", "C=3.5", "C=100000000000000000000000000", "C=100000,layers=1000",
+                                    "layers=100000", "C=1000,layers=20"])
 def test_bad_options(option: str) -> None:
     with pytest.raises(NasutilError) as info:
         DartsSpace.from_option(option)
     assert "\n" not in str(info.value) and str(info.value)
+
+
+def test_the_size_bound_holds_and_refuses_only_networks_too_large_to_build() -> None:
+    """C=10**27 overflowed inside torch, C=100000 tried to allocate 120 GB and layers=100000 built for minutes:
+    such settings are refused unbuilt, by a bound that no network of the space exceeds."""
+    from nasutil_search_spaces.darts import MAX_NETWORK_PARAMS, params_bound
+
+    for C, layers in ((2, 1), (3, 2), (16, 8), (36, 20), (8, 30)):
+        space = DartsSpace(C, layers)
+        for arch in space.sample_many(4, seed=C):
+            assert sum(p.numel() for p in space.build(arch).parameters()) <= params_bound(C, layers)
+    assert params_bound(256, 20) < MAX_NETWORK_PARAMS < params_bound(1000, 20)
+    DartsSpace(256, 20)  # the paper's evaluation network made 7 times wider still fits
 
 
 def test_suggest_with_optuna(space: DartsSpace) -> None:
