@@ -16,8 +16,26 @@ def test_a_measurement_needs_a_whole_batch_size(batch_size):
     """nan and 2.5 were kept, and each measurement then failed inside torch.randn."""
     from nasutil.evaluator import MeasureConfig
 
-    with pytest.raises(NasutilError, match="batch size must be a whole number >= 1"):
+    with pytest.raises(NasutilError, match="batch size must be a whole number from 1 to 65536"):
         MeasureConfig(device="cpu", batch_size=batch_size)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"batch_size": 10**20}, "batch size must be a whole number from 1 to 65536"),
+    ({"repeats": 10**20}, "repeats must be a whole number from 2 to 10,000"),
+    ({"warmup": 10**9}, "warmup must be a whole number from 0 to 10,000"),
+    ({"max_iters_per_window": 10**30}, "max_iters_per_window must be a whole number from 1 to 1,000,000"),
+    ({"input_size": 10**20}, "input size must be a whole number from 1 to 8192"),
+])
+def test_a_measurement_has_bounds_that_keep_it_to_minutes(settings, message):
+    """A batch of 10**20 overflowed inside torch (exit 1, the reason only in the table), and 10**20 windows ran
+    until the worker's time limit: both are refused before a worker starts."""
+    from nasutil.evaluator import Evaluator, MeasureConfig
+
+    with pytest.raises(NasutilError, match=message):
+        MeasureConfig(device="cpu", **settings)
+    with pytest.raises(NasutilError, match="workers must be a whole number from 1 to 256"):
+        Evaluator(MeasureConfig(device="cpu"), workers=10**20)  # once a list of 10**20 workers: OverflowError
 
 
 def test_a_numpy_batch_size_is_a_whole_number():

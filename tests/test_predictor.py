@@ -245,8 +245,8 @@ def test_predict_bad_input(cli, args):
     ({"device_name": None}, r"device_name must be text \(a GPU's name, e\.g\. 'NVIDIA H200'\), got None"),
     ({"device_name": 3}, "device_name must be text .* got 3"),
     ({"dtype": None}, r"unknown dtype None \(choose from"), ({"mode": 3}, r"unknown mode 3 \(choose from"),
-    ({"batch_size": None}, "batch size must be a whole number >= 1, got None"),
-    ({"batch_size": "256"}, "batch size must be a whole number >= 1, got '256'"),
+    ({"batch_size": None}, "batch size must be a whole number from 1 to 65536, got None"),
+    ({"batch_size": "256"}, "batch size must be a whole number from 1 to 65536, got '256'"),
 ])
 def test_a_target_of_the_wrong_kind_is_refused_naming_the_field(settings, message):
     """device_name=None was kept, and each prediction then failed with "TypeError: expected string or

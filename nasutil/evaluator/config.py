@@ -9,9 +9,14 @@ from dataclasses import asdict, dataclass, replace
 
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
+from nasutil.space import MAX_NUM_CLASSES
 
 MODES = ("eager", "cudagraph", "compile")
 DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
+#: the largest batch measured or predicted: 10**20 overflowed inside torch, and a prediction for it was nonsense
+MAX_BATCH_SIZE = 1 << 16
+#: the largest input resolution (height and width) a network is measured at
+MAX_INPUT_SIZE = 8192
 
 
 def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
@@ -20,8 +25,9 @@ def check_run_settings(dtype: str, mode: str, batch_size: int) -> None:
         raise NasutilError(f"unknown dtype {dtype!r} (choose from {', '.join(DTYPES)})")
     if mode not in MODES:
         raise NasutilError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise NasutilError(f"batch size must be a whole number >= 1, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) \
+            or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise NasutilError(f"batch size must be a whole number from 1 to {MAX_BATCH_SIZE}, got {batch_size!r}")
 
 
 def available_device(name: str, setting: str) -> str:
@@ -46,8 +52,10 @@ def chosen_device(spec: str, setting: str) -> str:
     return available_device(spec, setting)
 
 
-#: (setting, least value) of the settings that count something
-WHOLE_NUMBERS = (("warmup", 0), ("repeats", 2), ("max_iters_per_window", 1), ("num_classes", 1))
+#: (setting, least value, most value) of the settings that count something: each bound keeps a measurement
+#: within minutes (`repeats` of 10**20 ran until the worker's time limit)
+WHOLE_NUMBERS = (("warmup", 0, 10_000), ("repeats", 2, 10_000), ("max_iters_per_window", 1, 1_000_000),
+                 ("num_classes", 1, MAX_NUM_CLASSES))
 #: (setting, least value, whether it must lie above it) of the settings that measure something
 FINITE_NUMBERS = (("min_window_ms", 0.0, False), ("lead_in_ms", 0.0, False), ("cv_threshold", 0.0, True),
                   ("counter_window_ms", 0.0, True), ("counter_tolerance", 0.0, False), ("counter_max_ms", 0.0, True))
@@ -95,10 +103,10 @@ class MeasureConfig:
             raise NasutilError(f"unknown device {self.device!r} (use cpu, cuda or cuda:N)")
         if self.mode == "cudagraph" and self.device == "cpu":
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
-        for name, least in WHOLE_NUMBERS:
+        for name, least, most in WHOLE_NUMBERS:
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-                raise NasutilError(f"{name} must be a whole number >= {least}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not least <= value <= most:
+                raise NasutilError(f"{name} must be a whole number from {least} to {most:,}, got {value!r}")
         for name, least, above in FINITE_NUMBERS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
@@ -110,8 +118,9 @@ class MeasureConfig:
             if not isinstance(getattr(self, name), bool):
                 raise NasutilError(f"{name} must be True or False, got {getattr(self, name)!r}")
         size = self.input_size
-        if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1):
-            raise NasutilError(f"input size must be a whole number >= 1, got {size!r}")
+        if size is not None and (isinstance(size, bool) or not isinstance(size, numbers.Integral)
+                                 or not 1 <= size <= MAX_INPUT_SIZE):
+            raise NasutilError(f"input size must be a whole number from 1 to {MAX_INPUT_SIZE}, got {size!r}")
 
     def fast(self) -> MeasureConfig:
         """Settings for measuring a whole space: 5 windows of >= 2 ms after one warm-up, timed again with

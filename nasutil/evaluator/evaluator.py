@@ -21,6 +21,10 @@ from nasutil.evaluator.measurement import Measurement
 from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task
 
 
+#: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
+MAX_WORKERS = 256
+
+
 class Evaluator:
     """Measures many candidates at one configuration.
 
@@ -44,8 +48,8 @@ class Evaluator:
                  clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None) -> None:
         if not isinstance(config, MeasureConfig):
             raise NasutilError(f"an Evaluator measures by a MeasureConfig, got {type(config).__name__}")
-        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1:
-            raise NasutilError(f"workers must be a whole number >= 1, got {workers!r}")
+        if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 1 <= workers <= MAX_WORKERS:
+            raise NasutilError(f"workers must be a whole number from 1 to {MAX_WORKERS}, got {workers!r}")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not math.isfinite(timeout_s) \
                 or timeout_s <= 0:
             raise NasutilError(f"timeout_s must be a finite number of seconds > 0, got {timeout_s!r}")

@@ -12,7 +12,7 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from nasutil.devices import lookup
-from nasutil.evaluator.config import available_device
+from nasutil.evaluator.config import MAX_BATCH_SIZE, available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import (check_numbers, check_one_target, instantiate_group, plain, positive_int,
@@ -205,7 +205,7 @@ def _check_resolves(cfg: DictConfig) -> None:
                            ) from None
 
 
-MAX_TARGET_BATCH = 1 << 16
+MAX_TARGET_BATCH = MAX_BATCH_SIZE  # the largest batch a measurement or a prediction takes
 
 
 def check_target(node: dict[str, Any]) -> None:
