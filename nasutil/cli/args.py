@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.files import read_text
 from nasutil.space import MAX_NUM_CLASSES, SearchSpace  # one bound of classes, the command line's and the API's
 
 
@@ -107,15 +108,8 @@ MAX_ARCH_FILE_BYTES = 256 * 1024 * 1024
 
 def read_arch_file(path: Path, space: SearchSpace) -> list[str]:
     """One architecture string per line (blank lines and # comments skipped), all checked up front."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_ARCH_FILE_BYTES:
-            raise NasutilError(f"{str(path)!r} holds {size:,} bytes: an architecture file may hold at most "
-                               f"{MAX_ARCH_FILE_BYTES:,}")
-        # utf-8-sig: a byte-order mark that an editor put first is no part of the first arch
-        lines = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NasutilError(f"cannot read {str(path)!r}: {exc}") from None
+    # utf-8-sig: a byte-order mark that an editor put first is no part of the first arch
+    lines = [line.strip() for line in read_text(path, "architecture file", MAX_ARCH_FILE_BYTES).splitlines()]
     archs = [line for line in lines if line and not line.startswith("#")]
     if not archs:
         raise NasutilError(f"{str(path)!r} holds no architecture strings")

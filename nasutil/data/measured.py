@@ -18,6 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.files import regular_file
+
+#: the largest measured table file read (the shipped one of every nb201 cell takes 0.4 MB compressed)
+MAX_TABLE_BYTES = 1 << 30
 
 FIGURES = ("latency_ms", "throughput_per_s", "utilization")
 
@@ -74,8 +78,9 @@ def _shipped(name: str) -> MeasuredTable:
 @lru_cache(maxsize=4)
 def _from_file(path: str, mtime_ns: int) -> MeasuredTable:
     try:
+        regular_file(Path(path), "measured table", MAX_TABLE_BYTES)
         opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", newline="") as text:
+        with opener(path, "rt", newline="", encoding="utf-8-sig") as text:
             records = list(csv.DictReader(text))
     except (OSError, UnicodeDecodeError, csv.Error, EOFError) as exc:
         raise NasutilError(f"cannot read measured table {path}: {exc}") from None

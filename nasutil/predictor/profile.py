@@ -22,6 +22,7 @@ from typing import Any
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
+from nasutil.files import parse_json, read_text
 from nasutil.ops import Op
 from nasutil.predictor import profile_checks as check
 from nasutil.predictor.analytical import KernelModel
@@ -239,20 +240,11 @@ def load_profile(name_or_path: str) -> DeviceProfile:
     """A shipped profile by name (e.g. `h200`) or a profile JSON file by path."""
     path = Path(name_or_path)
     if path.suffix == ".json" or path.exists():
-        try:
-            if path.stat().st_size > check.MAX_PROFILE_BYTES:
-                raise NasutilError(f"profile {name_or_path!r} is larger than {check.MAX_PROFILE_BYTES:,} bytes")
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise NasutilError(f"cannot read profile {name_or_path!r}: {exc}") from None
+        text = read_text(path, "profile", check.MAX_PROFILE_BYTES)
     else:
         resource = importlib.resources.files("nasutil.data").joinpath("profiles", f"{name_or_path}.json")
         if not resource.is_file():
             known = ", ".join(builtin_profiles()) or "none"
             raise NasutilError(f"unknown profile {name_or_path!r} (shipped: {known}; or give a .json path)")
         text = resource.read_text()
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise NasutilError(f"profile {name_or_path!r} is not valid JSON: {exc}") from None
-    return DeviceProfile.from_dict(data)
+    return DeviceProfile.from_dict(parse_json(text, f"profile {name_or_path!r}"))

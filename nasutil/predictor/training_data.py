@@ -11,8 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.files import read_text
 
 ZOO_SPACES = ("torchvision", "timm")
+#: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
+MAX_MEASUREMENT_FILE_BYTES = 1 << 30
 
 
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
@@ -25,10 +28,7 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
     for path in map(Path, paths):
         files = sorted(path.glob("*.csv")) + sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         for file in files:
-            try:
-                text = file.read_text(encoding="utf-8-sig")  # a BOM, as some editors write, is not part of the data
-            except (OSError, UnicodeDecodeError) as exc:
-                raise NasutilError(f"cannot read {str(file)!r}: {exc}") from None
+            text = read_text(file, "measurements file", MAX_MEASUREMENT_FILE_BYTES)  # a BOM dropped too
             if file.suffix == ".csv":
                 rows += [dict(r) for r in csv.DictReader(text.splitlines())]
                 continue
@@ -36,7 +36,7 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
                 if line.strip():
                     try:
                         rows.append(json.loads(line))
-                    except (json.JSONDecodeError, RecursionError):
+                    except (ValueError, RecursionError):  # ValueError: a JSON error, or an integer too long
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
     out = []
     for r in rows:

@@ -92,6 +92,9 @@ def _refuse_what_is_not_a_journal(file: Path) -> None:
     its bytes cut off as a broken record, or a record appended to it."""
     if file.is_dir():
         raise NasutilError(f"cannot open study journal {str(file)!r}: it is a folder")
+    if file.exists() and not file.is_file():  # /dev/null failed in fsync; a FIFO waited for a writer for ever
+        raise NasutilError(f"cannot open study journal {str(file)!r}: it is not a regular file (a device, a pipe "
+                           f"or a socket)")
     try:
         with file.open("rb") as f:
             head = f.read(64)

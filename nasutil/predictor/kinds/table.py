@@ -15,10 +15,13 @@ from typing import IO
 
 from nasutil.arch import Arch
 from nasutil.errors import NasutilError
+from nasutil.files import regular_file
 from nasutil.predictor.prediction import Prediction, PredictTarget
 from nasutil.predictor.registry import Candidates, Predictor, register_predictor
 from nasutil.space import SearchSpace
 
+#: the largest prediction table read (every nb201 cell's row takes about 4 MB)
+MAX_TABLE_BYTES = 1 << 30
 REQUIRED = ("arch", "latency_ms", "throughput_per_s", "utilization")
 COLUMNS = ("arch", "predictor", "latency_ms", "throughput_per_s", "utilization", "flops_per_image", "params",
            "device_name", "dtype", "batch_size", "mode")
@@ -49,7 +52,8 @@ class TablePredictor(Predictor):
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            with self.path.open(newline="") as f:
+            regular_file(self.path, "prediction table", MAX_TABLE_BYTES)
+            with self.path.open(newline="", encoding="utf-8-sig") as f:  # a byte-order mark is no part of a column
                 self.rows = list(csv.DictReader(f))
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise NasutilError(f"cannot read prediction table {str(path)!r}: {exc}") from None

@@ -1,0 +1,55 @@
+"""Reading the files a user names: regular files of bounded size, and JSON that fails in one line.
+
+A size check alone lets special files through: /dev/zero reports size 0 and is read until memory runs
+out, and a FIFO blocks until something writes to it. JSON holding an integer of thousands of digits
+fails Python's conversion limit with a ValueError that its decode error does not cover.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+from nasutil.errors import NasutilError
+
+
+def regular_file(path: Path, what: str, max_bytes: int) -> int:
+    """The size of `path`, a regular file (or a link to one) of at most `max_bytes`; else a one-line error
+    naming it as `what`. OSError (a missing file, say) is the caller's to word."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a device, a pipe or a socket)"
+        raise NasutilError(f"{what} {str(path)!r} is {kind}")
+    if info.st_size > max_bytes:
+        raise NasutilError(f"{what} {str(path)!r} holds {info.st_size:,} bytes, more than the {max_bytes:,} it may")
+    return info.st_size
+
+
+def read_text(path: Path, what: str, max_bytes: int, encoding: str = "utf-8-sig") -> str:
+    """The text of the regular file `path` (a byte-order mark dropped by default), read no further than
+    `max_bytes` even where it grows meanwhile; every failure one line naming `what`."""
+    try:
+        regular_file(path, what, max_bytes)
+        with path.open("rb") as fh:
+            data = fh.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise NasutilError(f"{what} {str(path)!r} grew past the {max_bytes:,} bytes it may hold while read")
+        return data.decode(encoding)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise NasutilError(f"cannot read {what} {str(path)!r}: {reason}") from None
+
+
+def parse_json(text: str, what: str) -> Any:
+    """`json.loads(text)`, with every way it fails on bad input (a syntax error, nesting too deep, an
+    integer too long to convert) one line naming `what`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise NasutilError(f"{what} is not valid JSON: nested too deep") from None
+    except json.JSONDecodeError as exc:
+        raise NasutilError(f"{what} is not valid JSON: {str(exc).splitlines()[0][:160]}") from None
+    except ValueError:  # past Python's limit of digits for converting text to an integer
+        raise NasutilError(f"{what} holds an integer too long to read") from None
