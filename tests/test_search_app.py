@@ -340,3 +340,19 @@ def test_a_table_that_cannot_be_written_is_named_and_leaves_no_temporary_file(tm
     err = _one_line_exit_2(capsys, *args, "n_trials=3")
     assert f"cannot write '{tmp_path / 'trials.csv'}'" in err
     assert not list(tmp_path.glob("*.tmp")) and (tmp_path / "study.db").is_file()
+
+
+@pytest.mark.parametrize("n_trials", [1, 2])
+def test_a_search_whose_every_trial_fails_is_an_error_whatever_its_budget(tmp_path, capsys, n_trials):
+    """A budget below the failure streak (5) once ended with exit 0 and nothing finished: the attempts ran
+    out before the streak was reached."""
+    from nasutil.cli import main as nasutil_main
+
+    table = tmp_path / "one_cell.csv"  # a prediction table that holds one cell: the others' trials fail
+    cell = "|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|"
+    assert nasutil_main(["predict", "nb201", cell, "--table", str(table)]) == 0
+    capsys.readouterr()
+    code = main([f"hydra.run.dir={tmp_path / 'run'}", f"n_trials={n_trials}", "predictor=table",
+                 f"predictor.path={table}", "plots=false", "progress=false"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith(f"nasutil-search: error: all {2 * n_trials} trials of this run failed"), err

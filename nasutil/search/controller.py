@@ -488,6 +488,8 @@ class Search:
             self._budget, self._runner = None, None
         if not succeeded and len(streak) >= max_failures_in_a_row:
             raise NasutilError(f"the first {len(streak)} trials of this run all failed (last: {streak[-1]})")
+        if not succeeded and streak:  # fewer attempts than the streak allows (n_trials of 1 or 2): they ran out
+            raise NasutilError(f"all {len(streak)} trials of this run failed (last: {streak[-1]})")
         return self.counts()
 
     def _finished(self, study: optuna.Study, counts: Counts | None, full: Callable[[], Counts]) -> int:

@@ -49,6 +49,10 @@ from nasutil.space import SearchSpace
 CAPTURE_CHOICES = ("beside", "alone")  # a step captured while the others train, or while nothing else launches
 
 
+#: the most epochs a candidate trains (a budget of years on any dataset nasutil reads)
+MAX_EPOCHS = 100_000
+
+
 class TorchTrainer(Trainer):
     name = "torch"
     reports_rungs = True
@@ -69,6 +73,8 @@ class TorchTrainer(Trainer):
         if epochs < 1 or batch_size < 1 or lr <= 0:
             raise NasutilError(f"trainer: epochs and batch_size must be >= 1 and lr > 0 "
                                f"(got epochs={epochs}, batch_size={batch_size}, lr={lr})")
+        if epochs > MAX_EPOCHS:  # 10**23 failed every trial inside the epoch loop, each after its set-up
+            raise NasutilError(f"trainer.epochs must be at most {MAX_EPOCHS:,}, got {epochs!r}")
         if momentum < 0 or weight_decay < 0:
             raise NasutilError(f"trainer.momentum and trainer.weight_decay must be >= 0, got {momentum} and "
                                f"{weight_decay}")
