@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import os
 
+from nasutil.errors import NasutilError
+
 
 def sqlalchemy_url(url: str) -> str:
     """`postgresql://...` names the psycopg (3) driver that the `postgres` extra installs; SQLAlchemy's own
@@ -38,15 +40,23 @@ def first_line(exc: BaseException) -> str:
 #: would otherwise hold a worker for minutes. $NASUTIL_CONNECT_TIMEOUT_S sets it for every connection;
 #: `storage.connect_timeout_s` for a search's study.
 CONNECT_TIMEOUT_S = 5.0
+MAX_CONNECT_TIMEOUT_S = 3600.0
 
 
 def default_connect_timeout_s() -> float:
-    """$NASUTIL_CONNECT_TIMEOUT_S where it is a positive number, else CONNECT_TIMEOUT_S."""
-    try:
-        value = float(os.environ.get("NASUTIL_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
-    except ValueError:
+    """$NASUTIL_CONNECT_TIMEOUT_S where it is set, else CONNECT_TIMEOUT_S; a value that is not a number of
+    seconds is a one-line error (`abc` or `30s` once fell back to 5 s without a word)."""
+    text = os.environ.get("NASUTIL_CONNECT_TIMEOUT_S")
+    if text is None or not text.strip():
         return CONNECT_TIMEOUT_S
-    return value if 0 < value < math.inf else CONNECT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_CONNECT_TIMEOUT_S:
+        raise NasutilError(f"NASUTIL_CONNECT_TIMEOUT_S must be a number of seconds above 0 and up to "
+                           f"{MAX_CONNECT_TIMEOUT_S:.0f}, got {text!r}")
+    return value
 
 
 def connect_args(url: str, connect_timeout_s: float | None = None) -> dict[str, object]:
@@ -57,8 +67,9 @@ def connect_args(url: str, connect_timeout_s: float | None = None) -> dict[str, 
     if connect_timeout_s is None:
         connect_timeout_s = default_connect_timeout_s()
     if not (isinstance(connect_timeout_s, (int, float)) and not isinstance(connect_timeout_s, bool)
-            and 0 < connect_timeout_s < math.inf):
-        raise ValueError(f"a connect timeout must be a positive number of seconds, got {connect_timeout_s!r}")
+            and 0 < connect_timeout_s <= MAX_CONNECT_TIMEOUT_S):
+        raise ValueError(f"a connect timeout must be a number of seconds above 0 and up to "
+                         f"{MAX_CONNECT_TIMEOUT_S:.0f}, got {connect_timeout_s!r}")
     if url.startswith(("postgresql", "mysql")):
         return {"connect_timeout": max(1, math.ceil(connect_timeout_s))}  # libpq and MySQL take whole seconds
     return {}

@@ -50,4 +50,25 @@ def test_a_bad_connect_timeout_is_one_line(capsys, tmp_path):
 
     assert main(["storage=url", "storage.url=postgresql://u@127.0.0.1:1/db", "storage.connect_timeout_s=-1",
                  "plots=false", "progress=false", f"hydra.run.dir={tmp_path / 'run'}"]) == 2
-    assert "connect timeout must be a positive number of seconds, got -1" in capsys.readouterr().err
+    assert "connect timeout must be a number of seconds above 0 and up to 3600, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["abc", "-5", "30s", "0", "1e30"])
+def test_a_connect_timeout_from_the_environment_that_is_not_seconds_is_refused(monkeypatch, value):
+    """`abc`, `-5` or `30s` once fell back to 5 s without a word."""
+    from nasutil.databases import connect_args
+
+    monkeypatch.setenv("NASUTIL_CONNECT_TIMEOUT_S", value)
+    with pytest.raises(NasutilError, match=f"NASUTIL_CONNECT_TIMEOUT_S must be a number of seconds .*got '{value}'"):
+        connect_args("postgresql://u@127.0.0.1:1/x")
+    monkeypatch.setenv("NASUTIL_CONNECT_TIMEOUT_S", "2.5")
+    assert connect_args("postgresql://u@127.0.0.1:1/x") == {"connect_timeout": 3}
+
+
+@pytest.mark.parametrize("setting", ["heartbeat_interval", "grace_period"])
+def test_a_heartbeat_setting_past_a_day_is_refused(setting, tmp_path):
+    """10**20 s overflowed inside the heartbeat threads: a traceback, then a search that ran nothing, exit 0."""
+    from nasutil.search.storage import open_storage
+
+    with pytest.raises(NasutilError, match=f"storage.{setting} must be a number of seconds above 0 and up to 86400"):
+        open_storage(f"sqlite:///{tmp_path / 's.db'}", **{setting: 10**20})

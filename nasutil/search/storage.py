@@ -152,15 +152,19 @@ def _retry_callback(max_retry: int | None) -> tuple[str, Any]:
         return keyword, cls(max_retry=max_retry)
 
 
+#: the longest heartbeat interval or grace period a study storage takes (a day)
+MAX_HEARTBEAT_S = 86_400
+
+
 def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
                  max_retry: int | None = 2, connect_timeout_s: float | None = None) -> optuna.storages.RDBStorage:
     """Connect (creating the schema where needed); a one-line NasutilError if the URL cannot be used."""
     if not isinstance(url, str) or "://" not in url:
         raise NasutilError(f"storage.url must be an SQLAlchemy URL such as sqlite:///study.db, got {url!r}")
-    if heartbeat_interval is not None and heartbeat_interval <= 0:
-        raise NasutilError(f"storage.heartbeat_interval must be positive or null, got {heartbeat_interval}")
-    if grace_period is not None and grace_period <= 0:
-        raise NasutilError(f"storage.grace_period must be positive or null, got {grace_period}")
+    for name, value in (("heartbeat_interval", heartbeat_interval), ("grace_period", grace_period)):
+        if value is not None and not 0 < value <= MAX_HEARTBEAT_S:  # 10**20 overflowed in the heartbeat threads
+            raise NasutilError(f"storage.{name} must be a number of seconds above 0 and up to {MAX_HEARTBEAT_S}, "
+                               f"or null, got {value}")
     if max_retry is not None and max_retry < 0:
         raise NasutilError(f"storage.max_retry must be >= 0 or null, got {max_retry}")
     kwargs: dict[str, Any] = {}
