@@ -219,11 +219,19 @@ def test_bad_anchors_is_a_one_line_error(tmp_path, capsys):
     assert "anchors" in err and "\n" not in err
     # more anchors than trials once ran a short search of 32,000 predictions for a 3-trial search, for minutes
     started = time.perf_counter()
-    assert main([f"hydra.run.dir={tmp_path / 'b'}", "anchors=1000", "plots=false", "progress=false", "n_trials=3"]) == 2
+    assert main([f"hydra.run.dir={tmp_path / 'b'}", "anchors=100", "plots=false", "progress=false", "n_trials=3"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("nasutil-search: error: anchors=1000 is more than the search's n_trials=3: anchors are trained "
+    assert err == ("nasutil-search: error: anchors=100 is more than the search's n_trials=3: anchors are trained "
                    "as its first trials (use at most n_trials)"), err
     assert time.perf_counter() - started < 60 and not (tmp_path / "b" / "study.db").exists()
+    # 20,000 anchors ran a short search of 640,000 predictions before any trial; 126 of a space of 125 the same
+    assert main([f"hydra.run.dir={tmp_path / 'c'}", "anchors=20000", "n_trials=20000"]) == 2
+    assert capsys.readouterr().err.strip().startswith("nasutil-search: error: anchors=20000 is more than 128: ")
+    assert main([f"hydra.run.dir={tmp_path / 'd'}", "anchors=126", "n_trials=200", "trainer=torch", "search_space=cell",
+                 "search_space.settings.nodes=2", "search_space.settings.stages=1",
+                 "search_space.settings.cells_per_stage=1"]) == 2
+    assert "error: anchors=126 is more than the 125 architectures of cell:" in capsys.readouterr().err
+    assert time.perf_counter() - started < 60
 
 
 def test_the_fast_end_of_a_latency_objective_is_its_lowest_latency():

@@ -17,7 +17,7 @@ from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.config import (check_numbers, check_one_target, instantiate_group, plain, positive_int,
                                    split_target)
-from nasutil.search.anchors import fast_end
+from nasutil.search.anchors import PREDICTIONS_PER_ANCHOR, fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
 from nasutil.search.measurer import HardwareMeasurer, Measurer
@@ -116,7 +116,9 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     check_target(plain(cfg.get("target")) if cfg.get("target") is not None else {})
 
     space_spec = space_spec_of(cfg.search_space)
-    get_space(space_spec)
+    size = get_space(space_spec).size()
+    if size is not None and anchor_count(cfg) > size:
+        raise NasutilError(f"anchors={anchor_count(cfg)} is more than the {size:,} architectures of {space_spec}")
     objectives = Objectives.from_config(plain(cfg.objectives))
     policy = instantiate_group(plain(cfg.prune), "prune")
     trainer_node = plain(cfg.trainer)
@@ -217,6 +219,10 @@ def check_target(node: dict[str, Any]) -> None:
         raise NasutilError(f"target.batch_size must be a whole number from 1 to {MAX_TARGET_BATCH}, got {size!r}")
 
 
+#: the most anchors a search takes: their short search of 4,096 predictions takes minutes on a CPU
+MAX_ANCHORS = 128
+
+
 def anchor_count(cfg: DictConfig) -> int:
     """The `anchors` setting: how many predicted fast-end candidates a fresh study trains first."""
     count = cfg.get("anchors", 0)
@@ -224,6 +230,9 @@ def anchor_count(cfg: DictConfig) -> int:
         return 0
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise NasutilError(f"anchors must be a whole number >= 0 (0: none), got {count!r}")
+    if count > MAX_ANCHORS:  # 20,000 ran a short search of 640,000 predictions, for hours, before any trial
+        raise NasutilError(f"anchors={count} is more than {MAX_ANCHORS}: each anchor costs the short search "
+                           f"{PREDICTIONS_PER_ANCHOR} predictions, whose time grows with the square of their number")
     return count
 
 
