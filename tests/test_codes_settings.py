@@ -148,6 +148,15 @@ def test_whole_number_settings_are_checked_against_their_least_value():
     RunSettings(dataset="digits", train_images=None, seed=0, base_epochs=1).check()
 
 
+@pytest.mark.parametrize("name, most", [("batch_size", 65_536), ("epochs", 100_000), ("base_epochs", 100_000),
+                                        ("seed", 2**31 - 1), ("train_images", 2**31 - 1)])
+def test_whole_number_settings_are_checked_against_their_largest_value(name, most):
+    """A batch of 10**20 overflowed inside torch after the run folder was made: a traceback, exit 1."""
+    with pytest.raises(NasutilError, match=f"^{name} must be at most {most:,}, got {10**20}$"):
+        RunSettings(dataset="digits", **{name: 10**20}).check()
+    RunSettings(dataset="digits", **{name: most if name != "train_images" else 10}).check()
+
+
 def test_a_run_trains_its_base():
     """base_epochs=0 once trained and scored a code of an untrained base (normal-mode accuracy at chance) and
     exited 0: a run folder's base is trained in it, so there is no trained base for 0 epochs to reuse."""

@@ -34,16 +34,20 @@ GROWABLE = ("epochs",)
 #: how conf/codes.yaml spells the data folder's default (`$NASUTIL_DATA_DIR`, else `data`)
 DATA_DIR_YAML = "${oc.env:NASUTIL_DATA_DIR,data}"
 _SAME = object()
+#: the largest whole number a setting takes unless it says less (10**20 overflowed inside torch)
+MAX_WHOLE = 2**31 - 1
+#: the most epochs and the largest batch a code trains with
+MAX_EPOCHS, MAX_BATCH = 100_000, 65_536
 
 
 def setting(default: Any, help: str | None = None, *, choices: tuple[str, ...] | None = None,
-            least: int | None = None, flag: bool = True, yaml: Any = _SAME) -> Any:
+            least: int | None = None, most: int = MAX_WHOLE, flag: bool = True, yaml: Any = _SAME) -> Any:
     """A field of the schema. `least`: a whole number, and the least value its flag takes (a check of its
-    own may ask for more, as `k` does); None for text (or a flag). `flag`: whether `nasutil codes train` has a
-    flag for it (`progress` and `runs` are `nasutil-codes` settings only). `yaml`: how conf/codes.yaml spells
-    the default, where that differs from `default`."""
-    return field(default=default, metadata={"help": help, "choices": choices, "least": least, "flag": flag,
-                                            "yaml": default if yaml is _SAME else yaml})
+    own may ask for more, as `k` does); None for text (or a flag). `most`: the largest whole number it takes.
+    `flag`: whether `nasutil codes train` has a flag for it (`progress` and `runs` are `nasutil-codes` settings
+    only). `yaml`: how conf/codes.yaml spells the default, where that differs from `default`."""
+    return field(default=default, metadata={"help": help, "choices": choices, "least": least, "most": most,
+                                            "flag": flag, "yaml": default if yaml is _SAME else yaml})
 
 
 def _check_fields(schema: Any) -> None:
@@ -59,6 +63,8 @@ def _check_fields(schema: Any) -> None:
         if least is not None:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise NasutilError(f"{f.name} must be a whole number >= {least}, got {value!r}")
+            if value > f.metadata["most"]:
+                raise NasutilError(f"{f.name} must be at most {f.metadata['most']:,}, got {value!r}")
         elif choices is not None:
             if not isinstance(value, str) or value not in choices:
                 raise NasutilError(f"unknown {f.name} {value!r} (choose from {', '.join(choices)})")
@@ -112,9 +118,9 @@ class RunSettings:
     dataset: str = setting("fashion_mnist", "digits, mnist, fashion_mnist or cifar10")
     code: CodeSpec = field(default_factory=CodeSpec)
     #: at least 1: a run folder's base is trained in it, and a code of an untrained base rebuilds noise
-    base_epochs: int = setting(10, "base training epochs", least=1)
-    epochs: int = setting(30, "code training epochs", least=1)
-    batch_size: int = setting(64, "groups per step", least=1)
+    base_epochs: int = setting(10, "base training epochs", least=1, most=MAX_EPOCHS)
+    epochs: int = setting(30, "code training epochs", least=1, most=MAX_EPOCHS)
+    batch_size: int = setting(64, "groups per step", least=1, most=MAX_BATCH)
     seed: int = setting(0, least=0)
     train_images: int | None = setting(None, "use only the first N training images", least=1)  # None: all
     test_images: int | None = setting(None, "score only the first N test images", least=1)  # None: all

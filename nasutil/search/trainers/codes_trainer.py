@@ -20,6 +20,7 @@ from nasutil.codes.code import Code, CodeSpec
 from nasutil.codes.data import CodeData, load_code_data
 from nasutil.codes.metrics import score_code
 from nasutil.codes.run import resolve_device, trained_base
+from nasutil.codes.settings import MAX_BATCH, MAX_EPOCHS
 from nasutil.codes.training import base_outputs, make_optimizer, train_code_epoch
 from nasutil.errors import NasutilError
 from nasutil.search.trainers.base import Reporter, Trainer, TrainResult
@@ -44,9 +45,12 @@ class CodesTrainer(Trainer):
                  epochs: int = 5, batch_size: int = 64, train_images: int | None = None,
                  base_dir: str | None = None, device: str = "auto", seed: int = 0) -> None:
         self.spec = CodeSpec(k=int(k), encoder=encoder, decoder=decoder, parity="copy", loss=loss).check()
-        for name, value in (("base_epochs", base_epochs), ("epochs", epochs), ("batch_size", batch_size)):
+        for name, value, most in (("base_epochs", base_epochs, MAX_EPOCHS), ("epochs", epochs, MAX_EPOCHS),
+                                  ("batch_size", batch_size, MAX_BATCH)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:  # 0 base epochs: an untrained base
                 raise NasutilError(f"trainer.{name} must be a whole number >= 1, got {value!r}")
+            if value > most:  # as a codes run's own settings: 10**20 overflowed inside torch
+                raise NasutilError(f"trainer.{name} must be at most {most:,}, got {value!r}")
         self.base_spec, self.dataset, self.data_dir = base, dataset, str(data_dir)
         self.base_epochs, self.epochs, self.batch_size = int(base_epochs), int(epochs), int(batch_size)
         self.train_images, self.seed = train_images, int(seed)
