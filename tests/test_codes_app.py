@@ -33,6 +33,16 @@ def test_a_run_is_named_by_its_settings_and_continues_where_it_stopped(tmp_path,
     assert 0.0 <= scores["reconstruction_accuracy"] <= 1.0
 
 
+@pytest.mark.parametrize("runs", ["runs=", "runs=' '", "runs=null"])
+def test_an_empty_runs_folder_is_refused_before_anything_is_written(runs, tmp_path, capsys, monkeypatch):
+    """`runs=''` once put the run folder at the file system's root (/digits/mlp/...)."""
+    monkeypatch.chdir(tmp_path)
+    assert main([runs, "epochs=1", *SMALL]) == 2
+    assert capsys.readouterr().err.strip() == ("nasutil-codes: error: runs must name a folder (the default is "
+                                               "outputs/codes), got an empty one")
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_sweep_trains_one_folder_per_job(tmp_path):
     assert main(["-m", f"runs={tmp_path}", "k=2,3", "encoder=sum", "decoder=subtract", "parity=copy", "epochs=1",
                  *SMALL]) == 0

@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
 from nasutil.codes.lock import LOCK, RESULTS, training_lock
 from nasutil.codes.settings import data_folder, from_values, run_folder_name, slug
+from nasutil.errors import NasutilError
 
 PROG = "nasutil-codes"
 CONFIG_PATH = "pkg://nasutil_conf"
@@ -36,7 +37,15 @@ def run_name(*, _root_: DictConfig) -> str:
     return run_folder_name(_root_)
 
 
-for _name, _resolver in (("slug", slug), ("codes_run", run_name)):
+def runs_folder(runs: Any) -> str:
+    """The `runs` setting as the folder run folders go under: an empty one put them at the file system's root."""
+    text = str(runs)
+    if runs is None or not text.strip():
+        raise NasutilError("runs must name a folder (the default is outputs/codes), got an empty one")
+    return text
+
+
+for _name, _resolver in (("slug", slug), ("codes_run", run_name), ("codes_runs", runs_folder)):
     if not OmegaConf.has_resolver(_name):
         OmegaConf.register_new_resolver(_name, _resolver)
 
