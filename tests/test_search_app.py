@@ -81,6 +81,8 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["sampler=nsga2", "sampler.population_size=nan"], "sampler.population_size must be a number, got nan"),
     (["sampler.n_startup_trials=2.5"], "sampler.n_startup_trials must be a whole number, got 2.5"),
     (["trainer=torch", "trainer.epochs=1.5"], "trainer.epochs must be a whole number, got 1.5"),
+    (["prune=utilization_threshold", "prune.threshold=true"], "prune.threshold must be a number, got True"),
+    (["prune.margin=false"], "prune.margin must be a number, got False"),  # true read as 1.0: pruned everything
     (["target.batch_size=2.5"], "target.batch_size must be a whole number from 1 to 65536, got 2.5"),
     (["target.batch_size=100000000"], "target.batch_size must be a whole number from 1 to 65536"),
     (["trainer=torch", "trainer.dataset=cifar10", "trainer.data_dir=/nonexistent/data"], "dataset cifar10 not found"),
