@@ -43,8 +43,8 @@ class ImageData:
 
 
 #: what every missing-dataset error ends with: where the data folder is set, by each front door
-NEVER_DOWNLOADS = ("nasutil never downloads; give the data folder: trainer.data_dir, data_dir= or --data-dir, "
-                   "or NASUTIL_DATA_DIR")
+NEVER_DOWNLOADS = ("nasutil never downloads; give the data folder as NASUTIL_DATA_DIR, or trainer.data_dir= to "
+                   "nasutil-search, data_dir= to nasutil-codes, --data-dir to nasutil codes train")
 
 def load(name: str, data_dir: str | Path) -> ImageData:
     if name == "digits":
