@@ -147,6 +147,9 @@ def forward_single_image(model: nn.Module, input_size: int, in_channels: int = 3
 
 def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_layer: bool = True) -> ModelCounts:
     """Count one forward pass of a single image (eval mode, no gradients, on CPU or the model's device)."""
+    if not isinstance(model, nn.Module):  # an Arch once failed as "has no attribute 'parameters'"
+        raise NasutilError(f"count_model takes a torch module (an arch's network: space.build(arch)), got "
+                           f"{type(model).__name__}")
     counter = FlopCounterMode(display=False)
     layers: list[LayerStats] = []
     starts: dict[int, int] = {}

@@ -151,3 +151,43 @@ def test_another_spaces_architecture_is_refused_before_building():
         get_space("darts").build(nb201)
     with pytest.raises(NasutilError, match="builds its own architectures or their text, got dict"):
         get_space("nb201").build({"cell": CELL})
+
+
+@pytest.mark.parametrize("given", ["arch string", "model"])
+def test_measure_takes_candidates_and_says_so(given):
+    """A torchvision model or a plain arch string once failed as "'ResNet' object has no attribute 'space'"."""
+    import torch
+
+    from nasutil.evaluator import Evaluator, MeasureConfig
+
+    thing = CELL if given == "arch string" else torch.nn.Linear(2, 2)
+    with Evaluator(MeasureConfig(device="cpu"), isolate=False) as evaluator:
+        with pytest.raises(NasutilError, match="measure takes a Candidate, e.g. Candidate"):
+            list(evaluator.measure_many([thing]))
+
+
+def test_count_model_takes_a_network_and_says_so():
+    from nasutil import get_space
+    from nasutil.counting import count_model
+
+    with pytest.raises(NasutilError, match=r"count_model takes a torch module \(an arch's network: space.build"):
+        count_model(get_space("nb201").parse(CELL), input_size=32)
+
+
+def test_an_evaluator_never_closed_leaves_no_worker_traceback(tmp_path):
+    """Collected at exit without `close()`, its worker read the end of its pipe as an EOFError and printed the
+    traceback, though every result was fine."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "never_closed.py"
+    script.write_text(
+        "from nasutil.evaluator import Candidate, Evaluator, MeasureConfig\n"
+        "def once():\n"
+        "    evaluator = Evaluator(MeasureConfig(device='cpu', repeats=2))\n"
+        f"    return [m.status for m in evaluator.measure_many([Candidate('nb201', {CELL!r})])]\n"
+        "if __name__ == '__main__':\n"
+        "    print(once())\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "['ok']", done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "EOFError" not in done.stderr, done.stderr[-2000:]

@@ -109,6 +109,9 @@ class Evaluator:
         A process pays one-off library work (kernel loading, cuDNN heuristics) the first time it runs
         a layer shape; keeping a candidate's batch sizes and modes on one worker pays it once.
         """
+        if not isinstance(candidate, Candidate):  # a model or an arch string once failed as "has no attribute 'space'"
+            raise NasutilError(f"measure takes a Candidate, e.g. Candidate('nb201', ARCH) or Candidate('torchvision', "
+                               f"model), got {type(candidate).__name__}")
         self.info  # started before a worker is taken, so the first worker is free to answer
         worker = self._idle.get() if self._workers else None
         try:

@@ -158,7 +158,10 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
         conn.send(("error", _first_line(exc)))
         return
     while True:
-        message = conn.recv()
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the parent let its end go (an Evaluator never closed, collected): done
+            return
         if message is None:
             return
         runner, payload = message
