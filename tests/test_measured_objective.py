@@ -94,6 +94,21 @@ def test_a_csv_the_evaluator_wrote_is_a_table_and_a_bad_one_is_refused(tmp_path)
     mixed.write_text("arch,batch_size,latency_ms,throughput_per_s,utilization\na,1,1,1,1\nb,256,1,1,1\n")
     with pytest.raises(NasutilError, match="mixes configurations: batch_size is 1 and 256"):
         measured_table(str(mixed))
+    odd = tmp_path / "odd_batch.csv"  # `1.0` and ` 1` once read as unknown: scored at any batch, unchecked
+    odd.write_text(f"arch,batch_size,latency_ms,throughput_per_s,utilization\n{arch},1.0,1,1,1\n")
+    with pytest.raises(NasutilError, match="batch_size '1.0' is not a whole number"):
+        measured_table(str(odd))
+    odd.write_text(f"arch,batch_size,latency_ms,throughput_per_s,utilization\n{arch}, 1,1,1,1\n")
+    assert measured_table(str(odd)).batch_size == 1
+
+
+def test_an_arch_measured_twice_counts_the_median_of_its_readings(tmp_path):
+    """A file that `measure --out` appended to twice holds an arch twice: the last reading once won silently."""
+    arch = next(iter(accuracy_table()))
+    twice = tmp_path / "twice.csv"
+    twice.write_text("arch,latency_ms,throughput_per_s,utilization\n" + "".join(
+        f"{arch},{ms},{256_000 / ms},0.02\n" for ms in (2.0, 2.2, 0.001)))
+    assert measured_table(str(twice)).figures(arch)["latency_ms"] == 2.0
 
 
 def cand(throughput: float) -> Prediction:

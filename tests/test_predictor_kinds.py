@@ -129,3 +129,30 @@ def test_a_kind_made_from_a_loaded_profile_never_spells_the_profile_out(monkeypa
     assert predictor.profile_label == profile.device_name
     p, = predict_many("nb201", get_space("nb201").sample_many(1, 0), H200, predictor=predictor)
     assert p.predictor == "learned" and p.latency_ms > 0
+
+
+CELL_A = "|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|"
+CELL_B = "|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|"
+
+
+def _one_cell_table(path, rows: list[str]) -> None:
+    path.write_text("arch,latency_ms,throughput_per_s,utilization,flops_per_image,params,device_name,dtype,batch_size,"
+                    "mode\n" + "".join(r + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([f"{CELL_A},1.0,256000,0.01,1,1,NVIDIA H200,fp16,256,cudagraph",
+      f"{CELL_A},0.001,99999999,0.01,1,1,NVIDIA H200,fp16,256,cudagraph"], "is also on line 2, with other figures"),
+    ([f"{CELL_A},1.0,256000,0.01,1,1,NVIDIA H200,fp16,256,cudagraph",
+      f"{CELL_B},1.0,256000,0.01,1,1,NVIDIA H200,fp16,1,cudagraph"], "mixes configurations: batch_size 1, 256"),
+    ([f"{CELL_A},-1,256000,0.01,1,1,NVIDIA H200,fp16,256,cudagraph"], "latency_ms '-1' is not a positive number"),
+    ([f"{CELL_A},1.0,256000,-0.0001,1,1,NVIDIA H200,fp16,256,cudagraph"], "utilization '-0.0001' is not a non-neg"),
+    ([f"{CELL_A},1.0,256000,0.01,1{'0' * 400},1,NVIDIA H200,fp16,256,cudagraph"], r"t.csv:2: cannot convert"),
+])
+def test_a_prediction_table_that_cannot_be_one_configurations_figures_is_refused(tmp_path, rows, message):
+    """Each was accepted: the last of two rows won, a table of two batch sizes passed on its first row's,
+    negative figures were scored, and a huge FLOP count overflowed with a traceback."""
+    path = tmp_path / "t.csv"
+    _one_cell_table(path, rows)
+    with pytest.raises(NasutilError, match=message):
+        TablePredictor(path).check("nb201", PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph"))

@@ -13,6 +13,7 @@ import gzip
 import importlib.resources
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -93,14 +94,16 @@ def _from_file(path: str, mtime_ns: int) -> MeasuredTable:
         if values:
             config[key] = values.pop()
     rows = _rows(records, path)
-    batch = config.get("batch_size")
+    batch = (config.get("batch_size") or "").strip()
+    if batch and not batch.isdigit():  # `1.0` once read as "unknown" and skipped the check against the target
+        raise NasutilError(f"measured table {path}: batch_size {batch[:40]!r} is not a whole number")
     return MeasuredTable(Path(path).name, config.get("device_name", "unknown device"), config.get("dtype", ""),
-                         int(batch) if batch and batch.isdigit() else 0, config.get("mode", ""), config.get("space"),
+                         int(batch) if batch else 0, config.get("mode", ""), config.get("space"),
                          f"measurements read from {path}", rows)
 
 
 def _rows(records, source: str) -> dict[str, dict[str, float]]:
-    rows: dict[str, dict[str, float]] = {}
+    readings: dict[str, list[dict[str, float]]] = {}
     for line, record in enumerate(records, start=2):
         if not isinstance(record, dict) or "arch" not in record:
             raise NasutilError(f"measured table {source} has no `arch` column")
@@ -117,7 +120,9 @@ def _rows(records, source: str) -> dict[str, dict[str, float]]:
                 raise NasutilError(f"measured table {source}, row {line}: {key} must be a positive number, got "
                                    f"{str(record.get(key))[:40]!r}")
             figures[key] = value
-        rows[record["arch"]] = figures
-    if not rows:
+        readings.setdefault(record["arch"], []).append(figures)
+    if not readings:
         raise NasutilError(f"measured table {source} holds no measured rows")
-    return rows
+    # an arch measured more than once (a file that `--out` appended to twice) counts the median of its
+    # readings, as a profile's fit does; the last reading once won, whatever the others said
+    return {arch: {key: statistics.median(r[key] for r in taken) for key in FIGURES} for arch, taken in readings.items()}

@@ -23,6 +23,7 @@ from nasutil.space import SearchSpace
 #: the largest prediction table read (every nb201 cell's row takes about 4 MB)
 MAX_TABLE_BYTES = 1 << 30
 REQUIRED = ("arch", "latency_ms", "throughput_per_s", "utilization")
+POSITIVE = ("latency_ms", "throughput_per_s")  # the other figures may be 0 (a FLOP-free network), none negative
 COLUMNS = ("arch", "predictor", "latency_ms", "throughput_per_s", "utilization", "flops_per_image", "params",
            "device_name", "dtype", "batch_size", "mode")
 
@@ -70,8 +71,14 @@ class TablePredictor(Predictor):
         return f"table {self.path.name} ({len(self.rows)} architectures)"
 
     def check(self, space_spec: str, target: PredictTarget) -> None:
-        first = self.rows[0]
-        stored = {k: first.get(k) for k in ("dtype", "batch_size", "mode") if first.get(k)}
+        stored = {}
+        for key in ("device_name", "dtype", "batch_size", "mode"):  # every row's, not the first row's alone
+            values = {row.get(key) for row in self.rows if row.get(key)}
+            if len(values) > 1:
+                raise NasutilError(f"prediction table {self.path.name} mixes configurations: {key} "
+                                   f"{', '.join(sorted(values))}")
+            if values and key != "device_name":
+                stored[key] = values.pop()
         wanted = {"dtype": target.dtype, "batch_size": str(target.batch_size), "mode": target.mode}
         differ = [f"{k} {stored[k]} (asked: {wanted[k]})" for k in stored if stored[k] != wanted[k]]
         if differ:
@@ -84,15 +91,23 @@ class TablePredictor(Predictor):
     def _rows_for(self, space_spec: str, space: SearchSpace) -> dict[str, dict[str, str]]:
         """The rows keyed by canonical arch string of the space, each checked once per space."""
         if space_spec not in self._by_space:
-            keyed = {}
+            keyed: dict[str, dict[str, str]] = {}
+            lines: dict[str, int] = {}
             for number, row in enumerate(self.rows, start=2):
                 try:
                     for column, kind in (("latency_ms", float), ("throughput_per_s", float), ("utilization", float),
                                          ("flops_per_image", int), ("params", int)):
-                        _number(row.get(column), kind)
-                    keyed[space.parse(row["arch"]).to_string()] = row
-                except (ValueError, NasutilError) as exc:
+                        value = _number(row.get(column), kind)
+                        if value is not None and (value < 0 or (value == 0 and column in POSITIVE)):
+                            raise ValueError(f"{column} {row.get(column)!r} is not a "
+                                             f"{'positive' if column in POSITIVE else 'non-negative'} number")
+                    arch = space.parse(row["arch"]).to_string()
+                except (ValueError, OverflowError, NasutilError) as exc:
                     raise NasutilError(f"{self.path}:{number}: {exc}") from None
+                if arch in keyed and keyed[arch] != row:  # which of two figures is the network's? (the last won)
+                    raise NasutilError(f"{self.path}:{number}: {arch} is also on line {lines[arch]}, with other "
+                                       f"figures")
+                keyed[arch], lines[arch] = row, number
             self._by_space[space_spec] = keyed
         return self._by_space[space_spec]
 
