@@ -272,9 +272,16 @@ def test_a_study_over_an_edited_cell_file_is_refused_not_mixed(tmp_path, capsys)
     assert main(common + ["n_trials=3"]) == 0  # unchanged: resumed
     space.write_text("nodes: 2\ncells_per_stage: 1\nops: [none, skip_connect, nor_conv_3x3]\nchannels: 8\n")
     assert main(common + ["n_trials=5"]) == 2
-    assert "was made over another version of this search space" in capsys.readouterr().err
+    assert "was made over another search space, or another version of it" in capsys.readouterr().err
     study = optuna.load_study(study_name="edited", storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}")
     assert len(study.trials) == 3  # nothing added, nothing lost
+    # a built-in space has no digest of settings: its name stands for it (nb201 and this space shared a study)
+    builtin = [f"hydra.run.dir={tmp_path / 'run2'}", "plots=false", "progress=false", "study_name=mixed",
+               "trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "prune=none", "evaluator=none"]
+    assert main(builtin + ["n_trials=1"]) == 0
+    assert main(builtin + ["n_trials=2", f"search_space.name=cell:{space}"]) == 2
+    assert "was made over another search space, or another version of it (its settings or file changed since: " \
+           "nb201 then" in capsys.readouterr().err
 
 
 def test_a_cell_file_by_its_full_path_names_its_own_run_folder(tmp_path, monkeypatch, capsys):

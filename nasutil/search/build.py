@@ -165,7 +165,7 @@ def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
     if halving.rungs and halving.inform_sampler and informable(sampler):
         sampler = RungInformedSampler(sampler)
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
-                                get_space(space_spec).fingerprint)
+                                get_space(space_spec).fingerprint or space_spec)
     # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
     anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
                if anchors_wanted and not stored and worker == 0 else [])
@@ -304,7 +304,9 @@ def _sampler(node: dict[str, Any], seed: int, constraints_needed: bool) -> optun
 def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str], metrics: list[str],
                sampler: optuna.samplers.BaseSampler, space_fingerprint: str | None = None) -> tuple[optuna.Study, bool]:
     """The study `name` (created if new), refusing one that optimises other objectives, or that was made
-    over another version of a space of the same name (a cell config edited since); True if it existed."""
+    over another space or another version of it (a cell config edited since); True if it existed.
+    `space_fingerprint` is a space's digest of its settings, or its name where it has none (a built-in
+    space: nb201 and a cell space once shared a study and one front)."""
     try:
         study_id = storage.get_study_id_from_name(name)
     except KeyError:
@@ -317,9 +319,9 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list
                                "(choose another study_name or the same objectives)")
         made_over = storage.get_study_user_attrs(study_id).get("space_fingerprint")
         if made_over is not None and made_over != space_fingerprint:
-            raise NasutilError(f"study {name!r} was made over another version of this search space (its settings "
-                               f"or file changed since: {made_over} then, {space_fingerprint} now); choose another "
-                               f"study_name, or restore the space")
+            raise NasutilError(f"study {name!r} was made over another search space, or another version of it (its "
+                               f"settings or file changed since: {made_over} then, {space_fingerprint} now); choose "
+                               f"another study_name, or restore the space")
     study = optuna.create_study(storage=storage, sampler=sampler, study_name=name, directions=directions,
                                 load_if_exists=True)
     if study_id is None:
