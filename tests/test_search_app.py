@@ -358,3 +358,19 @@ def test_a_search_whose_every_trial_fails_is_an_error_whatever_its_budget(tmp_pa
                  f"predictor.path={table}", "plots=false", "progress=false"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith(f"nasutil-search: error: all {2 * n_trials} trials of this run failed"), err
+
+
+def test_a_storage_that_cannot_be_written_is_one_line_and_keeps_what_it_holds(tmp_path, capsys):
+    """A read-only study database (here opened read-only by its URL; a full disk fails the same way) once
+    ended in a 136-line traceback from inside Optuna."""
+    first = tmp_path / "first"
+    assert main([f"hydra.run.dir={first}", "n_trials=2", "study_name=kept", "plots=false", "progress=false"]) == 0
+    capsys.readouterr()
+    url = f"sqlite:///file:{first / 'study.db'}?mode=ro&uri=true"
+    assert main([f"hydra.run.dir={tmp_path / 'again'}", "n_trials=4", "study_name=kept", "plots=false",
+                 "progress=false", "storage=url", f"storage.url='{url}'"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["nasutil-search: error: cannot write the study storage: attempt to write a readonly database "
+                   "(the trials stored before stay)"], err
+    study = optuna.load_study(study_name="kept", storage=f"sqlite:///{first / 'study.db'}")
+    assert len(study.trials) == 2

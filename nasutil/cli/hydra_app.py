@@ -94,6 +94,12 @@ def user_error(exc: BaseException) -> str | None:
     for e in chain:
         if path_error(e) is not None:
             return path_error(e)
+    from optuna.exceptions import StorageInternalError
+
+    if any(isinstance(e, StorageInternalError) for e in chain):  # a read-only database, a full disk
+        root = str(chain[-1]).strip().splitlines()
+        return (f"cannot write the study storage: {root[0][:200] if root else type(chain[-1]).__name__} (the trials "
+                f"stored before stay)")
     for e in chain:
         if isinstance(e, (OmegaConfBaseException, HydraException)) and "Error executing job" not in str(e):
             return one_line(e)

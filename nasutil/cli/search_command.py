@@ -11,10 +11,12 @@ search itself is built by `nasutil.search.build_search` and reported by `nasutil
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +49,9 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     interrupted = False
     try:
         interrupts.stop_if_requested()
-        counts = _run_with_progress(setup.search, setup.n_trials, setup.timeout_s, bool(cfg.get("progress", True)),
-                                    setup.before.finished, setup.max_trainings)
+        with heartbeat_failures_told_once():
+            counts = _run_with_progress(setup.search, setup.n_trials, setup.timeout_s, bool(cfg.get("progress", True)),
+                                        setup.before.finished, setup.max_trainings)
     except KeyboardInterrupt:
         interrupted = True
         counts = setup.search.counts()
@@ -59,6 +62,26 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     if interrupted:
         raise KeyboardInterrupt
     return summary
+
+
+@contextlib.contextmanager
+def heartbeat_failures_told_once() -> Iterator[None]:
+    """Optuna's heartbeat threads print a traceback when the storage cannot be written (a full disk); the
+    trial's own write fails the same way and ends the command in one line, so theirs are not shown."""
+    from optuna.exceptions import StorageInternalError
+
+    before = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, StorageInternalError) and "_record_heartbeat" in getattr(args.thread, "name", ""):
+            return
+        before(args)
+
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        threading.excepthook = before
 
 
 def _resume_hint(study_name: str) -> str:
