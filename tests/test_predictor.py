@@ -459,3 +459,22 @@ def test_cli_predict_flags_unvalidated_predictions(cli):
     assert r.returncode == 0 and "unvalidated" not in r.stderr
     r = cli("predict", "nb201", "--sample", "2")
     assert r.returncode == 0 and "unvalidated" not in r.stderr
+
+
+def test_a_fit_with_too_few_architectures_names_the_largest_group_and_the_setting(tmp_path):
+    """A user fitting 16 CPU measurements read "no group has 50 or more" and nothing of how to fit them."""
+    import csv
+
+    from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.training_data import read_measurements
+
+    few = tmp_path / "few.csv"
+    with open(RESULTS / "throughput_fast_w1.csv", newline="") as fh, open(few, "w", newline="") as out:
+        reader = csv.DictReader(fh)
+        writer = csv.DictWriter(out, reader.fieldnames)
+        writer.writeheader()
+        rows = [row for _, row in zip(range(6), reader)]
+        writer.writerows(rows)
+    with pytest.raises(NasutilError, match=r"the largest, nb201 fp16 256 cudagraph, has [1-6] \(min_rows, --min-rows of "
+                                                r"nasutil profile fit, sets how many a fit needs\)"):
+        fit_profile(read_measurements([few]))  # 6 rows, fewer distinct archs at a steady clock

@@ -224,7 +224,7 @@ class IsolatedWorker:
             while True:
                 started = time.monotonic()
                 if not waiting and not self._conn.poll(max(left, 0.0)):
-                    reason = f"timed out after {self.timeout_s:.0f} s"
+                    reason = f"timed out after {self.timeout_s:g} s"  # 0.5 once read "after 0 s"
                     break
                 kind, *answer = self._conn.recv()  # while waiting, a hung sibling is killed by its own limit
                 if not waiting:

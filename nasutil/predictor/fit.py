@@ -76,7 +76,10 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
         model = LearnedLatencyModel().fit(x_all, y_all)
         profile.learned.append(LearnedEntry(space_name, dtype, batch, mode, features, model, len(y), validation))
     if not profile.learned and not profile.operators:
-        raise NasutilError(f"no (space, dtype, batch, mode) group has {min_rows} or more distinct architectures")
+        largest = max(groups.items(), key=lambda item: len(item[1]), default=None)
+        found = (f"; the largest, {' '.join(map(str, largest[0]))}, has {len(largest[1])}" if largest else "")
+        raise NasutilError(f"no (space, dtype, batch, mode) group has {min_rows} or more distinct architectures"
+                           f"{found} (min_rows, --min-rows of nasutil profile fit, sets how many a fit needs)")
     return profile
 
 
