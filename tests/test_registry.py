@@ -110,5 +110,5 @@ def test_a_huge_architecture_file_is_refused_before_it_is_read(cli, tmp_path, mo
     from nasutil import get_space
     from nasutil.errors import NasutilError
 
-    with pytest.raises(NasutilError, match="may hold at most 1,000"):
+    with pytest.raises(NasutilError, match="more than the 1,000 it may"):
         args.read_arch_file(big, get_space("nb201"))
