@@ -232,8 +232,10 @@ def _peaks(rows: list[Measurement]) -> str:
     source = rows[0].peak_source.replace("_", " ")
     peaks = [m.peak_tflops for m in rows]
     if _span(peaks) == f"{peaks[0]:.3g}":
-        return f"{source} peak {peaks[0]:.3g} TFLOP/s (measured GEMM peak {_span([m.measured_peak_tflops for m in rows])})"
-    return f"each row's own {source} peak, {_span(peaks)} TFLOP/s (measured in each worker; peak_tflops in --json, --out)"
+        gemm = _span([m.measured_peak_tflops for m in rows])
+        return f"{source} peak {peaks[0]:.3g} TFLOP/s (measured GEMM peak {gemm})"
+    return (f"each row's own {source} peak, {_span(peaks)} TFLOP/s (measured in each worker; peak_tflops in "
+            f"--json, --out)")
 
 
 def _span(values: list[float]) -> str:

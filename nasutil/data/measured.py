@@ -125,4 +125,5 @@ def _rows(records, source: str) -> dict[str, dict[str, float]]:
         raise NasutilError(f"measured table {source} holds no measured rows")
     # an arch measured more than once (a file that `--out` appended to twice) counts the median of its
     # readings, as a profile's fit does; the last reading once won, whatever the others said
-    return {arch: {key: statistics.median(r[key] for r in taken) for key in FIGURES} for arch, taken in readings.items()}
+    return {arch: {key: statistics.median(r[key] for r in taken) for key in FIGURES}
+            for arch, taken in readings.items()}
