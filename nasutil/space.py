@@ -32,6 +32,8 @@ MAX_ARCH_CHARS = 8192
 MAX_NUM_CLASSES = 1_000_000
 #: the deepest nesting of brackets in it
 MAX_ARCH_NESTING = 32
+#: the most parameters a network a space's settings allow may hold (about 8 GB in fp32): refused unbuilt
+MAX_NETWORK_PARAMS = 2e9
 #: how much of a bad architecture an error message quotes
 QUOTED_CHARS = 200
 

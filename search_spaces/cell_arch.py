@@ -15,6 +15,8 @@ import numpy as np
 from nasutil.arch import Arch
 from nasutil.cell_ops import cell_op
 from nasutil.errors import NasutilError
+from nasutil.files import read_text
+from nasutil.space import MAX_NETWORK_PARAMS
 from nasutil_search_spaces.darts import OPS as DARTS_OPS
 from nasutil_search_spaces.darts import (DartsArch, GenotypeShape)
 from nasutil_search_spaces.nb201 import OPS as NB201_OPS
@@ -26,8 +28,6 @@ REDUCTIONS = ("residual", "cell")
 MAX_CHOSEN_INPUTS = 2  # the first node of a DARTS-style cell has two states to choose from
 MAX_NODES = 8
 MAX_CONFIG_BYTES = 64 * 1024
-#: the most parameters a generated network may hold (about 8 GB in fp32): larger ones are refused unbuilt
-MAX_NETWORK_PARAMS = 2e9
 
 
 @dataclass(frozen=True)
@@ -230,15 +230,13 @@ def load_config(option: str) -> CellConfig:
     if path.suffix not in (".yaml", ".yml", ".json"):
         raise NasutilError(f"cell space option {option!r} is neither a preset ({', '.join(PRESETS)}) "
                            f"nor a .yaml/.json file")
-    if not path.is_file():
+    if not path.exists():
         raise NasutilError(f"cell space config {str(path)!r} does not exist")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise NasutilError(f"cell space config {str(path)!r} is larger than {MAX_CONFIG_BYTES // 1024} KiB")
     import yaml
 
     try:
-        data = _bounded_yaml(path.read_text(), str(path))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        data = _bounded_yaml(read_text(path, "cell space config", MAX_CONFIG_BYTES), str(path))
+    except yaml.YAMLError as exc:
         raise NasutilError(f"cannot read cell space config {str(path)!r}: {str(exc).splitlines()[0]}") from None
     return CellConfig.from_dict(data, str(path))
 

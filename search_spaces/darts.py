@@ -28,7 +28,7 @@ import numpy as np
 
 from nasutil.errors import NasutilError
 from nasutil.lazy_imports import lazy_attributes
-from nasutil.space import SearchSpace
+from nasutil.space import MAX_NETWORK_PARAMS, SearchSpace
 from nasutil_search_spaces.darts_arch import (  # noqa: F401 (this module is their face)
     Cell, CELLS, DARTS_OPS, DARTS_SHAPE, DartsArch, Edge, genotype_count, genotype_encoding_size, GenotypeShape,
     input_sets, Node, NUM_NODES, OPS, parse_genotype, sample_cells, suggest_cells,
@@ -45,8 +45,6 @@ __getattr__, __dir__ = lazy_attributes(__name__, dict.fromkeys(NETWORK_NAMES, "n
 
 #: the most cells a DARTS network may stack (the paper's deepest evaluation network has 20)
 MAX_LAYERS = 256
-#: the most parameters a network of the space may hold (about 8 GB in fp32), as for generated cell spaces
-MAX_NETWORK_PARAMS = 2e9
 
 
 def params_bound(C: int, layers: int) -> float:

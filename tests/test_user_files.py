@@ -90,3 +90,15 @@ def test_a_byte_order_mark_is_no_part_of_a_prediction_tables_first_column(tmp_pa
                     "|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|,1.0,256000.0,0.01,nb201,NVIDIA H200,"
                     "fp16,256,cudagraph\n", encoding="utf-8")
     assert len(TablePredictor(path).rows) == 1
+
+
+def test_a_cell_config_or_a_run_record_that_is_a_pipe_is_refused_unread(fifo):
+    """The older readers share the check: a FIFO given as a cell config was called missing, and as a run's
+    record it waited for a writer."""
+    from nasutil import get_space
+    from nasutil.codes.run import read_record
+
+    with pytest.raises(NasutilError, match="cell space config .* is not a regular file"):
+        get_space(f"cell:{fifo}")
+    with pytest.raises(NasutilError, match="run record .* is not a regular file"):
+        read_record(fifo)

@@ -16,12 +16,7 @@ from nasutil.cli.args import (add_arch_choice, cache_location, chosen_archs, num
 from nasutil.cli.output import console, human_count, print_json
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
-from nasutil.evaluator.cache import (
-    URL_VARIABLE,
-    MeasurementCache,
-    default_cache_location,
-    default_cache_path,
-)
+from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
 from nasutil.evaluator.config import MODES, MeasureConfig, available_device
 from nasutil.evaluator.measurement import Measurement
 

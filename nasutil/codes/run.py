@@ -30,6 +30,7 @@ from nasutil.codes.settings import GROWABLE, RunSettings  # the schema of a run'
 from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
+from nasutil.files import regular_file
 
 #: validation images scored after every epoch (enough for a steady figure, cheap beside an epoch)
 VALID_IMAGES = 2000
@@ -159,8 +160,7 @@ def read_record(path: Path) -> dict[str, Any]:
     """A run's JSON record (run.json, scores.json) as a mapping, or a one-line NasutilError saying it is
     damaged: too large, not UTF-8, not JSON, nested too deep to read, or a number too long to convert."""
     try:
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            raise NasutilError(f"{str(path)!r} is damaged (larger than {MAX_RECORD_BYTES:,} bytes)")
+        regular_file(path, "run record", MAX_RECORD_BYTES)  # too large, or a device or a pipe: one line
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
         reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc).splitlines()[0][:120]
