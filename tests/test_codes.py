@@ -71,6 +71,52 @@ def test_checkpoints_round_trip_and_an_interrupted_run_continues_where_it_stoppe
     assert [h["epoch"] for h in history] == [1, 2, 3, 4]
 
 
+class _StopAfter(Exception):
+    pass
+
+
+def test_a_base_stopped_part_way_continues_from_its_last_finished_epoch(tmp_path):
+    """A base is stored after every epoch: a stop in its training loses at most the epoch under way,
+    and the continued base is the one an uninterrupted run trains."""
+    settings = RunSettings(**{**QUICK, "base_epochs": 4}, code=CodeSpec(k=2), epochs=1)
+    straight = train_run(settings, tmp_path / "straight", device="cpu")
+    seen: list[tuple[str, int]] = []
+
+    def stop_in_third_base_epoch(stage, epoch, total, line):
+        seen.append((stage, epoch))
+        if (stage, epoch) == ("base", 2):
+            raise _StopAfter  # as a Ctrl-C between the base's second and third epochs
+
+    with pytest.raises(_StopAfter):
+        train_run(settings, tmp_path / "resumed", device="cpu", progress=stop_in_third_base_epoch)
+    assert (tmp_path / "resumed" / "base.partial.safetensors").is_file()
+    assert not (tmp_path / "resumed" / "base.safetensors").exists()
+    seen.clear()
+    resumed = train_run(settings, tmp_path / "resumed", device="cpu", progress=lambda s, e, t, line: seen.append((s, e)))
+    assert seen == [("base", 3), ("base", 4), ("code", 1)]  # epochs 1 and 2 are not trained again
+    assert resumed == straight
+    assert not (tmp_path / "resumed" / "base.partial.safetensors").exists()
+
+
+def test_a_partial_base_of_another_plan_is_trained_again_from_the_start(tmp_path):
+    """A partial base left by other settings (here another seed) is never continued as this one."""
+    from nasutil.codes.data import load_code_data
+    from nasutil.codes.run import partial_base_path, trained_base
+
+    data = load_code_data("digits", "data")
+    path = tmp_path / "base.safetensors"
+    with pytest.raises(_StopAfter):
+        trained_base("mlp", data, path, 3, 32, torch.device("cpu"), seed=1,
+                     on_epoch=lambda epoch, loss: (_ for _ in ()).throw(_StopAfter()))
+    assert partial_base_path(path).is_file()
+    epochs: list[int] = []
+    base = trained_base("mlp", data, path, 3, 32, torch.device("cpu"), seed=0,
+                        on_epoch=lambda epoch, loss: epochs.append(epoch))
+    assert epochs == [1, 2, 3]
+    fresh = trained_base("mlp", data, tmp_path / "fresh.safetensors", 3, 32, torch.device("cpu"), seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(base.state_dict().values(), fresh.state_dict().values()))
+
+
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("codes")

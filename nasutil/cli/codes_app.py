@@ -105,8 +105,8 @@ def _hydra_main(cfg: DictConfig) -> dict[str, Any] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     return run_hydra_app(PROG, _hydra_main, args,
-                         "interrupted (the code's finished epochs are kept in the run folder, the base once all its "
-                         "epochs are; re-run to continue)")
+                         "interrupted (finished epochs of the base and the code are kept in the run folder; "
+                         "re-run to continue)")
 
 
 if __name__ == "__main__":  # pragma: no cover

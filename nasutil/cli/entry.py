@@ -48,5 +48,5 @@ def nasutil_search() -> int:
 def nasutil_codes() -> int:
     _with_working_folder()
     return _run("nasutil.cli.codes_app",
-                "nasutil-codes: interrupted (the code's finished epochs are kept in the run folder, the base once "
-                "all its epochs are; re-run to continue)")
+                "nasutil-codes: interrupted (finished epochs of the base and the code are kept in the run "
+                "folder; re-run to continue)")

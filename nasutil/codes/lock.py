@@ -12,7 +12,8 @@ from pathlib import Path
 from nasutil.errors import NasutilError
 
 #: the files a run writes: a folder holding none of them held no run
-RESULTS = ("run.json", "base.safetensors", "code.safetensors", "history.jsonl", "scores.json")
+RESULTS = ("run.json", "base.partial.safetensors", "base.safetensors", "code.safetensors", "history.jsonl",
+           "scores.json")
 LOCK = ".training.lock"
 
 

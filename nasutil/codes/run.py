@@ -2,6 +2,8 @@
 
     RUN/run.json           the settings (a re-run with other settings is refused, never mixed in)
     RUN/base.safetensors   the trained base and its fingerprint
+    RUN/base.partial.safetensors
+                           the base's finished epochs and optimizer while it trains (removed once it is done)
     RUN/code.safetensors   the code, its optimizer, the epochs done, the base it belongs to
     RUN/history.jsonl      one line per epoch: loss, validation reconstruction accuracy, seconds
     RUN/scores.json        test-set scores of the final code
@@ -27,7 +29,8 @@ from nasutil.codes.code import Code
 from nasutil.codes.data import CodeData, load_code_data
 from nasutil.codes.metrics import CodeScores, score_code
 from nasutil.codes.settings import GROWABLE, RunSettings  # the schema of a run's settings
-from nasutil.codes.training import base_outputs, freeze, make_optimizer, train_base, train_code_epoch
+from nasutil.codes.training import (base_optimizer, base_outputs, freeze, make_optimizer, train_base,
+                                    train_code_epoch)
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil.files import regular_file
@@ -68,19 +71,60 @@ def _data(settings: RunSettings, data_dir: str | Path) -> CodeData:
 
 def trained_base(spec: str, data: CodeData, path: Path, epochs: int, batch_size: int, device: torch.device,
                  seed: int = 0, on_epoch: Callable[[int, float], None] | None = None) -> torch.nn.Module:
-    """The frozen base stored at `path`, or one trained now (`epochs` of Adam) and stored there."""
+    """The frozen base stored at `path`, or one trained now (`epochs` of Adam) and stored there.
+
+    Until its last epoch the base is stored after every epoch beside `path` (`*.partial.safetensors`,
+    with its optimizer), so that a base stopped part-way continues from its last finished epoch.
+    """
     torch.manual_seed(seed)
     base = build_base(spec, *data.shape[:2], data.num_classes)
     if path.is_file():
         tensors, _ = checkpoints.load(path)
         checkpoints.load_into(base, tensors, "base", path)
     else:
-        train_base(base, data.train, epochs, batch_size, device, seed, on_epoch=on_epoch)
         path.parent.mkdir(parents=True, exist_ok=True)
+        _train_base_resumably(base, spec, data, path, epochs, batch_size, device, seed, on_epoch)
         checkpoints.save(path, {"base": base}, {"base": spec, "dataset": data.name,
                                                 "fingerprint": checkpoints.fingerprint(base)})
+        partial_base_path(path).unlink(missing_ok=True)
     freeze(base.to(device))
     return base
+
+
+def partial_base_path(path: Path) -> Path:
+    """Where a base in training keeps its finished epochs."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+def _train_base_resumably(base: torch.nn.Module, spec: str, data: CodeData, path: Path, epochs: int,
+                          batch_size: int, device: torch.device, seed: int,
+                          on_epoch: Callable[[int, float], None] | None) -> None:
+    partial = partial_base_path(path)
+    plan = {"base": spec, "dataset": data.name, "train_images": len(data.train[0]), "base_epochs": epochs,
+            "batch_size": batch_size, "seed": seed}
+    base.to(device)
+    optimizer = base_optimizer(base)
+    done = _resume_base(base, optimizer, partial, plan) if partial.is_file() else 0
+
+    def store(epoch: int) -> None:
+        if epoch < epochs:  # the last epoch is stored as the base itself
+            checkpoints.save(partial, {"base": base}, {**plan, "epochs": epoch}, optimizer)
+
+    train_base(base, data.train, epochs, batch_size, device, seed, on_epoch=on_epoch, optimizer=optimizer,
+               done=done, after_epoch=store)
+
+
+def _resume_base(base: torch.nn.Module, optimizer: torch.optim.Optimizer, partial: Path, plan: dict[str, Any]) -> int:
+    """Epochs a stored partial base holds (its weights and optimizer restored), or 0 where it was trained
+    under another plan (then it is trained again from the start and the partial file replaced)."""
+    tensors, meta = checkpoints.load(partial)
+    epochs = meta.get("epochs")
+    if any(meta.get(key) != value for key, value in plan.items()) or not isinstance(epochs, int) \
+            or isinstance(epochs, bool) or not 0 < epochs < plan["base_epochs"]:
+        return 0
+    checkpoints.load_into(base, tensors, "base", partial)
+    checkpoints.restore_optimizer(optimizer, tensors, meta["optimizer_groups"])
+    return epochs
 
 
 def train_run(settings: RunSettings, folder: Path, data_dir: str | Path = "data", device: str = "auto",

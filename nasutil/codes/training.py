@@ -18,14 +18,27 @@ from nasutil.codes.code import Code, code_loss, every_single_erasure
 LEARNING_RATE, WEIGHT_DECAY = 1e-3, 1e-5
 
 
+def base_optimizer(base: nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.Adam(base.parameters(), lr=LEARNING_RATE)
+
+
 def train_base(base: nn.Module, train: tuple[torch.Tensor, torch.Tensor], epochs: int, batch_size: int,
-               device: torch.device, seed: int = 0, on_epoch: Callable[[int, float], None] | None = None) -> None:
-    """Cross-entropy with Adam; `on_epoch(epoch, mean loss)` after each epoch."""
+               device: torch.device, seed: int = 0, on_epoch: Callable[[int, float], None] | None = None, *,
+               optimizer: torch.optim.Optimizer | None = None, done: int = 0,
+               after_epoch: Callable[[int], None] | None = None) -> None:
+    """Cross-entropy with Adam; `on_epoch(epoch, mean loss)` after each epoch.
+
+    A base continued after `done` epochs (its weights and `optimizer` restored) draws the same batches
+    as an uninterrupted run: the draws of the finished epochs are replayed. `after_epoch(epoch)` runs
+    once an epoch is finished, to store it.
+    """
     x, y = train
     base.to(device).train()
-    optimizer = torch.optim.Adam(base.parameters(), lr=LEARNING_RATE)
+    optimizer = optimizer or base_optimizer(base)
     generator = torch.Generator().manual_seed(seed)
-    for epoch in range(1, epochs + 1):
+    for _ in range(done):
+        torch.randperm(len(x), generator=generator)
+    for epoch in range(done + 1, epochs + 1):
         total, count = 0.0, 0
         for batch in torch.randperm(len(x), generator=generator).split(batch_size):
             inputs, labels = x[batch].to(device), y[batch].to(device)
@@ -34,6 +47,8 @@ def train_base(base: nn.Module, train: tuple[torch.Tensor, torch.Tensor], epochs
             loss.backward()
             optimizer.step()
             total, count = total + loss.item() * len(batch), count + len(batch)
+        if after_epoch is not None:
+            after_epoch(epoch)
         if on_epoch is not None:
             on_epoch(epoch, total / count)
     base.eval()
