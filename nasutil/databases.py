@@ -3,8 +3,11 @@ of every message."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+from collections.abc import Collection
+from pathlib import Path
 
 from nasutil.errors import NasutilError
 
@@ -73,3 +76,35 @@ def connect_args(url: str, connect_timeout_s: float | None = None) -> dict[str, 
     if url.startswith(("postgresql", "mysql")):
         return {"connect_timeout": max(1, math.ceil(connect_timeout_s))}  # libpq and MySQL take whole seconds
     return {}
+
+
+def refuse_another_programs_sqlite(url: str, ours: Collection[str], what: str) -> None:
+    """An existing SQLite file holding tables, none of them `ours` (the names of every version's tables),
+    belongs to another program: opening it as a `what` would add nasutil's tables to it. Refused before
+    anything is written, and left as it is."""
+    import sqlite3
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        database = make_url(url).database
+    except (ArgumentError, ValueError):  # a malformed URL: the connection says why in its own line
+        return
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database).expanduser()
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:  # locked or unreadable: the connection says so in its own line
+        if "not a database" in str(exc):
+            raise NasutilError(f"{str(path)!r} is not an SQLite database: left as it is; give a new file or a "
+                               f"{what}") from None
+        return
+    if tables and not tables & set(ours):
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise NasutilError(f"{str(path)!r} is another program's SQLite database (tables {shown}): left as it is; "
+                           f"give a new file or a {what}")

@@ -13,6 +13,7 @@ import optuna
 import pytest
 
 from nasutil.cli.search_command import main
+from nasutil.errors import NasutilError
 
 FAST = ["predictor=analytical", "plots=false", "progress=false"]
 
@@ -98,6 +99,8 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.metrics=accuracy"], "objectives.metrics must be a list, e.g. [accuracy,throughput], got 'accuracy'"),
     (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
     (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
+    (["trainer=torch", "trainer.channels_last=maybe"], "trainer.channels_last must be true or false, got 'maybe'"),
+    (["trainer=torch", "halving=pareto", "halving.inform_sampler=1"], "halving.inform_sampler must be true or false"),
     (["trainer=torch", "trainer.batch_size=100000"], "trainer.batch_size 100000 is larger than the 1293 training"),
     (["trainer=torch", "trainer.valid_fraction=0.9999"], "larger than the 0 training images"),
     (["trainer=torch", "trainer.threads=-1"], "trainer.threads must be a whole number from 1 to"),
@@ -123,6 +126,30 @@ def test_unreachable_storage_is_one_line_and_exit_2(tmp_path, capsys):
     err = _one_line_exit_2(capsys, "storage=url", "storage.url=postgresql://user:secret@127.0.0.1:9/db",
                            f"hydra.run.dir={tmp_path}", *FAST)
     assert "cannot open study storage postgresql://user:***@127.0.0.1:9/db" in err and "secret" not in err
+
+
+def test_another_programs_sqlite_file_is_left_as_it_is(tmp_path, capsys):
+    """Optuna added its tables to any SQLite file it was given; a measurement cache did the same."""
+    import sqlite3
+
+    from nasutil.evaluator.cache import MeasurementCache
+
+    other = tmp_path / "notes.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (text)")
+    before = other.read_bytes()
+    err = _one_line_exit_2(capsys, "storage=url", f"storage.url=sqlite:///{other}", f"hydra.run.dir={tmp_path}/run",
+                           *FAST)
+    assert "is another program's SQLite database (tables notes)" in err
+    with pytest.raises(NasutilError, match="another program's SQLite database"):
+        MeasurementCache(other)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database")
+    with pytest.raises(NasutilError, match="is not an SQLite database"):
+        MeasurementCache(text)
+    assert other.read_bytes() == before and text.read_text() == "not a database"
+    MeasurementCache(tmp_path / "empty.db").close()  # new files and nasutil's own are opened as before
+    MeasurementCache(tmp_path / "empty.db").close()
 
 
 def test_bad_flags_and_run_folders_end_with_one_line_and_exit_2(tmp_path, capsys):

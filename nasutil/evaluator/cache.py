@@ -27,7 +27,8 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from nasutil.databases import connect_args, first_line, safe_url, sqlalchemy_url
+from nasutil.databases import (connect_args, first_line, refuse_another_programs_sqlite, safe_url,
+                               sqlalchemy_url)
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
@@ -102,6 +103,8 @@ class MeasurementCache:
         self._lock = threading.Lock()
         self._broken = False
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        if url.startswith("sqlite"):
+            refuse_another_programs_sqlite(url, (TABLE, CLAIMS, GROUPS, "measurements"), "measurement cache")
         try:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -167,8 +167,9 @@ WHOLE_NUMBER_TYPES = frozenset({"int", "int | None", "Optional[int]", "None | in
 
 def _check_whole_numbers(target: Any, params: dict[str, Any], group: str) -> None:
     """A setting declared as a whole number given as 2.5 (or true) is refused, not cut down to 2 somewhere
-    inside the class, and one declared as a number given as true or false (prune.threshold=true pruned
-    everything below a utilization of 1.0); where the target declares no types nothing is checked here."""
+    inside the class; one declared as a number given as true or false (prune.threshold=true pruned
+    everything below a utilization of 1.0), and one declared true or false given anything else, are
+    refused too; where the target declares no types nothing is checked here."""
     try:
         declared = inspect.signature(target).parameters
     except (TypeError, ValueError):
@@ -181,6 +182,8 @@ def _check_whole_numbers(target: Any, params: dict[str, Any], group: str) -> Non
         text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
         if isinstance(value, bool) and ("float" in text or annotation is float):  # true once read as 1.0
             raise NasutilError(f"{group}.{name} must be a number, got {value!r}")
+        if (text == "bool" or annotation is bool) and not isinstance(value, bool):  # 'maybe' was read as true
+            raise NasutilError(f"{group}.{name} must be true or false, got {value!r}")
         if text.replace("typing.", "") not in WHOLE_NUMBER_TYPES and annotation is not int:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \

@@ -22,7 +22,8 @@ from typing import Any
 
 import optuna
 
-from nasutil.databases import connect_args, first_line, safe_url, sqlalchemy_url
+from nasutil.databases import (connect_args, first_line, refuse_another_programs_sqlite, safe_url,
+                               sqlalchemy_url)
 from nasutil.errors import NasutilError, NasutilNotice
 
 
@@ -176,6 +177,8 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
         engine_kwargs: dict[str, Any] = {"connect_args": connect_args(url, connect_timeout_s)}
     except ValueError as exc:
         raise NasutilError(f"storage.connect_timeout_s: {exc}") from None
+    if url.startswith("sqlite"):
+        refuse_another_programs_sqlite(url, _OPTUNA_TABLES, "study database")
     try:
         storage = _connect(url, engine_kwargs, kwargs)
         if url.startswith("sqlite"):
@@ -183,6 +186,10 @@ def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: in
         return storage
     except Exception as exc:  # SQLAlchemy's errors, a missing driver, a bad URL: all mean "cannot use it"
         raise NasutilError(f"cannot open study storage {safe_url(url)}: {first_line(exc)}") from None
+
+
+#: a table every Optuna RDB storage holds, whatever its schema version
+_OPTUNA_TABLES = ("studies",)
 
 
 def _connect(url: str, engine_kwargs: dict[str, Any], kwargs: dict[str, Any],
