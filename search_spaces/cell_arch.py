@@ -222,7 +222,7 @@ def load_config(option: str) -> CellConfig:
         if len(option) > MAX_CONFIG_BYTES:
             raise NasutilError(f"inline cell space settings are longer than {MAX_CONFIG_BYTES // 1024} KiB")
         try:
-            data = json.loads(option)
+            data = json.loads(option, object_pairs_hook=_dict_of_distinct_keys)
         except json.JSONDecodeError as exc:
             raise NasutilError(f"cannot read inline cell space settings: {exc}") from None
         return CellConfig.from_dict(data, "search_space.settings")
@@ -239,6 +239,14 @@ def load_config(option: str) -> CellConfig:
     except yaml.YAMLError as exc:
         raise NasutilError(f"cannot read cell space config {str(path)!r}: {str(exc).splitlines()[0]}") from None
     return CellConfig.from_dict(data, str(path))
+
+
+def _dict_of_distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise NasutilError(f"inline cell space settings give the key {twice[0][:40]!r} twice; keep one")
+    return dict(pairs)
 
 
 #: the deepest nesting and the most values (aliases counted as often as they are used) a config may hold
@@ -264,6 +272,10 @@ def _bounded_yaml(text: str, where: str) -> object:
             finally:
                 self.depth -= 1
 
+        def construct_mapping(self, node, deep=False):  # PyYAML's signature
+            _refuse_duplicate_keys(self, node, where)
+            return super().construct_mapping(node, deep)
+
     loader = Loader(text)
     try:
         root = loader.get_single_node()
@@ -275,6 +287,24 @@ def _bounded_yaml(text: str, where: str) -> object:
         return loader.construct_document(root)
     finally:
         loader.dispose()
+
+
+def _refuse_duplicate_keys(loader: object, node: object, where: str) -> None:
+    """A key given twice in one mapping is refused: YAML loaders keep the last silently, so a second
+    `channels:` left in a file replaced the first without a word. Keys that a merge (`<<`) brings in may
+    be overridden, as YAML intends."""
+    import yaml
+
+    seen: set[object] = set()
+    for key_node, _ in node.value:  # type: ignore[attr-defined]
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node)  # type: ignore[attr-defined]
+        if key in seen:
+            line = key_node.start_mark.line + 1
+            raise NasutilError(f"cell space config {where!r} gives the key {str(key)[:40]!r} twice in one mapping "
+                               f"(again on line {line}); keep one")
+        seen.add(key)
 
 
 def _expanded_size(root: object) -> int:

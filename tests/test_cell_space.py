@@ -182,6 +182,7 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
      "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nchannels: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
      "expands to more than 100,000 values"),
     ("merge: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than 32 levels"),
+    ("nodes: 2\nchannels: 8\nchannels: 16\n", "gives the key 'channels' twice in one mapping (again on line 3)"),
     ("channels: 4096\nstages: 6\nnodes: 8\ncells_per_stage: 64\ninput_size: 1024\n", "parameters, over the 2e+09"),
     ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nchannels: 4096\nlayers: 64\nnodes: 8\n",
      "parameters, over the 2e+09"),
@@ -191,6 +192,17 @@ def test_bad_cell_configs_are_one_line_errors(cli, tmp_path, config, message):
     path.write_text(config)
     result = cli("sample", f"cell:{path}", "-n", "1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_a_key_given_twice_is_refused_and_a_merge_may_still_override(cli, tmp_path):
+    """Loaders keep the last of two equal keys silently; a merge (`<<`) is YAML's way of overriding."""
+    result = cli("sample", 'cell:{"nodes": 2, "nodes": 3}', "-n", "1")
+    assert result.returncode == 2 and "give the key 'nodes' twice" in result.stderr, result.stderr
+    path = tmp_path / "merged.yaml"
+    path.write_text("shared: &shared {nodes: 3, channels: 8}\nspace:\n  <<: *shared\n  nodes: 2\n")
+    from search_spaces.cell_arch import _bounded_yaml
+
+    assert _bounded_yaml(path.read_text(), str(path))["space"] == {"nodes": 2, "channels": 8}
 
 
 def test_a_missing_or_unknown_config_is_a_one_line_error(cli, tmp_path):
