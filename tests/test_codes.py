@@ -138,7 +138,7 @@ def two_runs(tmp_path_factory):
     (["codes", "eval", "{runs}/a", "--code", "{runs}/b/code.safetensors"], "belongs to another base"),
     (["codes", "eval", "{runs}/a", "--code", "{tmp}/model.pkl"], "cannot read checkpoint"),
     (["codes", "eval", "{tmp}"], "not a codes run"),
-    (["codes", "train", "--out", "{runs}/a", "--dataset", "digits", "--k", "3"], "holds a run with other settings"),
+    (["codes", "train", "--out", "{runs}/a", "--dataset", "digits", "--k", "3"], "code.k: 2 -> 3"),
 ])
 def test_bad_input_is_one_line_with_exit_code_2(cli, tmp_path, two_runs, args, message):
     (tmp_path / "model.pkl").write_bytes(pickle.dumps({"weights": [1, 2, 3]}))

@@ -55,9 +55,24 @@ def _check_against_folder(folder: Path, settings: RunSettings) -> None:
         except NasutilError as exc:
             raise NasutilError(f"{exc}; use another folder") from None
         if replace(stored, epochs=settings.epochs) != settings:
-            changed = [k for k, v in settings.to_dict().items() if stored.to_dict()[k] != v and k not in GROWABLE]
-            raise NasutilError(f"{str(folder)!r} holds a run with other settings ({', '.join(changed)}); "
+            changed = differences(stored.to_dict(), settings.to_dict())
+            raise NasutilError(f"{str(folder)!r} holds a run with other settings ({'; '.join(changed)}); "
                                f"use another folder")
+
+
+def differences(stored: dict[str, Any], given: dict[str, Any], prefix: str = "") -> list[str]:
+    """`name: stored -> given` for each setting that differs (a code's own settings by their dotted name),
+    the GROWABLE ones left out."""
+    lines = []
+    for key, value in given.items():
+        before = stored.get(key)
+        if before == value or (not prefix and key in GROWABLE):
+            continue
+        if isinstance(before, dict) and isinstance(value, dict):
+            lines += differences(before, value, f"{prefix}{key}.")
+        else:
+            lines.append(f"{prefix}{key}: {before!r} -> {value!r}")
+    return lines
 
 
 def _write_settings(folder: Path, settings: RunSettings) -> None:
