@@ -123,6 +123,17 @@ def test_a_cache_url_that_is_no_url_is_refused(cli, tmp_path):
     assert not Path("garbage").exists()
 
 
+def test_measurements_that_all_fail_exit_1_and_say_so(cli, tmp_path):
+    """A failed measurement is a row (its error in it), not a user error: the run exits 1 where every one
+    failed, and says how many failed on stderr, as it does where only some did."""
+    result = cli("measure", "nb201", "--sample", "2", "--device", "cpu", "--timeout", "0.5", "--no-cache",
+                 "--out", str(tmp_path / "rows.jsonl"))
+    assert result.returncode == 1, result.stderr
+    assert "2 of 2 measurements failed" in result.stderr and "Traceback" not in result.stderr
+    rows = (tmp_path / "rows.jsonl").read_text().splitlines()
+    assert len(rows) == 2 and all('"status": "failed"' in row and "timed out" in row for row in rows)
+
+
 def test_listing_spaces_and_predicting_load_neither_torch_nor_scikit_learn():
     """They answer in well under a second: a space lists its own ops, and a profile holds fitted trees."""
     import subprocess

@@ -20,6 +20,9 @@ from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cach
 from nasutil.evaluator.config import MODES, MeasureConfig, available_device
 from nasutil.evaluator.measurement import Measurement
 
+#: exit status where every candidate failed to measure (a user error is 2, as everywhere)
+EXIT_ALL_FAILED = 1
+
 if TYPE_CHECKING:  # imported where used: they bring torch, which listing the commands does not need
     from nasutil.evaluator import Candidate, Evaluator
 
@@ -41,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep NCHW (default: channels_last)")
     p.add_argument("--input-size", type=positive_int, default=None)
     p.add_argument("--num-classes", type=num_classes, default=None, help="default 10 (1000 for --model)")
-    p.add_argument("--repeats", type=positive_int, default=7, help="timed windows, at least 2 (default 7)")
+    p.add_argument("--repeats", type=positive_int, default=7,
+                   help="timed windows, at least 2 (default 7): the median is reported, their spread as latency_cv "
+                        "and latency_iqr_ms")
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--fast", action="store_true",
                    help="settings for measuring a whole space: 5 windows of >= 2 ms, no counters, graphs captured "
@@ -130,7 +135,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             out_file = args.out.open("a")
         except OSError as exc:
             raise NasutilError(f"cannot write {str(args.out)!r}: {exc}") from None
-    failures = 0
+    failures = measured = 0
     try:
         devices = _devices(args.devices)
         workers = max(args.workers, len(devices or ()))
@@ -142,7 +147,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
                                              total=total)
             rows: list[Measurement] = []
             for m in results:
-                failures += not m.ok
+                failures, measured = failures + (not m.ok), measured + 1
                 if out_file:
                     out_file.write(m.to_json() + "\n")
                     out_file.flush()
@@ -157,9 +162,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
             out_file.close()
         if cache:
             cache.close()
-    if failures and failures == total:
-        return 1
-    return 0
+    if failures:  # each failure's cause is in its row; the count and the exit status say it to a script
+        print(f"nasutil: {failures} of {measured} measurements failed (the error is in each one's row)",
+              file=sys.stderr)
+    return EXIT_ALL_FAILED if failures and failures == measured else 0
 
 
 def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:
