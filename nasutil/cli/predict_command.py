@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--spaces", default="nb201,mbconv", help="comma-separated spaces (default nb201,mbconv)")
     b.add_argument("--op-networks", type=positive_int, default=300,
                    help="networks sampled per space whose distinct ops are measured (default 300)")
-    b.add_argument("--max-ops", type=positive_int, default=2000, help="ops measured per configuration")
+    b.add_argument("--max-ops", type=positive_int, default=2000,
+                   help="distinct ops timed per configuration (default 2000); where the sampled networks hold "
+                        "more, each kind of op keeps an equal share, so rare kinds are all timed")
     b.add_argument("--networks", type=non_negative_int, default=6,
                    help="networks measured per space and configuration to fit the overlap constants (default 6; "
                         "`profile fit --base` refits them on more)")
