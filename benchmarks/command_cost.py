@@ -4,6 +4,7 @@ folder, the default settings), timed by the wall clock from start to exit.
     python benchmarks/command_cost.py --out benchmarks/results/cpu/command_cost
     python benchmarks/command_cost.py --list                         # the commands, by index
     python benchmarks/command_cost.py --only 5 6 --timeout 1800 --out benchmarks/results/cpu/command_cost
+    python benchmarks/command_cost.py --only 0 1 2 3 4 --repeats 3 --out benchmarks/results/cpu/command_cost
 
 COMMANDS holds every command of README.md's and docs/search.md's ```bash blocks that costs too much to
 run in the test suite on a CPU (tests/test_documented_commands.py classifies each documented command
@@ -11,6 +12,11 @@ and checks that each costly one is here, with a row of exit code 0). The first f
 "what these cost" table: their rows go to command_cost.csv, which tests/test_readme_figures.py checks
 that table against; the rows of the others go to command_cost_docs.csv. Both files are merged by
 command: a run with `--only` replaces the rows of the commands it ran and keeps every other row.
+
+`--repeats N` runs every chosen command N times, a row each (`run` 1..N), in rounds whose order
+alternates (forwards, then backwards), so that no command always runs first on a machine that has just
+been idle. A population search's cost varies from run to run even from one seed (which candidates its
+rungs cut depends on which finished first), so its figure is a median and a range, not one run.
 
 Each command runs in a fresh temporary folder (its working directory, with NASUTIL_CACHE_DIR inside
 it), through `python -m nasutil` / `-m nasutil.search` / `-m nasutil.cli.codes_app` (what the
@@ -72,7 +78,7 @@ COMMANDS = [
 ]
 README_TABLE = COMMANDS[:5]  # README's "what these cost" table
 FILES = {True: "command_cost.csv", False: "command_cost_docs.csv"}  # by: is the command in README_TABLE
-FIELDS = ["command", "exit_code", "wall_s", "trials", "s_per_trial", "error", "cpus", "gpu", "torch", "date",
+FIELDS = ["command", "run", "exit_code", "wall_s", "trials", "s_per_trial", "error", "cpus", "gpu", "torch", "date",
           "load_avg"]
 MODULES = {"nasutil": "nasutil", "nasutil-search": "nasutil.search", "nasutil-codes": "nasutil.cli.codes_app"}
 
@@ -161,19 +167,23 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def merge(path: Path, new: list[dict]) -> None:
-    """Write `new` into the CSV at `path`, replacing the rows of the same commands and keeping the others,
-    in COMMANDS order; rows of commands no longer in COMMANDS are dropped (and said so)."""
-    rows = {r["command"]: r for r in read_rows(path)}
-    rows.update({r["command"]: r for r in new})
+    """Write `new` into the CSV at `path`, replacing every row of the commands it holds and keeping the
+    others, in COMMANDS order (a command's runs in their order); rows of commands no longer in COMMANDS
+    are dropped (and said so)."""
+    rows: dict[str, list[dict]] = {}
+    for row in read_rows(path):
+        rows.setdefault(row["command"], []).append(row)
+    for command in {r["command"] for r in new}:
+        rows[command] = sorted((r for r in new if r["command"] == command), key=lambda r: int(r.get("run") or 1))
     for command in [c for c in rows if c not in COMMANDS]:
-        print(f"dropping the row of {command!r} from {path}: no longer in COMMANDS", file=sys.stderr)
+        print(f"dropping the rows of {command!r} from {path}: no longer in COMMANDS", file=sys.stderr)
         del rows[command]
-    present = [c for c in COMMANDS if c in rows]
-    fields = [f for f in FIELDS if any(f in rows[c] for c in present)]  # a file without load_avg keeps its header
+    present = [row for c in COMMANDS for row in rows.get(c, [])]
+    fields = [f for f in FIELDS if any(f in row for row in present)]  # a file without load_avg keeps its header
     with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows[c] for c in present)
+        writer.writerows(present)
 
 
 def main() -> int:
@@ -181,6 +191,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", type=int, help="indices into the command list (default: all)")
     parser.add_argument("--out", type=Path, help="folder of command_cost.csv and command_cost_docs.csv")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a command may run (default 3600)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of each command, in rounds of alternating order (default 1)")
     parser.add_argument("--list", action="store_true", help="print the commands with their indices and stop")
     args = parser.parse_args()
     if args.list:
@@ -192,15 +204,20 @@ def main() -> int:
     bad = [i for i in args.only or [] if not 0 <= i < len(COMMANDS)]
     if bad:
         parser.error(f"--only: no command {bad} (0..{len(COMMANDS) - 1})")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     args.out.mkdir(parents=True, exist_ok=True)
     about = machine()
-    for index, command in enumerate(COMMANDS):
-        if args.only and index not in args.only:
-            continue
-        with tempfile.TemporaryDirectory(prefix="command-cost-") as folder:
-            row = {**run(command, Path(folder), args.timeout), **about}
-        print(json.dumps(row), flush=True)
-        merge(args.out / result_file(command), [row])  # after each command: a long run keeps what it measured
+    chosen = [c for i, c in enumerate(COMMANDS) if not args.only or i in args.only]
+    rows: list[dict] = []
+    for round_ in range(1, args.repeats + 1):
+        for command in chosen if round_ % 2 else chosen[::-1]:
+            with tempfile.TemporaryDirectory(prefix="command-cost-") as folder:
+                row = {**run(command, Path(folder), args.timeout), **about, "run": round_}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            # after each command: a long run keeps what it measured
+            merge(args.out / result_file(command), [r for r in rows if r["command"] == command])
     return 0
 
 
