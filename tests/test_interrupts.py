@@ -143,6 +143,24 @@ def test_ctrl_c_while_candidates_train_stops_them_and_records_why(tmp_path, popu
     assert {state: tabled.count(state) for state in set(tabled)} == states  # the table says what is stored
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_signals_repeated_until_the_process_ends_still_end_in_exit_130(tmp_path):
+    """A batch system or an impatient user signals again and again: one that arrived after the command
+    had stopped, while the interpreter tore down, ended the process by the signal (exit -15)."""
+    proc = subprocess.Popen([sys.executable, "-m", "nasutil.search", "trainer=torch", "trainer.dataset=digits",
+                             "trainer.epochs=50", "trainer.threads=1", "n_trials=100", f"hydra.run.dir={tmp_path}",
+                             "plots=false", "progress=false", "prune=none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_restore_sigint)
+    _wait_until_python_catches_sigint(proc.pid)
+    time.sleep(8.0)  # into the first trial's training
+    while proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("nasutil-search: interrupted"), err[-2000:]
+
+
 def test_a_signal_delivered_twice_is_one_request(monkeypatch):
     """The same request arriving twice within `SAME_REQUEST_S` raises once: a second KeyboardInterrupt would
     land in the stop that the first one began. A later one is a request of its own."""

@@ -20,10 +20,24 @@ def _run(module: str, interrupted: str) -> int:
         try:
             main = importlib.import_module(module).main
             interrupts.stop_if_requested()
-            return main()
+            code = main()
         except KeyboardInterrupt:
             print(interrupted, file=sys.stderr)
-            return EXIT_INTERRUPTED
+            code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:
+        _let_the_stop_finish()
+    return code
+
+
+def _let_the_stop_finish() -> None:
+    """A stopped command has kept its results and said so; what is left is the interpreter's teardown,
+    seconds with torch loaded. A Ctrl-C or SIGTERM repeated then (`timeout` and batch systems signal again,
+    impatient users press again) ended the process by the signal, exit 143 or -2 instead of 130, as if
+    the stop had not happened: the process ignores them while it exits."""
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
 
 
 def nasutil() -> int:
