@@ -39,3 +39,16 @@ def test_the_parity_search_figures_are_the_committed_ones(readme):
     # the README's answer: nothing searched reached the baseline within the tolerance
     assert summary["picked"] is None and summary["at_equal_accuracy"] == 0
     assert max(float(t["test_degraded_accuracy"]) for t in trials) < baseline["test_degraded_accuracy"] - 0.5
+
+
+def test_the_flops_and_times_of_the_searched_cells_are_the_trials(readme):
+    trials = list(csv.DictReader((RESULTS / "trials.csv").open()))
+    baseline = json.loads((RESULTS / "summary.json").read_text())["baseline"]
+    flops = [float(t["flops_per_query"]) for t in trials]
+    times = [float(t["latency_ms"]) for t in trials]
+    fewer = (baseline["flops_per_query"] / max(flops), baseline["flops_per_query"] / min(flops))
+    middle = [t for t in times if 0.9 <= t <= 2.1]
+    text = " ".join(readme.split())
+    assert f"do {fewer[0]:.0f}-{fewer[1]:.0f}x fewer FLOPs" in text
+    assert f"({min(flops) / 1e6:.0f}-{max(flops) / 1e6:.0f} M against {baseline['flops_per_query'] / 1e6:.0f} M" in text
+    assert f"and {len(middle)} of the {len(trials)} take 0.9-2.1 ms" in text

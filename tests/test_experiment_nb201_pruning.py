@@ -279,3 +279,26 @@ def test_the_fresh_seed_comparison_is_what_its_committed_trials_say_and_the_read
     _, summary = committed_analysis(folder, 40, range(800, 820))
     assert_anchors_trained_first(folder, anchors, 80)
     assert_measured_table_quoted(summary, readme, label)
+
+
+def test_the_fastest_cells_ranks_by_each_model_are_the_committed_tables(readme):
+    """The learned model (the table the searches read) against the operator-level one (the study's column),
+    for the ten fastest measured cells."""
+    learned = {r["arch"]: float(r["throughput_per_s"]) for r in csv.DictReader((RESULTS / "predicted_h200.csv").open())}
+    cells = list(csv.DictReader((EXPERIMENT.parent / "nb201_study" / "results" / "cells.csv").open()))
+    measured = {r["arch"]: float(r["throughput_b256"]) for r in cells}
+    operators = {r["arch"]: -float(r["predicted_ms_b256"]) for r in cells}  # faster: larger
+
+    def ranks(predicted: dict[str, float]) -> list[int]:
+        place = {arch: i + 1 for i, arch in enumerate(sorted(predicted, key=lambda a: -predicted[a]))}
+        return sorted(place[arch] for arch in sorted(measured, key=lambda a: -measured[a])[:10])
+
+    by_operators, by_learned = ranks(operators), ranks(learned)
+    assert (f"the ten fastest measured cells are its {_ordinal(by_operators[0])} to {_ordinal(by_operators[-1])} by "
+            f"prediction, against the learned model's {_ordinal(by_learned[0])} to {_ordinal(by_learned[-1])}") in readme
+    assert f"the ten fastest measured cells are {_ordinal(by_learned[0])} to {_ordinal(by_learned[-1])} by prediction" \
+        in readme
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"

@@ -182,6 +182,8 @@ def test_the_other_command_costs_are_the_measured_ones():
         assert (f"| `{r['command']}` | {float(r['wall_s']):,.0f} s | {r['trials'] or '-'} | {outcome} |"
                 in text), r["command"]
         assert (r["exit_code"] == "0") == (not r["error"]), r["command"]
+    loads = [float(r["load_avg"]) for r in measured]
+    assert f"(load averages {min(loads):.2f}-{max(loads):.2f} on the 2 cores" in " ".join(text.split())
 
 
 def test_the_h200_command_costs_are_the_measured_ones():
@@ -229,6 +231,28 @@ def test_readmes_figures_for_seed_96_are_the_result_files():
     steady = float(re.search(r"'steady': ([0-9.]+)", skip).group(1))
     burst = float(re.search(r"'after burst 0': ([0-9.]+)", skip).group(1))
     assert f"the fastest cell reads {100 * (1 - burst / steady):.1f}% faster" in flat
+
+
+def test_the_held_out_prediction_line_quotes_architectures_no_fit_saw():
+    """nb201 from the full pass's unfitted cells, darts and nb101 from a fresh seed with fitted archs left
+    out, mbconv from the benchmark's own split (the shipped profile saw every measured mbconv network)."""
+    study = json.loads((ROOT / "experiments" / "nb201_study" / "results" / "summary.json").read_text())
+    nb201 = study["batches"]["256"]["prediction_error"]
+    heldout = json.loads((ROOT / "benchmarks" / "results" / "h200" / "predictor_heldout.json").read_text())
+    fresh = {r["space"]: r["operators"] for r in heldout["results"]
+             if r["batch_size"] == 256 and r["mode"] == "cudagraph"}
+    accuracy = json.loads((ROOT / "benchmarks" / "results" / "h200" / "predictor_accuracy.json").read_text())
+    mbconv = next(s for s in accuracy["summaries"]
+                  if s["space"] == "mbconv" and s["batch_size"] == 256 and s["mode"] == "cudagraph")
+    flat = " ".join(readme().split())
+    assert (f"{100 * nb201['within_10pct']:.1f}% of nb201 cells (the {nb201['cells']:,} cells of the full pass "
+            f"outside its fit; Kendall tau {nb201['kendall_tau']:.3f}), {100 * fresh['darts']['within_10pct']:.1f}% "
+            f"of darts networks and {100 * fresh['nb101']['within_10pct']:.1f}% of nb101 cells (a fresh seed, cells "
+            f"the fit saw left out; tau {fresh['darts']['kendall_tau']:.3f} and {fresh['nb101']['kendall_tau']:.3f})"
+            ) in flat
+    operators = mbconv["results"]["operators"]
+    assert (f"fitted on {mbconv['train']} networks, put the other {mbconv['test']} within +-10% for "
+            f"{100 * operators['within_10pct']:.1f}% of them (tau {operators['kendall_tau']:.3f};") in flat
 
 
 PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes from a result file)
