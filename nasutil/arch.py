@@ -30,7 +30,8 @@ class Arch(ABC):
 
     def canonical_hash(self) -> str:
         """A short stable digest of `canonical_key`, namespaced by the space."""
-        digest = hashlib.sha256(f"{self.space}\0{self.canonical_key()}".encode()).hexdigest()
+        space = getattr(self, "space", None) or type(self).__qualname__  # a plugin's Arch may not name its space
+        digest = hashlib.sha256(f"{space}\0{self.canonical_key()}".encode()).hexdigest()
         return digest[:32]
 
     @abstractmethod

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Generic, TypeVar
 
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, NasutilNotice
 
 T = TypeVar("T")
 
@@ -32,6 +32,10 @@ _REGISTRIES: dict[str, Registry[Any]] = {}
 
 class PluginWarning(UserWarning):
     """A plugin that could not be loaded was skipped."""
+
+
+class PluginClashWarning(PluginWarning, NasutilNotice):
+    """A plugin given the name of another package's plugin was skipped (shown by the command line too)."""
 
 
 class PluginError(NasutilError, TypeError):
@@ -57,6 +61,15 @@ def global_path(value: object, modules: Iterable[str | None]) -> str | None:
         if name is not None:
             return f"{module}:{name}"
     return None
+
+
+#: the distribution whose entry points are nasutil's own (its spaces and predictor kinds)
+OWN_PACKAGE = "nasutil"
+
+
+def _package(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return (dist.metadata["Name"] or "?") if dist is not None else "?"
 
 
 def _detail(exc: BaseException) -> str:
@@ -88,6 +101,7 @@ class Registry(Generic[T]):
         self._loaded: dict[str, T] = {}
         self._broken: dict[str, str] = {}  # entry points that did not load, with why
         self._unbuilt: dict[str, str] = {}  # run-time registrations a worker could not repeat, with why
+        self._clashes: set[tuple[str, str]] = set()  # entry points skipped for another's name, warned once
         self._lock = threading.Lock()
         _REGISTRIES[group] = self
 
@@ -116,12 +130,34 @@ class Registry(Generic[T]):
     # ---- looking up
 
     def _entry_points(self) -> dict[str, EntryPoint]:
-        """The group's entry points by name, the first of a name winning; built-in names are not overridden."""
+        """The group's entry points by name; built-in names are not overridden. Where two packages give one
+        name, nasutil's own wins (a plugin's `nb201` once replaced the built-in space without a word, and
+        searches then failed on the profile), else the first found; the other is skipped with a warning."""
         found: dict[str, EntryPoint] = {}
         for ep in entry_points(group=self.group):
-            if ep.name not in self._builtin:
-                found.setdefault(ep.name, ep)
+            if ep.name in self._builtin:
+                continue
+            kept = found.get(ep.name)
+            if kept is None:
+                found[ep.name] = ep
+                continue
+            if _package(ep) == OWN_PACKAGE and _package(kept) != OWN_PACKAGE:
+                found[ep.name] = ep
+                self._warn_clash(kept=ep, skipped=kept)
+            else:
+                self._warn_clash(kept=kept, skipped=ep)
         return found
+
+    def _warn_clash(self, kept: EntryPoint, skipped: EntryPoint) -> None:
+        key = (skipped.name, skipped.value)
+        with self._lock:
+            if key in self._clashes:
+                return
+            self._clashes.add(key)
+        owner = "nasutil's own" if _package(kept) == OWN_PACKAGE else f"the one of package {_package(kept)!r}"
+        warnings.warn(f"{self.kind} {skipped.name!r} of package {_package(skipped)!r} ({skipped.value}) has the name "
+                      f"of {owner} ({kept.value}); skipped: give it another name", PluginClashWarning,
+                      stacklevel=4)
 
     def _load(self, ep: EntryPoint) -> T:
         """The entry point's value, loaded once; a broken one warns once and raises its one-line error."""

@@ -85,7 +85,13 @@ def _checked_build(build):
     architecture of another space is refused in one line before any layer is made."""
     @functools.wraps(build)
     def checked(self, arch, *args, **kwargs):
-        return build(self, self.as_arch(arch), *args, **kwargs)
+        model = build(self, self.as_arch(arch), *args, **kwargs)
+        from torch import nn  # build has imported torch already
+
+        if not isinstance(model, nn.Module):  # a plugin's build returning a dict failed far away, in a count
+            raise NasutilError(f"search space {getattr(self, 'name', type(self).__name__)!r}: build gave a "
+                               f"{type(model).__name__}, not a torch.nn.Module")
+        return model
 
     checked.checked = True
     return checked
@@ -99,7 +105,11 @@ def _seeded_sample(sample):
             if rng is not None and (isinstance(rng, bool) or not isinstance(rng, numbers.Integral) or rng < 0):
                 raise NasutilError(f"sample takes a numpy Generator or a seed (a whole number >= 0), got {rng!r}")
             rng = np.random.default_rng(rng)
-        return sample(self, rng, *args, **kwargs)
+        arch = sample(self, rng, *args, **kwargs)
+        if not callable(getattr(arch, "to_string", None)):  # a plugin's sample giving text failed far away
+            raise NasutilError(f"search space {getattr(self, 'name', type(self).__name__)!r}: sample gave a "
+                               f"{type(arch).__name__}, not an architecture (an Arch, with to_string and encode)")
+        return arch
 
     seeded.seeded = True
     return seeded

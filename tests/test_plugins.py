@@ -93,6 +93,24 @@ def test_a_broken_space_is_a_one_line_error_on_the_command_line_and_the_others_w
     assert other.returncode == 0 and other.stdout.startswith("|"), other.stderr
 
 
+def test_a_plugin_named_like_one_of_nasutils_own_is_skipped_with_a_warning(tmp_path, monkeypatch):
+    """A plugin's `nb201` replaced the built-in space without a word (which package won depended on the
+    path's order), and searches then failed on the profile."""
+    from nasutil_search_spaces.nb201 import NasBench201Space
+
+    from nasutil.registry import get_space, list_spaces, space_class
+
+    info = tmp_path / "clashing_plugins-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: clashing-plugins\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[nasutil.search_spaces]\nnb201 = test_registry:NamelessSpace\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(PluginWarning, match="search space 'nb201' of package 'clashing-plugins' "
+                                           r"\(test_registry:NamelessSpace\) has the name of nasutil's own"):
+        assert "nb201" in list_spaces()
+    assert space_class("nb201") is NasBench201Space and isinstance(get_space("nb201"), NasBench201Space)
+
+
 def test_registering_a_value_of_the_wrong_kind_is_refused():
     from nasutil.cell_ops import register_cell_op
     from nasutil.predictor.registry import register_predictor

@@ -112,3 +112,48 @@ def test_a_huge_architecture_file_is_refused_before_it_is_read(cli, tmp_path, mo
 
     with pytest.raises(NasutilError, match="more than the 1,000 it may"):
         args.read_arch_file(big, get_space("nb201"))
+
+
+def test_a_plugin_that_breaks_the_space_contract_is_named_in_one_line(installed_plugin):
+    """A build giving a dict and a sample giving text failed far from the plugin (`'dict' object has no
+    attribute 'parameters'`, `'str' object has no attribute 'to_string'`), as tracebacks."""
+    from tiny_nas_space import TinySpace
+
+    class GivesADict(TinySpace):
+        name = "gives_a_dict"
+
+        def build(self, arch, num_classes=10, input_size=None):
+            return {"weights": []}
+
+    class GivesText(TinySpace):
+        name = "gives_text"
+
+        def sample(self, rng):
+            return "w8"
+
+    with pytest.raises(NasutilError, match="search space 'gives_a_dict': build gave a dict, not a torch.nn.Module"):
+        GivesADict().build("w8")
+    with pytest.raises(NasutilError, match="search space 'gives_text': sample gave a str, not an architecture"):
+        GivesText().sample(0)
+
+
+def test_an_arch_that_names_no_space_still_has_a_hash():
+    """`Arch.space` is not asked for by the docs; measuring such an arch crashed in its hash."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from nasutil import Arch
+
+    @dataclass(frozen=True)
+    class Unnamed(Arch):
+        width: int
+
+        def to_string(self):
+            return f"w{self.width}"
+
+        def encode(self):
+            return np.array([self.width], dtype=np.float32)
+
+    assert Unnamed(8).canonical_hash() != Unnamed(16).canonical_hash()
+    assert len(Unnamed(8).canonical_hash()) == 32
