@@ -233,6 +233,25 @@ def test_a_sweep_summary_leaves_out_jobs_of_earlier_sweeps(tmp_path):
     assert written["settings"].split()[:2] == ["seed=2", "n_trials=3"]
 
 
+def test_a_failed_job_has_its_row_in_the_sweep_summary_and_each_sweep_keeps_its_own(tmp_path, capsys):
+    """A job that failed before it had a study was missing from the comparison ("1 job" of two), and a later
+    sweep into the same folder replaced the earlier one's table."""
+    import time
+
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "prune.band=0.05,nan", "n_trials=3", f"hydra.sweep.dir={sweep}", *FAST]) == 2
+    said = capsys.readouterr()
+    assert "sweep summary: 2 jobs, 1 failed" in said.out
+    table = rows(sweep / "sweep_summary.csv")
+    [failed] = [r for r in table if r["error"]]
+    assert failed["settings"] == "prune.band=nan" and "prune.band must be a number, got nan" in failed["error"]
+    assert [r["settings"] for r in table if not r["error"]] == ["prune.band=0.05"]
+    time.sleep(1.1)  # the kept tables are named by the second a sweep began
+    assert main(["-m", "seed=4", "n_trials=3", f"hydra.sweep.dir={sweep}", *FAST]) == 0
+    kept = sorted(sweep.glob("sweep_summary_*.csv"))
+    assert len(kept) == 2 and any(r["error"] for r in rows(kept[0])) and len(rows(kept[1])) == 1
+
+
 def test_constraint_and_other_samplers(tmp_path):
     for sampler in ("tpe", "random", "nsga3"):
         run = tmp_path / sampler

@@ -9,6 +9,7 @@ names in the environment, which those processes inherit.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -20,12 +21,11 @@ from typing import Any, TypeVar
 from nasutil.cli import interrupts
 from nasutil.errors import NasutilError, path_error, warnings_for_users
 from nasutil.search.config import one_line
+from nasutil.search.sweep_summary import ERRORS_FILE, failed_jobs
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 T = TypeVar("T")
-#: the environment variable naming the file every job appends its user error to
-ERRORS_FILE = "NASUTIL_JOB_ERRORS"
 
 
 def keep_user_error(task: Callable[[Any], T], cfg: Any) -> T | None:
@@ -38,9 +38,19 @@ def keep_user_error(task: Callable[[Any], T], cfg: Any) -> T | None:
         if message is None or not shared:
             raise
         with open(shared, "a", encoding="utf-8") as fh:
-            fh.write(" ".join(message.split()) + "\n")
+            fh.write(json.dumps({"job": job_overrides(), "error": " ".join(message.split())}) + "\n")
         drop_folder_of_nothing()
         return None
+
+
+def job_overrides() -> str:
+    """The running job's own settings as given (Hydra's task overrides), for telling failed jobs apart."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return " ".join(str(o) for o in HydraConfig.get().overrides.task if not str(o).startswith("hydra."))
+    except Exception:  # noqa: BLE001 - no Hydra job running (a direct call): nothing to name
+        return ""
 
 
 HYDRA_FILES = frozenset({"config.yaml", "hydra.yaml", "overrides.yaml"})
@@ -165,7 +175,7 @@ def run_hydra_app(prog: str, hydra_main: Callable[[], Any], args: list[str], int
     try:
         with warnings_for_users(prog), interrupts.handled():
             hydra_main()
-        errors = [line for line in Path(shared).read_text(encoding="utf-8").splitlines() if line]
+        errors = [job["error"] for job in failed_jobs(shared)]
         if errors:
             more = f" (and {len(errors) - 1} more failed jobs)" if len(errors) > 1 else ""
             print(f"{prog}: error: {errors[0]}{more}", file=sys.stderr)

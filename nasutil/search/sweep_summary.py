@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +24,9 @@ from hydra.experimental.callback import Callback
 from nasutil.pareto import hypervolume_2d
 
 FILE = "sweep_summary.csv"
+#: the environment variable naming the file every job of a run appends its user error to (one JSON line:
+#: `job`, its settings, and `error`), written by the command line's Hydra app
+ERRORS_FILE = "NASUTIL_JOB_ERRORS"
 
 
 class SweepSummary(Callback):
@@ -35,16 +39,34 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.sweep.dir))
         try:
-            rows = sweep_rows(folder, since=self.began)
+            rows = sweep_rows(folder, since=self.began, failed=failed_jobs())
             if rows:
                 write_summary(rows, folder / FILE)
+                kept = folder / f"{Path(FILE).stem}_{time.strftime('%Y%m%d-%H%M%S', time.gmtime(self.began))}.csv"
+                write_summary(rows, kept)  # a later sweep into the same folder replaces FILE, not this
                 print(render(rows, folder / FILE))
         except Exception as exc:  # the jobs' own results are already written: never fail the sweep here
             print(f"nasutil-search: sweep summary skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def sweep_rows(folder: Path, since: float = 0.0) -> list[dict[str, Any]]:
-    """One row per study of the sweep (its workers share it: the newest summary speaks for them)."""
+def failed_jobs(path: str | os.PathLike | None = None) -> list[dict[str, str]]:
+    """The jobs of this run that ended in a user error, in order: `job` (its settings) and `error`."""
+    path = path or os.environ.get(ERRORS_FILE)
+    if not path or not Path(path).is_file():
+        return []
+    jobs = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                jobs.append(json.loads(line))
+            except ValueError:
+                jobs.append({"job": "", "error": line.strip()})
+    return jobs
+
+
+def sweep_rows(folder: Path, since: float = 0.0, failed: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+    """One row per study of the sweep (its workers share it: the newest summary speaks for them), then one
+    per job that failed before it had a study (`failed`, from `failed_jobs`), with its error."""
     newest: dict[str, tuple[float, Path]] = {}
     for path in folder.glob("*/w*/summary.json"):
         written = path.stat().st_mtime
@@ -55,6 +77,8 @@ def sweep_rows(folder: Path, since: float = 0.0) -> list[dict[str, Any]]:
             newest[study] = (written, path.parent)
     rows = [_row(job) for _, job in sorted(newest.values(), key=lambda item: str(item[1]))]
     _add_hypervolume(rows)
+    rows += [{"study": "", "settings": job.get("job", ""), "error": job.get("error", ""), "_front": [],
+              "_metrics": []} for job in failed or []]
     if len(rows) > 1:  # what tells the jobs apart: the settings they do not all share
         shared = set.intersection(*(set(r["settings"].split()) for r in rows))
         for r in rows:
@@ -139,7 +163,7 @@ COLUMNS = ("study", "settings", "finished", "trained", "pruned_before_training",
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
     best = sorted({k for r in rows for k in r if k.startswith("best_")})
-    return [*COLUMNS, *best, "folder"]
+    return [*COLUMNS, *best, "folder", *(["error"] if any(r.get("error") for r in rows) else [])]
 
 
 def write_summary(rows: list[dict[str, Any]], path: Path) -> None:
@@ -157,7 +181,9 @@ def render(rows: list[dict[str, Any]], path: Path) -> str:
     order = sorted(rows, key=lambda r: -(r.get("hypervolume") or -math.inf))
     table = [columns] + [[_cell(r.get(c)) for c in columns] for r in order]
     widths = [max(len(str(line[i])) for line in table) for i in range(len(columns))]
-    lines = [f"sweep summary: {len(rows)} job{'s' if len(rows) != 1 else ''} ({path})"]
+    broken = sum(1 for r in rows if r.get("error"))
+    ended = f", {broken} failed" if broken else ""
+    lines = [f"sweep summary: {len(rows)} job{'s' if len(rows) != 1 else ''}{ended} ({path})"]
     lines += ["  " + "  ".join(str(v).ljust(w) for v, w in zip(line, widths)) for line in table]
     return "\n".join(lines)
 
