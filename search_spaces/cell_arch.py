@@ -237,7 +237,7 @@ def load_config(option: str) -> CellConfig:
     try:
         data = _bounded_yaml(read_text(path, "cell space config", MAX_CONFIG_BYTES), str(path))
     except yaml.YAMLError as exc:
-        raise NasutilError(f"cannot read cell space config {str(path)!r}: {str(exc).splitlines()[0]}") from None
+        raise NasutilError(f"cannot read cell space config {str(path)!r}: {_yaml_problem(exc)}") from None
     return CellConfig.from_dict(data, str(path))
 
 
@@ -247,6 +247,14 @@ def _dict_of_distinct_keys(pairs: list[tuple[str, object]]) -> dict[str, object]
     if twice:
         raise NasutilError(f"inline cell space settings give the key {twice[0][:40]!r} twice; keep one")
     return dict(pairs)
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's problem and where it is (its first line alone named neither: "while parsing a flow sequence")."""
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 #: the deepest nesting and the most values (aliases counted as often as they are used) a config may hold

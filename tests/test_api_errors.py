@@ -122,6 +122,26 @@ def test_a_search_built_from_python_without_a_storage_says_which_to_give(tmp_pat
         build_search(compose(["n_trials=5"]), tmp_path)
 
 
+def test_a_search_built_from_python_reports_into_a_folder_given_as_text(tmp_path, monkeypatch):
+    """A folder given as text failed in report_search (`'str' / 'str'`), and one not made yet could not be
+    written; a folder that is not a path is one line."""
+    from nasutil.search import build_search, report_search
+    from nasutil.search.config import compose
+
+    monkeypatch.chdir(tmp_path)
+    cfg = compose(["storage=url", "storage.url=sqlite:///study.db", "n_trials=3", "predictor=analytical",
+                   "plots=false", "progress=false"])
+    setup = build_search(cfg, "run/here")
+    try:
+        counts = setup.search.run(setup.n_trials)
+        summary = report_search(setup, counts, 1.0, plots=False)
+    finally:
+        setup.search.close()
+    assert summary["counts"]["finished"] == 3 and (tmp_path / "run" / "here" / "trials.csv").is_file()
+    with pytest.raises(NasutilError, match="build_search's folder is a path, got int"):
+        build_search(cfg, 3)
+
+
 def test_a_space_builds_from_text_and_samples_from_a_seed():
     """The Python API takes what the command line takes: `build("...")` once failed with AttributeError
     ('str' object has no attribute 'ops'), `sample(None)` with another."""

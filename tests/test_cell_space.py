@@ -183,6 +183,7 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
      "expands to more than 100,000 values"),
     ("merge: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than 32 levels"),
     ("nodes: 2\nchannels: 8\nchannels: 16\n", "gives the key 'channels' twice in one mapping (again on line 3)"),
+    ("nodes: 2\nops: [none, skip_connect\nmerge: sum\n", "expected ',' or ']', but got ':' (line 3, column 6)"),
     ("channels: 4096\nstages: 6\nnodes: 8\ncells_per_stage: 64\ninput_size: 1024\n", "parameters, over the 2e+09"),
     ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nchannels: 4096\nlayers: 64\nnodes: 8\n",
      "parameters, over the 2e+09"),

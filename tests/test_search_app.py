@@ -252,6 +252,15 @@ def test_a_failed_job_has_its_row_in_the_sweep_summary_and_each_sweep_keeps_its_
     assert len(kept) == 2 and any(r["error"] for r in rows(kept[0])) and len(rows(kept[1])) == 1
 
 
+def test_a_budget_of_only_start_up_trials_is_called_a_random_search(tmp_path, capsys):
+    assert main(["n_trials=4", f"hydra.run.dir={tmp_path}/short", *FAST]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "sampler tpe (all 4 trials are its random start-up trials, sampler.n_startup_trials=10: a random search)" \
+        in said
+    assert main(["n_trials=11", f"hydra.run.dir={tmp_path}/long", *FAST]) == 0
+    assert "start-up trials" not in capsys.readouterr().out
+
+
 def test_constraint_and_other_samplers(tmp_path):
     for sampler in ("tpe", "random", "nsga3"):
         run = tmp_path / sampler

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,8 @@ class SearchSetup:
         s = self.search
         slo = f" (latency SLO {s.objectives.latency_slo_ms} ms)" if s.objectives.latency_slo_ms else ""
         return [f"search space {s.space_spec}; objectives {', '.join(s.objectives.names)}{slo}; sampler "
-                f"{self.sampler_name}; prune {s.policy.describe()} (pruned trials recorded as {s.pruned_as}); "
+                f"{self.sampler_name}{self._all_startup()}; prune {s.policy.describe()} (pruned trials recorded as "
+                f"{s.pruned_as}); "
                 f"early_stopping {s.early.name}" + (f"; halving {s.halving.describe()}" if s.halving.rungs else "")
                 + (f"; {len(s.anchors)} predicted-fastest candidates first (anchors)" if s.anchors else "")
                 + (f"; anchors={self.anchors_left_out} not trained: anchors go first in a new study only, and this "
@@ -58,6 +60,15 @@ class SearchSetup:
                 f"predictor: {self.predictor_description()}; trainer: {s.trainer.describe()}; "
                 f"hardware figures: {s.measuring.description if s.measuring else 'predicted (no measurement)'}"
                 + (f"; worker {s.worker}" + (f" on {s.device}" if s.device else "") if s.worker or s.device else "")]
+
+    def _all_startup(self) -> str:
+        """Where every trial of the budget is one of the sampler's random start-up trials, say so: a sweep of
+        `sampler=tpe,random` at 10 trials gave two identical jobs per seed, and nothing said why."""
+        startup = getattr(self.search.study.sampler, "_n_startup_trials", None)
+        if not isinstance(startup, int) or self.n_trials > startup:
+            return ""
+        return (f" (all {self.n_trials} trials are its random start-up trials, sampler.n_startup_trials={startup}: "
+                f"a random search)")
 
     def predictor_description(self) -> str:
         s, t = self.search, self.search.target
@@ -79,10 +90,14 @@ def space_spec_of(node: DictConfig) -> str:
     return f"{node.name}:{json.dumps(plain(settings), sort_keys=True)}"
 
 
-def build_search(cfg: DictConfig, folder: Path) -> SearchSetup:
-    """The search the config describes, with its study opened (created, or resumed where it exists)."""
+def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup:
+    """The search the config describes, with its study opened (created, or resumed where it exists);
+    `folder` is where `report_search` writes the run's tables and plots (made where missing)."""
     from nasutil.registry import get_space
 
+    if not isinstance(folder, (str, os.PathLike)):
+        raise NasutilError(f"build_search's folder is a path, got {type(folder).__name__}")
+    folder = Path(folder)
     _check_resolves(cfg)
     n_trials = positive_int(cfg, "n_trials")
     if anchor_count(cfg) > n_trials:  # each anchor is a trial: more than the budget only makes a long short search

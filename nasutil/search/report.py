@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from nasutil.errors import NasutilError
 from nasutil.search.build import SearchSetup
 from nasutil.search.console_report import print_summary
 from nasutil.search.plots import write_plots
@@ -18,6 +19,10 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
     """Write the run folder's files and print the closing report (`resume`: how to resume the study, where
     the caller knows better than "re-run the same command"); returns what summary.json holds."""
     s, folder = setup.search, setup.folder
+    try:
+        folder.mkdir(parents=True, exist_ok=True)  # a folder given to build_search need not exist yet
+    except OSError as exc:
+        raise NasutilError(f"cannot make the run folder {str(folder)!r}: {exc.strerror or exc}") from None
     lines: list[str] = []
     if setup.resumed:
         b = setup.before
