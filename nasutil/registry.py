@@ -33,6 +33,10 @@ def _accept(value: object, name: str) -> type[SearchSpace]:
     if inspect.isabstract(value):
         raise TypeError(f"{value.__qualname__} cannot make a space: it does not define "
                         f"{', '.join(sorted(value.__abstractmethods__))}")
+    own = getattr(value, "name", None)
+    if isinstance(own, str) and own != name:  # results would carry one name and commands take the other
+        raise TypeError(f"{value.__qualname__} names itself {own!r}: register it under that name (the entry "
+                        f"point's name and the class's `name` must agree)")
     return value
 
 

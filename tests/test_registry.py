@@ -157,3 +157,15 @@ def test_an_arch_that_names_no_space_still_has_a_hash():
 
     assert Unnamed(8).canonical_hash() != Unnamed(16).canonical_hash()
     assert len(Unnamed(8).canonical_hash()) == 32
+
+
+def test_a_space_registered_under_another_name_than_its_own_is_refused(installed_plugin):
+    """Entry point `misnamed`, class `name = "some_other_name"`: `describe misnamed` reported the other name,
+    `measure misnamed` this one, and `describe some_other_name` found nothing."""
+    from tiny_nas_space import TinySpace
+
+    from nasutil.plugins import PluginError
+
+    with pytest.raises(PluginError, match="TinySpace names itself 'tiny': register it under that name"):
+        register(TinySpace, name="misnamed")
+    assert "misnamed" not in list_spaces()

@@ -32,8 +32,8 @@ def _run(module: str, interrupted: str) -> int:
 def _let_the_stop_finish() -> None:
     """A stopped command has kept its results and said so; what is left is the interpreter's teardown,
     seconds with torch loaded. A Ctrl-C or SIGTERM repeated then (`timeout` and batch systems signal again,
-    impatient users press again) ended the process by the signal, exit 143 or -2 instead of 130, as if
-    the stop had not happened: the process ignores them while it exits."""
+    impatient users press again) ended the process by the signal (a shell reads 143 after SIGTERM) instead
+    of exit 130, as if the stop had not happened: the process ignores them while it exits."""
     import signal
 
     for number in (signal.SIGINT, signal.SIGTERM):
