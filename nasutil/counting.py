@@ -168,7 +168,13 @@ def count_model(model: nn.Module, input_size: int, in_channels: int = 3, per_lay
 
         return pre_hook, post_hook
 
-    forward_single_image(model, input_size, in_channels, hooks if per_layer else None, counter)
+    try:
+        forward_single_image(model, input_size, in_channels, hooks if per_layer else None, counter)
+    except RuntimeError as exc:  # a grey space counted as RGB failed deep inside torch
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NasutilError(f"count_model could not run the network on one {in_channels}x{input_size}x{input_size} "
+                           f"image (in_channels, input_size: a space's own are space.in_channels and "
+                           f"space.default_input_size): {detail[:300]}") from None
     return ModelCounts(params=count_params(model), flops_per_image=int(counter.get_total_flops()),
                        input_size=input_size, layers=layers)
 

@@ -211,3 +211,15 @@ def test_an_evaluator_never_closed_leaves_no_worker_traceback(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "['ok']", done.stderr[-2000:]
     assert "Traceback" not in done.stderr and "EOFError" not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_network_counted_with_the_wrong_channels_says_which_settings_to_give():
+    """A grey space's network counted as RGB (the defaults) failed inside torch with a RuntimeError."""
+    import torch.nn as nn
+
+    from nasutil.counting import count_model
+
+    grey = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten())
+    assert count_model(grey, input_size=8, in_channels=1).flops_per_image > 0
+    with pytest.raises(NasutilError, match="could not run the network on one 3x8x8 image .*space.in_channels"):
+        count_model(grey, input_size=8)

@@ -44,3 +44,15 @@ def test_the_readmes_evaluator_snippet_runs_as_a_script(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
     assert len(lines) == 4 and all(float(line.split()[1]) > 0 for line in lines)
+
+
+def test_the_readmes_python_api_snippet_runs_as_a_script(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    snippet = text.split("### Python API")[1].split("```python\n")[1].split("```")[0]
+    script = tmp_path / "count_one.py"
+    script.write_text(snippet)
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    arch, flops, digest, shape = result.stdout.split()
+    assert arch.startswith("|") and int(flops) > 0 and len(digest) == 32 and shape == "(30,)"
