@@ -100,6 +100,7 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
     (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
     (["trainer=torch", "trainer.channels_last=maybe"], "trainer.channels_last must be true or false, got 'maybe'"),
+    (["evaluator=cpu"], "nasutil ships no predictor for a CPU (profile build times ops on CUDA): use evaluator=none"),
     (["trainer=torch", "halving=pareto", "halving.inform_sampler=1"], "halving.inform_sampler must be true or false"),
     (["trainer=torch", "trainer.batch_size=100000"], "trainer.batch_size 100000 is larger than the 1293 training"),
     (["trainer=torch", "trainer.valid_fraction=0.9999"], "larger than the 0 training images"),

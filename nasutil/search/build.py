@@ -170,8 +170,10 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
                            "ships with nasutil)")
     if isinstance(measurer, Measurer) and measurer.config.device == "cpu" and lookup(predictor.device_name) is not None:
         raise NasutilError(f"the evaluator measures on this machine's CPU but the predictor predicts for "
-                           f"{predictor.device_name}: pruned and trained trials would carry figures of two devices "
-                           f"(use evaluator=none to search on predictions, or a predictor for this CPU)")
+                           f"{predictor.device_name}: pruned and trained trials would carry figures of two devices. "
+                           f"nasutil ships no predictor for a CPU (profile build times ops on CUDA): use "
+                           f"evaluator=none to search on the predicted figures, or a predictor of your own for "
+                           f"this CPU (predictor._target_=..., docs/search.md)")
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     anchors_wanted = anchor_count(cfg)
     stored = trials_stored(storage.storage, study_name)
