@@ -34,25 +34,23 @@ def test_a_candidate_takes_an_arch_as_its_string():
         Candidate("nb201", 5)
 
 
-def test_the_readmes_evaluator_snippet_runs_as_a_script(tmp_path):
+def _run_readme_snippet(after: str, folder: Path, timeout: float) -> str:
+    """The first ```python block of README.md after the text `after`, run as a script of its own; its stdout."""
     text = (ROOT / "README.md").read_text()
-    snippet = text.split("From Python (a whole script")[1].split("```python\n")[1].split("```")[0]
-    script = tmp_path / "measure_four.py"
-    script.write_text(snippet)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
-                            cwd=tmp_path)
+    script = folder / "snippet.py"
+    script.write_text(text.split(after)[1].split("```python\n")[1].split("```")[0])
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=timeout,
+                            cwd=folder)
     assert result.returncode == 0, result.stderr[-2000:]
-    lines = [line for line in result.stdout.splitlines() if line.startswith("|")]
+    return result.stdout
+
+
+def test_the_readmes_evaluator_snippet_runs_as_a_script(tmp_path):
+    out = _run_readme_snippet("From Python (a whole script", tmp_path, timeout=600)
+    lines = [line for line in out.splitlines() if line.startswith("|")]
     assert len(lines) == 4 and all(float(line.split()[1]) > 0 for line in lines)
 
 
 def test_the_readmes_python_api_snippet_runs_as_a_script(tmp_path):
-    text = (ROOT / "README.md").read_text()
-    snippet = text.split("### Python API")[1].split("```python\n")[1].split("```")[0]
-    script = tmp_path / "count_one.py"
-    script.write_text(snippet)
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                            cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-2000:]
-    arch, flops, digest, shape = result.stdout.split()
+    arch, flops, digest, shape = _run_readme_snippet("### Python API", tmp_path, timeout=300).split()
     assert arch.startswith("|") and int(flops) > 0 and len(digest) == 32 and shape == "(30,)"
