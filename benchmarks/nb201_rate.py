@@ -9,6 +9,9 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
              with which the study measured its first 4,540 cells
   fast again the first --repeat-cells cells once more with the fast path (run-to-run repeatability)
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
+  reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell
+             (written here, not the evaluator's `settle`): the device in the state that heavy work leaves
+             it in, which the evaluator puts it in before it times (BENCHMARKS.md, "Seed 96")
 Writes nb201_rate.json (summary) and nb201_rate.csv (one row per cell and pass).
 """
 
@@ -61,9 +64,18 @@ def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int) -
     return summary, results
 
 
-def reference_ms(archs: list[str]) -> dict[str, float]:
-    """A plain loop: build in this process, cast, capture, replay back to back timed with CUDA events."""
+def _burst(a: torch.Tensor, seconds: float = 0.05) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        a @ a
+        torch.cuda.synchronize()
+
+
+def reference_ms(archs: list[str], woken: bool = False) -> dict[str, float]:
+    """A plain loop: build in this process, cast, capture, replay back to back timed with CUDA events;
+    `woken`: a burst of matrix products right before each cell's replays."""
     space = get_space("nb201")
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     out = {}
     with torch.inference_mode():
         for arch in archs:
@@ -71,6 +83,8 @@ def reference_ms(archs: list[str]) -> dict[str, float]:
             model = model.to("cuda", torch.float16, memory_format=torch.channels_last)
             x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(
                 memory_format=torch.channels_last)
+            if woken:
+                _burst(a)
             out[arch] = graph_replay_ms(model, x, replays=20, windows=7)
     return out
 
@@ -85,7 +99,7 @@ def differences(a: dict[str, Measurement], b: dict[str, Measurement], floor: flo
 
 
 def write(out: Path, info: dict, summaries: list[dict], agreement: dict, by_pass: dict[str, dict[str, Measurement]],
-          reference: dict[str, float]) -> None:
+          references: dict[str, dict[str, float]]) -> None:
     """nb201_rate.json and .csv from what has run so far: written after every pass, so a call cut short
     keeps the passes it finished."""
     (out / "nb201_rate.json").write_text(json.dumps({"machine": info, "passes": summaries,
@@ -98,8 +112,9 @@ def write(out: Path, info: dict, summaries: list[dict], agreement: dict, by_pass
             for m in results.values():
                 writer.writerow([name, m.arch, m.status, m.latency_ms, m.latency_cv, m.sm_clock_mhz,
                                  m.timing.get("clock_retries", 0), *(m.timing.get(p, "") for p in PHASES)])
-        for arch, ms in reference.items():
-            writer.writerow(["reference", arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
+        for name, reference in references.items():
+            for arch, ms in reference.items():
+                writer.writerow([name, arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
 
 
 def main() -> int:
@@ -127,12 +142,13 @@ def main() -> int:
         by_pass[name] = {m.arch: m for m in results}
         write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short
 
-    reference = reference_ms(archs[: args.reference_cells])
+    references = {"reference": reference_ms(archs[: args.reference_cells]),
+                  "reference, woken": reference_ms(archs[: args.reference_cells], woken=True)}
     clocks = [m.sm_clock_mhz for p in by_pass.values() for m in p.values() if m.ok and m.sm_clock_mhz]
     floor = 0.95 * max(clocks)
 
-    def against_reference(name: str) -> dict:
-        ratios = [by_pass[name][a].latency_ms / r for a, r in reference.items()]
+    def against_reference(name: str, reference: str = "reference") -> dict:
+        ratios = [by_pass[name][a].latency_ms / r for a, r in references[reference].items()]
         return {"cells": len(ratios), "median": statistics.median(abs(x - 1) for x in ratios),
                 "max": max(abs(x - 1) for x in ratios), "median_ratio": statistics.median(ratios)}
 
@@ -141,9 +157,11 @@ def main() -> int:
         "default vs fast": differences(by_pass["default"], by_pass["fast"], floor),
         "reference vs fast": against_reference("fast"),
         "reference vs default": against_reference("default"),
+        "woken reference vs fast": against_reference("fast", "reference, woken"),
+        "woken reference vs default": against_reference("default", "reference, woken"),
     }
     print(json.dumps(agreement, indent=1), flush=True)
-    write(args.out, info, summaries, agreement, by_pass, reference)
+    write(args.out, info, summaries, agreement, by_pass, references)
     return 0
 
 
