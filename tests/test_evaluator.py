@@ -1,7 +1,6 @@
 """The evaluator on CPU: the same API as on GPU, isolation, cache, CLI. Real timings, small models."""
 
 import json
-import time
 
 import pytest
 import torch
@@ -337,30 +336,6 @@ def test_a_lead_in_runs_untimed_calls_before_the_windows():
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(NasutilError, match="lead_in_ms"):
             MeasureConfig(device="cpu", lead_in_ms=bad)
-
-
-def test_the_settling_burst_runs_on_a_cuda_device_only_and_its_length_is_checked():
-    from nasutil.evaluator.settle import settle
-
-    assert not settle(torch.device("cpu"), 50.0)  # nothing to wake on the CPU
-    assert MeasureConfig(device="cpu").settle_ms == 50.0
-    assert MeasureConfig(device="cpu", settle_ms=0).settle_ms == 0
-    for bad in (-1.0, float("nan"), float("inf"), True, "50"):
-        with pytest.raises(NasutilError, match="settle_ms"):
-            MeasureConfig(device="cpu", settle_ms=bad)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_the_settling_burst_runs_once_a_second_at_most():
-    from nasutil.evaluator.settle import SETTLED_FOR_S, settle
-
-    device = torch.device("cuda")
-    settle(device, 5.0)
-    assert not settle(device, 5.0)  # the device just worked
-    time.sleep(SETTLED_FOR_S)
-    assert settle(device, 5.0)
-    assert not settle(device, 0.0)
 
 
 def test_a_result_stored_between_the_look_and_the_claim_is_taken_not_measured_again(installed_plugin, tmp_path):

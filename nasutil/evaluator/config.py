@@ -57,7 +57,7 @@ def chosen_device(spec: str, setting: str) -> str:
 WHOLE_NUMBERS = (("warmup", 0, 10_000), ("repeats", 2, 10_000), ("max_iters_per_window", 1, 1_000_000),
                  ("num_classes", 1, MAX_NUM_CLASSES))
 #: (setting, least value, whether it must lie above it) of the settings that measure something
-FINITE_NUMBERS = (("min_window_ms", 0.0, False), ("lead_in_ms", 0.0, False), ("settle_ms", 0.0, False), ("cv_threshold", 0.0, True),
+FINITE_NUMBERS = (("min_window_ms", 0.0, False), ("lead_in_ms", 0.0, False), ("cv_threshold", 0.0, True),
                   ("counter_window_ms", 0.0, True), ("counter_tolerance", 0.0, False), ("counter_max_ms", 0.0, True))
 
 
@@ -79,9 +79,6 @@ class MeasureConfig:
     min_window_ms: float = 5.0  # each window runs enough iterations to last this long
     max_iters_per_window: int = 200
     lead_in_ms: float = 0.0  # untimed calls for this long before the timed windows
-    # matrix products on a CUDA device for this long before the windows (once a second at most), so that a
-    # reading does not depend on what ran before it (`nasutil.evaluator.settle`); 0 turns it off
-    settle_ms: float = 50.0
     cv_threshold: float = 0.05  # a result noisier than this is re-measured, then flagged
     counters: bool = True  # NVML GPM counters over extra windows, until two successive ones agree
     counter_window_ms: float = 500.0  # each counter window lasts this long

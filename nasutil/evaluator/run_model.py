@@ -18,7 +18,6 @@ from nasutil.evaluator.layers import layer_breakdown, profile_layer_times_ms
 from nasutil.evaluator.measurement import Measurement
 from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.peak import measured_peak_tflops
-from nasutil.evaluator.settle import settle
 from nasutil.evaluator.timing import time_windows
 from nasutil.errors import NasutilError
 
@@ -102,7 +101,6 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         t0 = time.perf_counter()
         prefill = config.mode == "cudagraph"
         nvml = _nvml(device)
-        settled = settle(device, config.settle_ms)
         clock_before = nvml.sm_clock_mhz() if nvml else None
         timing = time_windows(run.fn, device, warmup=config.warmup, repeats=config.repeats,
                               min_window_ms=config.min_window_ms, max_iters=config.max_iters_per_window,
@@ -114,7 +112,6 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
                                   min_window_ms=2 * config.min_window_ms, max_iters=config.max_iters_per_window,
                                   prefill=prefill)
         phases["time_s"] = time.perf_counter() - t0
-        phases["settle_burst"] = float(settled)
         _note_captured(config.mode)
 
         counters = empty_counters()
