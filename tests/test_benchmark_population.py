@@ -1176,3 +1176,101 @@ def test_the_seed_96_table_and_notes_are_their_result_files():
     after = [other[f"after burst {d}"] for d in ("0.2", "1", "5")]
     assert (f"({other['steady']:.4f} ms steady, {min(after):.4f}-{max(after):.4f} after the burst but for the first "
             f"reading, {other['after burst 0']:.4f})") in flat
+
+
+def test_the_h100_seeds_97_and_98_table_and_notes_are_their_result_files():
+    """Seeds 97 and 98 on an H100 (`h100/`): the table from the search's CSV, the probe's readings from its
+    CSV, the survivor test's from its log, the survivors' ratios from the runs' measurements, and the `--fast`
+    agreement from nb201_rate.json."""
+    import csv
+    import re
+
+    h100 = ROOT / "benchmarks" / "results" / "h100"
+    rows = list(csv.DictReader((h100 / "population" / "population_search_b64_settled_s98.csv").open()))
+    p1 = next(r for r in rows if r["run"] == "p1")
+
+    def row(r: dict) -> list[str]:
+        population = r["run"] != "p1"
+        return ["98", r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"], r["pruned_before_training"],
+                r["measured"], r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                f"{float(r['candidates_per_gpu_hour']) / float(p1['candidates_per_gpu_hour']):.2f}x" if population else "",
+                _cell(r["hypervolume_ratio"], ".3f") if population else ""]
+
+    marker = "**Seeds 97 and 98 on an H100"
+    assert _table_after(marker) == [row(r) for r in rows]
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seed 96: one thread woken a change")].split())
+    by = {r["run"]: r for r in rows}
+    rate = {k: float(r["candidates_per_gpu_hour"]) for k, r in by.items()}
+    assert (f"16 at once {rate['p16-pareto'] / rate['p1']:.2f}x one at a time and 64 at once "
+            f"{rate['p64-pareto'] / rate['p1']:.2f}x ({rate['p64-pareto'] / rate['p16-pareto']:.2f}x of 16), fronts on "
+            f"measured throughput {float(by['p16-pareto']['hypervolume_ratio']):.3f} and "
+            f"{float(by['p64-pareto']['hypervolume_ratio']):.3f}, no failed trial") in flat
+    assert sum(int(r["failed"]) for r in rows) == 0
+
+    state = [{k: float(v) for k, v in r.items() if k != "arch" and v}
+             for r in csv.DictReader((h100 / "rate" / "state_s97" / "measurement_state.csv").open())]
+    skip = state[0]
+    later = [skip[f"own burst {d}_ms"] for d in ("0.2", "1", "5")]
+    assert (f"read {skip['own steady_ms']:.4f} ms steady, {skip['own burst 0_ms']:.4f} ms right after this process's "
+            f"burst, {min(later):.4f}-{max(later):.4f} ms 0.2-5 s later and {skip['own steady again_ms']:.4f} ms in "
+            f"steady state again (CUDA events {skip['own burst events_ms']:.4f}, the host's clock "
+            f"{skip['own burst wall_ms']:.4f})") in flat
+    assert all(r["own burst 0_ms"] > r["own steady_ms"] for r in state)  # slower for a moment, never faster
+    assert (f"({state[1]['own steady_ms']:.4f} ms steady, {state[1]['own burst 0_ms']:.4f} right after the burst; "
+            f"{state[2]['own steady_ms']:.4f} and {state[2]['own burst 0_ms']:.4f})") in flat
+
+    log = (h100 / "population" / "survivor_gpu_test_s97.log").read_text()
+    assert "1 failed, 1 passed" in log
+    found = re.search(r"queued ([0-9.]+) ms, quiet \(ms, MHz\) \[(.*?)\], while training ([0-9.]+) ms", log)
+    quiet = [float(x) for x in re.findall(r"\(([0-9.]+), [0-9.]+\)", found.group(2))]
+    queued = float(found.group(1))
+    assert (f"read {queued:.4f} ms, the quiet readings after training {quiet[0]:.4f} ms first and then "
+            f"{min(quiet[1:]):.4f}-{max(quiet[1:]):.4f} ms, and the one taken while the population trained "
+            f"{float(found.group(3)):.4f} ms") in flat
+    assert f"read {100 * (queued / quiet[0] - 1):.0f}% slower than that first reading" in flat
+
+    runs = {json.loads(line)["run"]: json.loads(line)
+            for line in (h100 / "population" / "population_search_b64_settled_s98_runs.jsonl").open()}
+    alone = {m["arch"]: m["throughput_per_s"] for m in runs["p1"]["measurements"]}
+    ratios = [m["throughput_per_s"] / alone[m["arch"]] for name in ("p16-pareto", "p64-pareto")
+              for m in runs[name]["measurements"] if m["arch"] in alone]
+    assert (f"{len(ratios)} cells in both, throughput ratios {min(ratios):.3f}-{max(ratios):.3f}, "
+            f"{sum(abs(x - 1) <= 0.01 for x in ratios)} of the {len(ratios)} within 1%") in flat
+
+    summary = json.loads((h100 / "rate" / "rate_s98" / "nb201_rate.json").read_text())
+    fast = next(p for p in summary["passes"] if p["pass"] == "fast")
+    default = next(p for p in summary["passes"] if p["pass"] == "default")
+    agreement = summary["agreement"]
+    assert summary["machine"]["device"] == "NVIDIA H100 80GB HBM3"
+    assert (f"{fast['cells']:,} fresh cells (seed 98) with {fast['workers']} workers at {fast['cells_per_s']:.1f} cells "
+            f"a second (15,625 in a projected {fast['projected_15625_min']:.1f} minutes), with {fast['clock_retries']} "
+            f"timings repeated for a clock dip and SM clocks of {min(fast['clocks_mhz']):,.0f}-"
+            f"{max(fast['clocks_mhz']):,.0f} MHz in the pass ({min(default['clocks_mhz']):,.0f}-"
+            f"{max(default['clocks_mhz']):,.0f} MHz in the default settings' pass)") in flat
+    both, again = agreement["default vs fast"], agreement["fast vs fast again"]
+    assert (f"On the {both['cells']} cells measured at a steady clock by both, fast against the default settings "
+            f"differed by {100 * both['median']:.2f}% at the median, {100 * both['p90']:.1f}% at the 90th percentile "
+            f"and {100 * both['max']:.1f}% at worst, and fast against fast again by {100 * again['median']:.2f}%, "
+            f"{100 * again['p90']:.1f}% and {100 * again['max']:.1f}%") in flat
+    assert (f"fast read {agreement['reference vs fast']['median_ratio']:.3f} of its latency at the median and the "
+            f"default {agreement['reference vs default']['median_ratio']:.3f}; the same loop with a burst before each "
+            f"cell (\"woken\") {agreement['woken reference vs fast']['median_ratio']:.3f} and "
+            f"{agreement['woken reference vs default']['median_ratio']:.3f}") in flat
+
+
+def test_readmes_figures_for_the_h100_seed_98_are_the_result_files():
+    import csv
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population"
+    rows = {r["run"]: r for r in csv.DictReader((folder / "population_search_b64_settled_s98.csv").open())}
+    runs = {json.loads(line)["run"]: json.loads(line) for line in (folder / "population_search_b64_settled_s98_runs.jsonl").open()}
+    alone = {m["arch"]: m["throughput_per_s"] for m in runs["p1"]["measurements"]}
+    ratios = [m["throughput_per_s"] / alone[m["arch"]] for name in ("p16-pareto", "p64-pareto")
+              for m in runs[name]["measurements"] if m["arch"] in alone]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"16 and 64 at once read {float(rows['p16-pareto']['speedup_over_baseline']):.2f}x and "
+            f"{float(rows['p64-pareto']['speedup_over_baseline']):.2f}x one at a time, fronts on measured throughput "
+            f"{float(rows['p16-pareto']['hypervolume_ratio']):.3f} and {float(rows['p64-pareto']['hypervolume_ratio']):.3f}"
+            ) in readme
+    assert f"read {min(ratios):.2f}-{max(ratios):.2f}x of the same cells measured one at a time" in readme
