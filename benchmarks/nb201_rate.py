@@ -9,9 +9,9 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
              with which the study measured its first 4,540 cells
   fast again the first --repeat-cells cells once more with the fast path (run-to-run repeatability)
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
-  reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell
-             (written here, not the evaluator's `settle`): the device in the state that heavy work leaves
-             it in, which the evaluator puts it in before it times (BENCHMARKS.md, "Seed 96")
+  reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
+             whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
+             the evaluator's gap to the plain loop (on an H100 it did not: "Seeds 97 and 98 on an H100")
 Writes nb201_rate.json (summary) and nb201_rate.csv (one row per cell and pass).
 """
 
