@@ -32,7 +32,9 @@ cells of an eager run are the sampler's first proposals, whose cost varies fourf
 after it, and `speedup_over_plain_search` divides by the baseline's whole search as that loop would run it
 (its span times the loop's seconds over the trials' seconds on those K cells).
 Writes population_search_runs.jsonl (a line per run as it ends; with `evaluator=auto`, each measured survivor's
-throughput, SM clock and latency spread under `measurements`), NAME.json and NAME.csv.
+throughput, SM clock and latency spread under `measurements`), NAME.json and NAME.csv. With measured
+survivors, each run's row puts them against the baseline's readings of the same cells: how many both
+measured (`survivors_shared`), the range of throughput ratios and how many agree within 1%.
 """
 
 from __future__ import annotations
@@ -171,6 +173,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             if base is not None:
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
+                row.update(survivors_against(r, base))
             if slow is not None and slow.get("candidates_per_gpu_hour_span"):
                 row["speedup_over_eager"] = r["candidates_per_gpu_hour"] / slow["candidates_per_gpu_hour_span"]
             if slow is not None and slow.get("plain_loop"):
@@ -181,6 +184,19 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
                 row["speedup_over_plain_search"] = r["candidates_per_gpu_hour"] / plain_rate
             rows.append(row)
     return rows
+
+
+def survivors_against(run: dict, base: dict) -> dict:
+    """A run's measured survivors against the baseline's readings of the same cells (the baseline one at a
+    time, its survivors measured on a device nothing else trains on): how many cells both measured, the
+    range of throughput ratios, and how many agree within 1%. Empty where they share none."""
+    alone = {m["arch"]: m["throughput_per_s"] for m in base.get("measurements") or [] if m.get("throughput_per_s")}
+    ratios = [m["throughput_per_s"] / alone[m["arch"]] for m in run.get("measurements") or []
+              if m.get("throughput_per_s") and m.get("arch") in alone]
+    if run is base or not ratios:
+        return {}
+    return {"survivors_shared": len(ratios), "survivor_ratio_min": min(ratios), "survivor_ratio_max": max(ratios),
+            "survivors_within_1pct": sum(abs(x - 1) <= 0.01 for x in ratios)}
 
 
 def plain_search_rate(base: dict) -> tuple[float, float]:
@@ -199,7 +215,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
                "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms",
-               *(f"mean_{phase}_ms" for phase in HOST_PHASES)]
+               *(f"mean_{phase}_ms" for phase in HOST_PHASES), "survivors_shared", "survivor_ratio_min",
+               "survivor_ratio_max", "survivors_within_1pct"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

@@ -1287,3 +1287,27 @@ def test_readmes_timing_caveat_is_the_survivor_logs():
         found = re.search(r"quiet \(ms, MHz\) \[(.*?)\]", log.read_text())
         quiet = [float(x) for x in re.findall(r"\(([0-9.]+), [0-9.]+\)", found.group(1))]
         assert all(0.05 <= later / quiet[0] - 1 < 0.065 for later in quiet[1:]), (log, quiet)
+
+
+def test_the_summary_puts_each_runs_survivors_against_the_baselines_readings(tmp_path):
+    """population_search.py --from-runs on the H100's seed-98 runs: each population's row says how many of its
+    measured survivors one at a time also measured, their throughput ratios and how many agree within 1%:
+    the figures BENCHMARKS.md's H100 section quotes."""
+    import csv
+    import subprocess
+    import sys
+
+    runs = ROOT / "benchmarks" / "results" / "h100" / "population" / "population_search_b64_settled_s98_runs.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "population_search.py"), "--runs", "p1",
+                           "p16-pareto", "p64-pareto", "--baseline", "p1", "--name", "again", "--out", str(tmp_path),
+                           "--from-runs", str(runs)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = {r["run"]: r for r in csv.DictReader((tmp_path / "again.csv").open())}
+    assert rows["p1"]["survivors_shared"] == ""  # the baseline is not put against itself
+    shared = [int(rows[n]["survivors_shared"]) for n in ("p16-pareto", "p64-pareto")]
+    low = min(float(rows[n]["survivor_ratio_min"]) for n in ("p16-pareto", "p64-pareto"))
+    high = max(float(rows[n]["survivor_ratio_max"]) for n in ("p16-pareto", "p64-pareto"))
+    agree = sum(int(rows[n]["survivors_within_1pct"]) for n in ("p16-pareto", "p64-pareto"))
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"{sum(shared)} cells in both, throughput ratios {low:.3f}-{high:.3f}, {agree} of the {sum(shared)} "
+            "within 1%") in flat
