@@ -53,3 +53,17 @@ def parse_json(text: str, what: str) -> Any:
         raise NasutilError(f"{what} is not valid JSON: {str(exc).splitlines()[0][:160]}") from None
     except ValueError:  # past Python's limit of digits for converting text to an integer
         raise NasutilError(f"{what} holds an integer too long to read") from None
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """`text` into `path` in one step (a temporary file beside it, then a rename): a write that fails part-way
+    leaves what was at `path` as it was. An OSError goes to the caller, with no temporary file left."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -356,6 +356,44 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
 
 
+def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hold(cli, tmp_path):
+    """`profile fit --base P --out P` with a row of latency 1e300 ms wrote a profile that nothing could load
+    again, the user's own profile lost; and one clock of 1e300 MHz put every other row "below 0.95 of the
+    highest clock", so nothing was fitted. Such rows are now skipped and counted, and P still loads."""
+    import csv
+
+    with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
+        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+    bad = [{**good[0], "latency_ms": 1e300}, {**good[1], "latency_ms": 1e-300}, {**good[2], "sm_clock_mhz": 1e300},
+           {**good[3], "sm_clock_mhz": -5}]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    mine = tmp_path / "mine.json"
+    r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(mine))
+    assert r.returncode == 0, r.stderr
+    r = cli("profile", "fit", str(path), "--features", "encoding", "--base", str(mine), "--out", str(mine))
+    assert r.returncode == 0 and "skipped 4 unusable measurement row(s)" in r.stderr, r.stderr
+    assert json.loads(mine.read_text())["learned"][0]["rows"] >= 250
+    r = cli("predict", "nb201", CELL, "--profile", str(mine), "--json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):
+    """Saving checks the profile as loading would, and writes in one step: what was at the path stays."""
+    from nasutil.errors import NasutilError
+    from nasutil.predictor.analytical import KernelModel
+    from nasutil.predictor.profile import load_profile
+
+    profile = load_profile("h200")
+    path = tmp_path / "mine.json"
+    profile.save(path)
+    before = path.read_bytes()
+    profile.analytical["fp16/cudagraph"] = KernelModel(launch_us=float("inf"))
+    with pytest.raises(NasutilError, match="would not load again"):
+        profile.save(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["mine.json"]
+
+
 def test_measurements_with_a_byte_order_mark_are_read(tmp_path):
     """A file saved by an editor that writes a BOM was refused as "not a JSON object"."""
     from nasutil.predictor.training_data import read_measurements

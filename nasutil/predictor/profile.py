@@ -22,7 +22,7 @@ from typing import Any
 from nasutil.devices import DTYPES
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MODES
-from nasutil.files import parse_json, read_text
+from nasutil.files import parse_json, read_text, write_text_atomically
 from nasutil.ops import Op
 from nasutil.predictor import profile_checks as check
 from nasutil.predictor.analytical import KernelModel
@@ -100,7 +100,14 @@ class DeviceProfile:
         }
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), separators=(",", ":")))
+        """Write the profile, only if it loads again, and in one step: `profile fit --base P --out P` rewrites
+        the user's own profile, which a failed or unreadable write must leave as it was."""
+        text = json.dumps(self.to_dict(), separators=(",", ":"))
+        try:
+            DeviceProfile.from_dict(json.loads(text))
+        except NasutilError as exc:
+            raise NasutilError(f"not writing {str(path)!r}: the profile would not load again ({exc})") from None
+        write_text_atomically(Path(path), text)
 
     @classmethod
     def from_dict(cls, data: dict) -> DeviceProfile:

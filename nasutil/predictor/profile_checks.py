@@ -24,6 +24,8 @@ LEARNED_PARAMS: dict[str, tuple[bool, float, float]] = {
 MAX_ROWS, MAX_FEATURES = 1_000_000, 4096
 #: the largest profile file read
 MAX_PROFILE_BYTES = 256 * 1024 * 1024
+#: the latencies (ms) a profile may hold: a measurement outside them cannot be fitted into one that loads
+LATENCY_MS_RANGE = (1e-9, 1e9)
 
 
 class BadProfile(NasutilError):
@@ -93,4 +95,4 @@ def matrix(rows: Any, where: str) -> np.ndarray:
 def positive_list(values: Any, where: str, length: int) -> list[float]:
     if not isinstance(values, list) or len(values) != length:
         raise BadProfile(where, f"must be a list of {length} numbers")
-    return [number(v, f"{where}[{i}]", 1e-9, 1e9) for i, v in enumerate(values)]
+    return [number(v, f"{where}[{i}]", *LATENCY_MS_RANGE) for i, v in enumerate(values)]

@@ -12,10 +12,13 @@ from pathlib import Path
 
 from nasutil.errors import NasutilError
 from nasutil.files import read_text
+from nasutil.predictor.profile_checks import LATENCY_MS_RANGE
 
 ZOO_SPACES = ("torchvision", "timm")
 #: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
 MAX_MEASUREMENT_FILE_BYTES = 1 << 30
+#: the SM clocks (MHz) a measurement may report: one of 1e300 made every other row "below 0.95 of the highest"
+MAX_SM_CLOCK_MHZ = 100_000.0
 
 
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
@@ -71,7 +74,9 @@ def _checked(row: dict) -> tuple[dict | None, str]:
         clock = float(clock) if clock not in (None, "") else None
     except (TypeError, ValueError, OverflowError):
         return None, "a number field is not a number"
-    if batch < 1 or not (math.isfinite(latency) and latency > 0) or (clock is not None and not math.isfinite(clock)):
+    low, high = LATENCY_MS_RANGE
+    if batch < 1 or not (math.isfinite(latency) and low <= latency <= high) \
+            or (clock is not None and not (math.isfinite(clock) and 0 < clock <= MAX_SM_CLOCK_MHZ)):
         return None, "batch size, latency or clock out of range"
     return {**row, "batch_size": batch, "latency_ms": latency, "sm_clock_mhz": clock}, ""
 
