@@ -137,6 +137,18 @@ def test_profile_fit_on_a_base_keeps_its_operator_tables(cli, tmp_path):
     assert [json.loads(line)["predictor"] for line in r.stdout.splitlines()] == ["operators"] * 2
 
 
+def test_a_fit_on_a_base_says_which_of_its_learned_models_it_does_not_carry_over(cli, tmp_path):
+    """The shipped profile's learned models for spaces the new measurements do not cover were dropped without
+    a word (`--base P --out P` is README's workflow): the fit names each one on stderr."""
+    out = tmp_path / "p.json"
+    r = cli("profile", "fit", str(RESULTS / "predictor_data_nb201.csv"), "--base", "h200", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    warning = [line for line in r.stderr.splitlines() if "learned models for" in line]
+    assert len(warning) == 1 and "mbconv fp16 b256 cudagraph" in warning[0] and "nb201 fp16 b256 cudagraph" not in warning[0]
+    kept = {(e["space"], e["batch_size"], e["mode"]) for e in json.loads(out.read_text())["learned"]}
+    assert ("nb201", 256, "cudagraph") in kept
+
+
 def test_profile_fit_pools_the_tables_of_several_bases(cli, tmp_path):
     """A new space's ops, timed by their own build, join the shipped tables: both bases' ops are kept, an op
     both timed keeps the first one's time (the shipped predictions do not move), and profiles of another

@@ -174,8 +174,22 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
     if base is not None:
         source = f"{base.source}; {source}" if base.source else source
     profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source, base=base)
+    dropped = _dropped_models(base, profile)
+    if dropped:
+        print(f"nasutil: warning: the base's learned models for {dropped} are not in {args.out}: they were fitted "
+              "on the operator tables' old overlap constants, which this fit refits (fit them again with their "
+              "measurements among these, or keep the base's file)", file=sys.stderr)
     _save(profile, args.out)
     return 0
+
+
+def _dropped_models(base, profile) -> str:
+    """The base's learned models (space dtype bBATCH mode) the fitted profile lacks, as text; '' where none."""
+    if base is None:
+        return ""
+    kept = {(e.space, e.dtype, e.batch_size, e.mode) for e in profile.learned}
+    return ", ".join(f"{e.space} {e.dtype} b{e.batch_size} {e.mode}" for e in base.learned
+                     if (e.space, e.dtype, e.batch_size, e.mode) not in kept)
 
 
 def cmd_profile_build(args: argparse.Namespace) -> int:
