@@ -1,6 +1,7 @@
 """Predictors on CPU: analytical, operator-level and learned models, profiles, the CLI, measure-next."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -392,8 +393,6 @@ def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hol
 
 def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):
     """Saving checks the profile as loading would, and writes in one step: what was at the path stays."""
-    from nasutil.errors import NasutilError
-    from nasutil.predictor.analytical import KernelModel
     from nasutil.predictor.profile import load_profile
 
     profile = load_profile("h200")
@@ -528,3 +527,23 @@ def test_a_fit_with_too_few_architectures_names_the_largest_group_and_the_settin
     with pytest.raises(NasutilError, match=r"the largest, nb201 fp16 256 cudagraph, has [1-6] \(min_rows, --min-rows of "
                                                 r"nasutil profile fit, sets how many a fit needs\)"):
         fit_profile(read_measurements([few]))  # 6 rows, fewer distinct archs at a steady clock
+
+
+def test_the_python_api_refuses_a_wrong_target_archs_or_a_missing_option_in_one_line():
+    """predict_many took a tuple for a target, None or one string for archs, another space's Arch, and a kind
+    missing an option it needs, and failed with AttributeError or TypeError from deep inside."""
+    from nasutil.predictor import predict_many
+
+    target = PredictTarget("NVIDIA H200", "fp16", 256, "cudagraph")
+    cells = get_space("nb201").sample_many(2, seed=1)
+    other = get_space("mbconv").sample_many(1, seed=1)
+    cases = [(("nb201", cells, tuple(target.__dict__.values())), {}, "target must be a PredictTarget"),
+             (("nb201", None, target), {}, "archs must be a list of architectures"),
+             (("nb201", cells[0].to_string(), target), {}, "put one arch in a list"),
+             (("nb201", [cells[0], other[0]], target), {}, "not an architecture of nb201 (MBConvArch)"),
+             (("mbconv", cells, target), {}, "not an architecture of mbconv (NB201Arch)"),
+             (("nb201", cells, target), {"predictor": "table"}, "predictor 'table' needs path")]
+    for args, options, says in cases:
+        with pytest.raises(NasutilError, match=re.escape(says)):
+            predict_many(*args, **options)
+    assert len(predict_many("nb201", (c.to_string() for c in cells), target)) == 2  # any iterable of archs

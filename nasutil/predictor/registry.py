@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +60,7 @@ class Predictor(ABC):
     def check_device(self, target: PredictTarget) -> None:
         """A target on another device than the one this predictor knows is refused in one line: its figures
         would be this device's under the other's name (an unknown name once got the H200's, marked validated)."""
+        check_target(target)
         known = self.device_name
         if not known or not target.device_name:
             return  # a predictor that does not know its device (a table, say) answers for any
@@ -114,7 +115,10 @@ class Predictor(ABC):
     def candidates(self, space: str | SearchSpace, archs: Sequence[str | Arch],
                    input_size: int | None = None) -> Candidates:
         space_spec, space = _space(space)
-        parsed = [a if isinstance(a, Arch) else space.parse(a) for a in archs]
+        if isinstance(archs, (str, bytes)) or not isinstance(archs, Iterable):
+            raise NasutilError(f"archs must be a list of architectures (their text or Arch objects), got "
+                               f"{type(archs).__name__}" + (" (put one arch in a list)" if isinstance(archs, str) else ""))
+        parsed = [space.as_arch(a) for a in archs]  # another space's Arch is refused here, in one line
         if not self.uses_ops:
             return Candidates(space_spec, space, parsed, [[] for _ in parsed])
         input_size = space.check_input_size(input_size)
@@ -239,16 +243,31 @@ def predictor_class(kind: str) -> type[Predictor]:
     return KINDS.get(kind)
 
 
+def check_target(target: object) -> None:
+    """A target that is not a PredictTarget (a tuple of its four fields, say) is refused in one line."""
+    if not isinstance(target, PredictTarget):
+        raise NasutilError(f"target must be a PredictTarget(device_name, dtype, batch_size, mode), got "
+                           f"{type(target).__name__}")
+
+
 def make_predictor(kind: str = "auto", **options: Any) -> Predictor:
     """A predictor of a registered kind, given the options its constructor takes (e.g. `profile`, `path`);
-    options it does not take are an error only if they are set."""
+    options it does not take are an error only if they are set, and one it needs is an error if missing."""
     cls = predictor_class(kind)
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    parameters = dict(inspect.signature(cls.__init__).parameters)
+    parameters.pop("self", None)
+    accepted = set(parameters)
     unknown = sorted(k for k, v in options.items() if k not in accepted and v is not None)
     if unknown:
         raise NasutilError(f"predictor {kind!r} takes no option {', '.join(unknown)} "
                            f"(takes: {', '.join(sorted(accepted)) or 'none'})")
-    return cls(**{k: v for k, v in options.items() if k in accepted})
+    given = {k: v for k, v in options.items() if k in accepted}
+    needed = sorted(name for name, p in parameters.items() if p.default is inspect.Parameter.empty
+                    and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in given)
+    if needed:
+        raise NasutilError(f"predictor {kind!r} needs {', '.join(needed)} (make_predictor({kind!r}, "
+                           f"{needed[0]}=...), or pass a Predictor object as `predictor`)")
+    return cls(**given)
 
 
 def predict_many(space: str | SearchSpace, archs: Sequence[str | Arch], target: PredictTarget | None = None, *,
@@ -260,4 +279,6 @@ def predict_many(space: str | SearchSpace, archs: Sequence[str | Arch], target: 
     if not isinstance(predictor, Predictor):
         takes_profile = "profile" in inspect.signature(predictor_class(predictor).__init__).parameters
         predictor = make_predictor(predictor, **({"profile": profile} if takes_profile else {}))
+    if target is not None:
+        check_target(target)
     return predictor.predict_many(space, archs, target or predictor.target(), input_size)
