@@ -176,9 +176,10 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
     profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source, base=base)
     dropped = _dropped_models(base, profile)
     if dropped:
-        print(f"nasutil: warning: the base's learned models for {dropped} are not in {args.out}: they were fitted "
-              "on the operator tables' old overlap constants, which this fit refits (fit them again with their "
-              "measurements among these, or keep the base's file)", file=sys.stderr)
+        why = ("they were fitted on the operator tables' old overlap constants, which this fit refits"
+               if base.operators else "a fit keeps only the models its measurements fit")
+        print(f"nasutil: warning: the base's learned models for {dropped} are not in {args.out}: {why} (fit them "
+              "again with their measurements among these, or keep the base's file)", file=sys.stderr)
     _save(profile, args.out)
     return 0
 
