@@ -473,6 +473,9 @@ def _set_op_field(name, value):
     (_set_op_field("c_in", 1e300), "operators[0].ops[3].c_in"),
     (_set_op_field("stride", 1.5), "operators[0].ops[3].stride"),
     (_set_op_field("bias", "yes"), "operators[0].ops[3].bias"),
+    (lambda d: d.__setitem__("device_name", 5), "device_name must be text, got 5"),
+    (lambda d: d.__setitem__("device_name", " "), "device_name must name the device"),
+    (lambda d: d.pop("device_name"), "device_name must be text, got None"),
 ])
 def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, field):
     r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))

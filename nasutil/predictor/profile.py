@@ -123,7 +123,10 @@ class DeviceProfile:
             analytical = {k: KernelModel.from_dict(v, f"analytical.{k}")
                           for k, v in check.mapping(data.get("analytical", {}), "analytical").items()}
             operators = [_table_from_dict(t, f"operators[{i}]") for i, t in enumerate(_list(data, "operators"))]
-            return cls(device_name=str(data["device_name"]), driver_version=data.get("driver_version"),
+            device_name = check.text(data.get("device_name"), "device_name")
+            if not device_name.strip():
+                raise check.BadProfile("device_name", "must name the device, got an empty name")
+            return cls(device_name=device_name, driver_version=data.get("driver_version"),
                        torch_version=data.get("torch_version"), created=str(data.get("created", "")),
                        source=str(data.get("source", "")), analytical=analytical, learned=learned,
                        operators=operators)
