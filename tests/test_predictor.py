@@ -405,6 +405,25 @@ def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["mine.json"]
 
 
+def test_profile_fit_skips_rows_of_unknown_spaces_archs_dtypes_and_modes(cli, tmp_path):
+    """One row with an arch its space does not parse, a space nasutil does not know, or an unknown dtype or
+    mode stopped the whole fit in one line; README says unusable rows are skipped and counted."""
+    import csv
+
+    with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
+        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+    bad = [{**good[0], "arch": "|not_an_op~0|"}, {**good[1], "space": "no_such_space"}, {**good[2], "dtype": "fp8"},
+           {**good[3], "mode": "turbo"}]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    out = tmp_path / "p.json"
+    r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+    assert warning and "skipped 4 unusable measurement row(s)" in warning[0], r.stderr
+    assert "an unknown space" in warning[0] and "does not parse" in warning[0] and "dtype or mode" in warning[0]
+
+
 def test_measurements_with_a_byte_order_mark_are_read(tmp_path):
     """A file saved by an editor that writes a BOM was refused as "not a JSON object"."""
     from nasutil.predictor.training_data import read_measurements

@@ -148,10 +148,10 @@ def _open_for_writing(path: Path):
 def _usable_measurements(paths) -> list[dict]:
     """The measurement rows a profile can learn from; a line on stderr counts the rows left out, and why.
     None at all is an error, in one line that says why the rows there were left out."""
-    from nasutil.predictor.training_data import read_measurements, skipped_note
+    from nasutil.predictor.training_data import fittable, read_measurements, skipped_note
 
     skipped: dict[str, int] = {}
-    rows = read_measurements(paths, skipped)
+    rows = fittable(read_measurements(paths, skipped), skipped)
     note = skipped_note(skipped)
     if not rows:
         raise NasutilError("no successful measurements found in the given files"

@@ -81,6 +81,41 @@ def _checked(row: dict) -> tuple[dict | None, str]:
     return {**row, "batch_size": batch, "latency_ms": latency, "sm_clock_mhz": clock}, ""
 
 
+def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[dict]:
+    """The rows a profile can be fitted on: a known dtype and mode, and (outside the model zoos, which a fit
+    leaves aside) a known space whose parser takes the arch. The others are left out and counted in
+    `skipped` by reason, as `read_measurements` counts its own: one bad row stopped a whole fit."""
+    from nasutil.devices import DTYPES
+    from nasutil.evaluator.config import MODES
+    from nasutil.registry import get_space
+
+    spaces: dict[str, object] = {}  # a space's name -> the space, or None where it is unknown
+    out = []
+    for row in rows:
+        reason = ""
+        if row["dtype"] not in DTYPES or row["mode"] not in MODES:
+            reason = "an unknown dtype or mode"
+        elif row["space"] not in ZOO_SPACES:
+            if row["space"] not in spaces:
+                try:
+                    spaces[row["space"]] = get_space(row["space"])
+                except NasutilError:
+                    spaces[row["space"]] = None
+            space = spaces[row["space"]]
+            if space is None:
+                reason = "an unknown space"
+            else:
+                try:
+                    space.parse(row["arch"])
+                except NasutilError:
+                    reason = "an arch its space does not parse"
+        if not reason:
+            out.append(row)
+        elif skipped is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return out
+
+
 def skipped_note(skipped: dict[str, int]) -> str | None:
     """One line saying which rows were left out and why, or None."""
     if not skipped:
