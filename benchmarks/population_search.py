@@ -190,10 +190,12 @@ def survivors_against(run: dict, base: dict) -> dict:
     """A run's measured survivors against the baseline's readings of the same cells (the baseline one at a
     time, its survivors measured on a device nothing else trains on): how many cells both measured, the
     range of throughput ratios, and how many agree within 1%. Empty where they share none."""
+    if run is base:
+        return {}
     alone = {m["arch"]: m["throughput_per_s"] for m in base.get("measurements") or [] if m.get("throughput_per_s")}
     ratios = [m["throughput_per_s"] / alone[m["arch"]] for m in run.get("measurements") or []
               if m.get("throughput_per_s") and m.get("arch") in alone]
-    if run is base or not ratios:
+    if not ratios:
         return {}
     return {"survivors_shared": len(ratios), "survivor_ratio_min": min(ratios), "survivor_ratio_max": max(ratios),
             "survivors_within_1pct": sum(abs(x - 1) <= 0.01 for x in ratios)}

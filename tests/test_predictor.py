@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -348,18 +349,29 @@ def test_a_prediction_faster_than_the_peak_is_refused():
         prediction_from_latency(10**6, target, float("nan"), "learned", "nb201", "x")
 
 
-def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path):
-    """Results files are untrusted: rows with a list for a device name, an object for a space, a NaN or
-    negative latency are left out, counted by reason, and the fit goes on with the rest."""
+def _fast_pass_rows(count: int) -> list[dict]:
+    """The first `count` rows of a committed H200 measurements file, as `nasutil measure --out` writes them."""
     import csv
 
     with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
-        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+        return [dict(r) for r in csv.DictReader(fh)][:count]
+
+
+def _results_file(tmp_path, rows: list) -> Path:
+    """`rows` as a JSON-lines measurements file for `profile fit`."""
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path):
+    """Results files are untrusted: rows with a list for a device name, an object for a space, a NaN or
+    negative latency are left out, counted by reason, and the fit goes on with the rest."""
+    good = _fast_pass_rows(300)
     bad = [{**good[0], "device_name": ["NVIDIA H200"]}, {**good[1], "space": {"name": "nb201"}},
            {**good[2], "latency_ms": "nan"}, {**good[3], "latency_ms": -1.0}, {**good[4], "batch_size": 2.5},
            {**good[5], "latency_ms": None, "status": "ok"}, "not an object"]
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    path = _results_file(tmp_path, good + bad)
     out = tmp_path / "p.json"
     r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
     assert r.returncode == 0, r.stderr
@@ -373,14 +385,10 @@ def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hol
     """`profile fit --base P --out P` with a row of latency 1e300 ms wrote a profile that nothing could load
     again, the user's own profile lost; and one clock of 1e300 MHz put every other row "below 0.95 of the
     highest clock", so nothing was fitted. Such rows are now skipped and counted, and P still loads."""
-    import csv
-
-    with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
-        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+    good = _fast_pass_rows(300)
     bad = [{**good[0], "latency_ms": 1e300}, {**good[1], "latency_ms": 1e-300}, {**good[2], "sm_clock_mhz": 1e300},
            {**good[3], "sm_clock_mhz": -5}]
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    path = _results_file(tmp_path, good + bad)
     mine = tmp_path / "mine.json"
     r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(mine))
     assert r.returncode == 0, r.stderr
@@ -408,14 +416,10 @@ def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):
 def test_profile_fit_skips_rows_of_unknown_spaces_archs_dtypes_and_modes(cli, tmp_path):
     """One row with an arch its space does not parse, a space nasutil does not know, or an unknown dtype or
     mode stopped the whole fit in one line; README says unusable rows are skipped and counted."""
-    import csv
-
-    with (RESULTS / "throughput_fast_w1.csv").open(newline="") as fh:
-        good = [json.loads(json.dumps(r)) for r in csv.DictReader(fh)][:300]
+    good = _fast_pass_rows(300)
     bad = [{**good[0], "arch": "|not_an_op~0|"}, {**good[1], "space": "no_such_space"}, {**good[2], "dtype": "fp8"},
            {**good[3], "mode": "turbo"}]
-    path = tmp_path / "results.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in good + bad))
+    path = _results_file(tmp_path, good + bad)
     out = tmp_path / "p.json"
     r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
     assert r.returncode == 0, r.stderr
