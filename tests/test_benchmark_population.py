@@ -1311,3 +1311,57 @@ def test_the_summary_puts_each_runs_survivors_against_the_baselines_readings(tmp
     flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
     assert (f"{sum(shared)} cells in both, throughput ratios {low:.3f}-{high:.3f}, {agree} of the {sum(shared)} "
             "within 1%") in flat
+
+
+def test_the_h100_seeds_99_and_100_tables_and_notes_are_their_result_files():
+    """Seeds 99 and 100 on an H100: both tables from the searches' CSVs, and the notes' ratios, host-work
+    figures and the packed move's comparison from the same rows."""
+    import csv
+
+    population = ROOT / "benchmarks" / "results" / "h100" / "population"
+
+    def rows(name: str) -> list[dict]:
+        return list(csv.DictReader((population / name).open()))
+
+    def rate(r: dict) -> float:
+        return float(r["candidates_per_gpu_hour"])
+
+    expected = []
+    for batch, name in ((64, "population_search_b64_measured_s99.csv"), (256, "population_search_b256_measured_s99.csv")):
+        runs = rows(name)
+        p1 = next(r for r in runs if r["run"] == "p1")
+        for r in runs:
+            together = r["run"] != "p1"
+            expected.append(["99", str(batch), r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"],
+                             r["pruned_before_training"], r["measured"], r["failed"], f"{rate(r):,.0f}",
+                             f"{rate(r) / rate(p1):.2f}x" if together else "",
+                             _cell(r["hypervolume_ratio"], ".3f") if together else ""])
+            assert r["failed"] == "0"
+    assert _table_after("**Seeds 99 and 100 on an H100") == expected
+
+    moves = (("s100_packed_1", "packed"), ("s100_per_tensor", "per tensor"), ("s100_packed_2", "packed"))
+    expected = [[name, r["run"], move, _cell(r["wall_s"], ".1f"), r["trained"], f"{rate(r):,.0f}",
+                 _cell(r["mean_to_device_ms"], ".0f"), _cell(r["mean_restore_ms"], ".1f"),
+                 _cell(r["mean_turn_wait_ms"], ".0f"), _cell(r["mean_together"], ".1f"), _cell(r["device_busy"], ".2f")]
+                for name, move in moves for r in rows(f"transfer_s100/{name}.csv")]
+    assert _table_after("| file | run | move to the device |") == expected
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**Seeds 99 and 100 on an H100"):text.index("**Seeds 97 and 98 on an H100")].split())
+    b64 = {r["run"]: r for r in rows("population_search_b64_measured_s99.csv")}
+    assert (f"16 at once {rate(b64['p16-pareto']) / rate(b64['p1']):.2f}x one at a time, 64 at once "
+            f"{rate(b64['p64-pareto']) / rate(b64['p1']):.2f}x ({rate(b64['p64-pareto']) / rate(b64['p16-pareto']):.2f}x "
+            f"of 16) and 256 at once {rate(b64['p256-pareto']) / rate(b64['p1']):.2f}x") in flat
+    assert (f"one at a time's search ran {float(b64['p1']['speedup_over_plain_search']):.2f}x and 16 at once "
+            f"{float(b64['p16-pareto']['speedup_over_plain_search']):.2f}x") in flat
+    assert (f"moving a candidate to the device took {float(b64['p16-pareto']['mean_to_device_ms']):.0f} ms of its turn "
+            f"against {float(b64['p1']['mean_to_device_ms']):.0f} ms one at a time") in flat
+    packed = {r["run"]: r for r in rows("transfer_s100/s100_packed_1.csv")}
+    old, again = rows("transfer_s100/s100_per_tensor.csv")[0], rows("transfer_s100/s100_packed_2.csv")[0]
+    assert float(old["mean_to_device_ms"]) > 2 * max(float(packed["p16-pareto"]["mean_to_device_ms"]),
+                                                     float(again["mean_to_device_ms"]))
+    assert (f"a candidate's move took {float(old['mean_to_device_ms']):.0f} ms per tensor and "
+            f"{float(packed['p16-pareto']['mean_to_device_ms']):.0f} and {float(again['mean_to_device_ms']):.0f} ms packed") in flat
+    assert (f"{rate(old):,.0f} candidates per GPU-hour per tensor against {rate(packed['p16-pareto']):,.0f} and "
+            f"{rate(again):,.0f} packed") in flat
+    assert "9 passed" in (population / "transfer_s100" / "gpu_tests.log").read_text()

@@ -303,8 +303,7 @@ class TrainingStep:
             self.graph_bytes = max(0, free_before - torch.cuda.mem_get_info(self.device)[0])
         captured = time.perf_counter()
         with self.launching(), torch.no_grad():
-            for t, s in zip(self._state(), saved):
-                t.copy_(s)
+            torch._foreach_copy_(self._state(), saved)  # one call: per tensor, each waited its turn for the interpreter
         self.graph = graph
         self.capture_phases = {"warm_up": asked - started, "capture_wait": capturing - asked,
                                "capture": captured - capturing, "restore": time.perf_counter() - captured}

@@ -39,6 +39,7 @@ from nasutil.colocate.host_times import HostTimes
 from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
+from nasutil.colocate.transfer import move_to_device
 from nasutil.errors import Interrupted, NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil import datasets
@@ -450,8 +451,7 @@ class _Run:
         if t.max_batches:
             self.batches = min(self.batches, t.max_batches)
         with self._launching():  # no copy to the device while the population is held quiet (or a capture alone)
-            model = model.to(t.device)
-            self.model = model.to(memory_format=torch.channels_last) if t.channels_last else model
+            self.model = move_to_device(model, t.device, channels_last=t.channels_last)  # one copy, not hundreds
         self.total_steps = t.epochs * self.batches
         with self._launching():  # its buffers are allocated on the device: not while the population is quiet
             self.step_unit = TrainingStep(self.model, lambda x: t._inputs(x, in_channels), self.train_x,
