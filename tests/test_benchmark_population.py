@@ -1365,3 +1365,27 @@ def test_the_h100_seeds_99_and_100_tables_and_notes_are_their_result_files():
     assert (f"{rate(old):,.0f} candidates per GPU-hour per tensor against {rate(packed['p16-pareto']):,.0f} and "
             f"{rate(again):,.0f} packed") in flat
     assert "9 passed" in (population / "transfer_s100" / "gpu_tests.log").read_text()
+
+
+def test_readmes_figures_for_the_h100_seeds_99_and_100_are_the_result_files():
+    import csv
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population"
+
+    def rows(name: str) -> dict[str, dict]:
+        return {r["run"]: r for r in csv.DictReader((folder / name).open())}
+
+    b64, b256 = rows("population_search_b64_measured_s99.csv"), rows("population_search_b256_measured_s99.csv")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    together = ("p16-pareto", "p64-pareto", "p256-pareto")
+    assert ("Seed 99 on an H100 read " + ", ".join(f"{float(b64[r]['speedup_over_baseline']):.2f}x" for r in together[:2])
+            + f" and {float(b64['p256-pareto']['speedup_over_baseline']):.2f}x one at a time for 16, 64 and 256 at once, "
+            f"fronts {float(b64['p16-pareto']['hypervolume_ratio']):.3f}, {float(b64['p64-pareto']['hypervolume_ratio']):.3f} "
+            f"and {float(b64['p256-pareto']['hypervolume_ratio']):.3f}, and "
+            f"{float(b256['p16-pareto']['speedup_over_baseline']):.2f}x and {float(b256['p64-pareto']['speedup_over_baseline']):.2f}x "
+            f"at batch 256") in readme
+    moves = [float(next(iter(rows(f"transfer_s100/{name}.csv").values()))["mean_to_device_ms"])
+             for name in ("s100_per_tensor", "s100_packed_2")]
+    moves.append(float(rows("transfer_s100/s100_packed_1.csv")["p16-pareto"]["mean_to_device_ms"]))
+    moves.append(float(rows("transfer_s100/s100_packed_1.csv")["p64-pareto"]["mean_to_device_ms"]))
+    assert f"from {moves[0]:.0f} ms to {min(moves[1:]):.0f}-{max(moves[1:]):.0f} ms inside a population" in readme
