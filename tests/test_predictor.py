@@ -506,6 +506,91 @@ def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, fi
     assert "malformed device profile" in r.stderr and field in r.stderr, r.stderr
 
 
+def _repeat(key, index, where):
+    """A change that puts a copy of data[key][index] (with a time or model of its own) at `where` in data[key]."""
+    import copy
+
+    def change(data):
+        entries = data[key] if key != "ops" else data["operators"][0]["ops"]
+        twin = copy.deepcopy(entries[index])
+        if key == "ops":
+            twin[-1] = twin[-1] * 3  # the same op, another time: which one counted depended on the reader
+        elif key == "learned":
+            twin["features"] = "encoding"
+        entries.insert(where, twin)
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_repeat("ops", 3, 5), (r"operators\[0\]\.ops\[5\] repeats the op of operators\[0\]\.ops\[3\] \(\w+ .*\): "
+                            r"a table times each op once")),
+    (_repeat("operators", 1, 4), (r"operators\[4\] repeats the configuration of operators\[1\] \(fp16/256/eager\): "
+                                  r"a profile holds one operator table for each")),
+    (_repeat("learned", 2, 12), (r"learned\[12\] repeats the space and configuration of learned\[2\] \(mbconv fp16 "
+                                 r"batch 1 cudagraph\): a profile holds one learned model for each")),
+], ids=["op", "table", "learned model"])
+def test_a_profile_that_gives_one_thing_twice_is_refused_naming_both(cli, tmp_path, change, message):
+    """Two rows for one op, two tables for one configuration, two learned models for one space and configuration
+    were loaded without a word: the op's last time counted, the first learned model answered, and predictions
+    read the last table while the check for ops it never timed read the first."""
+    r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+    assert re.search(f"malformed device profile: {message}", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("text, key", [
+    ('{"format":"nasutil-device-profile","version":2,"device_name":"NVIDIA H200","device_name":"NVIDIA A100"}',
+     "device_name"),
+    (('{"format":"nasutil-device-profile","version":2,"device_name":"NVIDIA H200","analytical":{"fp16/eager":{},'
+      '"fp16/eager":{"launch_us":9.0}}}'), "fp16/eager"),
+], ids=["top level", "nested"])
+def test_a_profile_file_that_gives_a_key_twice_is_refused(cli, tmp_path, text, key):
+    """JSON keeps the last of two values of one key without a word: a profile naming its device twice was
+    loaded under the second name."""
+    from nasutil.predictor.profile import load_profile
+
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    with pytest.raises(NasutilError, match=f"gives the key {key!r} twice in one object"):
+        load_profile(str(path))
+    r = cli("profile", "show", str(path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and f"{key!r} twice" in r.stderr, r.stderr
+
+
+def test_profile_build_builds_a_configuration_named_twice_once(monkeypatch, tmp_path):
+    """`profile build --batch-size 1 --batch-size 1` timed every op twice and wrote two tables for one
+    configuration; the profile holds one, and it loads again."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from nasutil.evaluator import run_model
+    from nasutil.evaluator.counters import NvmlDevice
+    from nasutil.predictor import op_timing
+    from nasutil.predictor.op_tables import OperatorTable
+    from nasutil.predictor.profile import load_profile
+    from nasutil.predictor.profile_build import build_profile
+
+    timed = []
+
+    def measure_tables(ops, targets, device, progress=None):
+        timed.extend(t.key for t in targets)
+        return [OperatorTable(t.dtype, t.batch_size, t.mode, {op: 1.0 for op in ops}) for t in targets]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the GPU work itself is stood in for
+    monkeypatch.setattr(run_model, "resolve_device", lambda device: device)
+    monkeypatch.setattr(run_model, "device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(NvmlDevice, "for_torch_device", lambda device: SimpleNamespace(driver_version="1"))
+    monkeypatch.setattr(op_timing, "measure_tables", measure_tables)
+    path = tmp_path / "built.json"
+    profile = build_profile("cuda", ["nb201", "nb201"], configs=[(1, "eager"), (256, "eager"), (1, "eager")],
+                            op_networks=2, max_ops=10, networks=0, on_tables=lambda p: p.save(path),
+                            log=lambda line: None, progress=False)
+    assert timed == [t.key for t in profile.operators] == ["fp16/1/eager", "fp16/256/eager"]
+    assert [t.key for t in load_profile(str(path)).operators] == ["fp16/1/eager", "fp16/256/eager"]
+    assert "ops from nb201," in profile.source
+
+
 def test_predictions_say_where_the_profile_was_not_validated():
     """Every space the shipped profile was fitted and validated on at fp16, batch 256, CUDA graph says
     so; darts and nb101 were never measured eagerly, and eager tables never timed their kinds of op."""
