@@ -377,7 +377,9 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     assert r.returncode == 0, r.stderr
     warning = [line for line in r.stderr.splitlines() if "skipped" in line]
     assert warning and "skipped 5 unusable measurement row(s)" in warning[0], r.stderr
-    assert "not text" in warning[0] and "out of range" in warning[0] and "not a number" in warning[0]
+    assert "device_name is not text" in warning[0] and "space is not text" in warning[0]
+    assert "latency_ms out of range" in warning[0] and "latency_ms is not a finite number" in warning[0]
+    assert "batch_size is not a whole number" in warning[0]
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
 
 
@@ -397,6 +399,45 @@ def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hol
     assert json.loads(mine.read_text())["learned"][0]["rows"] >= 250
     r = cli("predict", "nb201", CELL, "--profile", str(mine), "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, tmp_path):
+    """An input size of -4, 0 or 1e300 was left out of a fit without a word (and mixed into `profile next`'s
+    training rows), one of "abc" ended the fit with a traceback, 32.5 was read as 32, rows of another input
+    size or number of classes than the networks the fit lists ops for were fitted by `profile next`, a batch
+    size no profile can hold failed the write, and of a field given twice in a row the last counted. Each
+    is now skipped and counted by its reason."""
+    good = _fast_pass_rows(300)
+    bad = [{**good[0], "input_size": -4}, {**good[1], "input_size": 0}, {**good[2], "input_size": 1e300},
+           {**good[3], "input_size": 32.5}, {**good[4], "input_size": "abc"}, {**good[5], "input_size": 64},
+           {**good[6], "num_classes": 1000}, {**good[7], "num_classes": -1}, {**good[8], "batch_size": 10**30},
+           {**good[9], "batch_size": 2**21}, {**good[10], "sm_clock_mhz": "fast"}]
+    path = _results_file(tmp_path, good + bad)
+    with path.open("a") as fh:
+        fh.write(json.dumps(good[11])[:-1] + ', "latency_ms": 1e-3}\n')  # the same key twice in one row
+    expected = ["skipped 12 unusable measurement row(s)", "3 input_size out of range (1 to 65,536)",
+                "2 batch_size out of range (1 to 1,048,576)", "1 input_size is not a whole number",
+                "1 input_size is not a number", "1 measured at another input size than its space's default",
+                "1 measured with another number of classes than 10", "1 num_classes out of range (1 to 1,000,000)",
+                "1 sm_clock_mhz is not a number", "1 gives 'latency_ms' twice"]
+    out = tmp_path / "p.json"
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and all(part in warning[0] for part in expected), r.stderr
+    assert json.loads(out.read_text())["learned"][0]["rows"] >= 250 and len(picked.stdout.split()) == 2
+
+
+def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
+    """csv keeps the last of two columns of one name without a word: which latency was fitted was a guess."""
+    path = tmp_path / "twice.csv"
+    path.write_text("space,arch,device_name,dtype,batch_size,mode,status,latency_ms,latency_ms\n"
+                    f"nb201,{CELL},NVIDIA H200,fp16,256,cudagraph,ok,1.0,2.0\n")
+    r = cli("profile", "fit", str(path), "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "twice.csv: the header names column 'latency_ms' twice" in r.stderr, r.stderr
 
 
 def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):

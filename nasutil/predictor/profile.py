@@ -184,7 +184,8 @@ def _learned_from_dict(e: Any, where: str) -> LearnedEntry:
     check.only_keys(e, {"space", "dtype", "batch_size", "mode", "features", "rows", "validation", "model"}, where)
     validation = check.mapping(e.get("validation", {}), f"{where}.validation")
     return LearnedEntry(check.text(e.get("space"), f"{where}.space"), check.text(e.get("dtype"), f"{where}.dtype", DTYPES),
-                        check.number(e.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                        check.number(e.get("batch_size"), f"{where}.batch_size", *check.BATCH_SIZE_RANGE,
+                                     integer=True),
                         check.text(e.get("mode"), f"{where}.mode", MODES), check.text(e.get("features"),
                                                                                        f"{where}.features"),
                         LearnedLatencyModel.from_dict(e.get("model"), f"{where}.model"),
@@ -213,7 +214,8 @@ def _table_from_dict(data: Any, where: str = "operators") -> OperatorTable:
     times = dict(timed)
     by_space = check.mapping(data.get("by_space", {}), f"{where}.by_space")
     return OperatorTable(check.text(data.get("dtype"), f"{where}.dtype", DTYPES),
-                         check.number(data.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                         check.number(data.get("batch_size"), f"{where}.batch_size", *check.BATCH_SIZE_RANGE,
+                                      integer=True),
                          check.text(data.get("mode"), f"{where}.mode", MODES), times, _overlap(data, where),
                          {str(k): _overlap(v, f"{where}.by_space.{k}") for k, v in by_space.items()})
 

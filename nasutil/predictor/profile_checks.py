@@ -24,8 +24,10 @@ LEARNED_PARAMS: dict[str, tuple[bool, float, float]] = {
 MAX_ROWS, MAX_FEATURES = 1_000_000, 4096
 #: the largest profile file read
 MAX_PROFILE_BYTES = 256 * 1024 * 1024
-#: the latencies (ms) a profile may hold: a measurement outside them cannot be fitted into one that loads
+#: the latencies (ms) and batch sizes a profile may hold: a measurement outside them cannot be fitted into
+#: one that loads
 LATENCY_MS_RANGE = (1e-9, 1e9)
+BATCH_SIZE_RANGE = (1, 2**20)
 
 
 K = TypeVar("K", bound=Hashable)
