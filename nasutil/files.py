@@ -2,7 +2,8 @@
 
 A size check alone lets special files through: /dev/zero reports size 0 and is read until memory runs
 out, and a FIFO blocks until something writes to it. JSON holding an integer of thousands of digits
-fails Python's conversion limit with a ValueError that its decode error does not cover.
+fails Python's conversion limit with a ValueError that its decode error does not cover, and JSON
+giving one key twice in an object is read by `json.loads` as its last value, without a word.
 """
 
 from __future__ import annotations
@@ -42,11 +43,34 @@ def read_text(path: Path, what: str, max_bytes: int, encoding: str = "utf-8-sig"
         raise NasutilError(f"cannot read {what} {str(path)!r}: {reason}") from None
 
 
+class RepeatedKey(ValueError):
+    """An object of a JSON text gives one key twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict (`json.loads`'s `object_pairs_hook`), or RepeatedKey where it gives a key twice."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKey(key)
+            seen.add(key)
+    return obj
+
+
 def parse_json(text: str, what: str) -> Any:
     """`json.loads(text)`, with every way it fails on bad input (a syntax error, nesting too deep, an
-    integer too long to convert) one line naming `what`."""
+    integer too long to convert, a key given twice in one object) one line naming `what`."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:
+        raise NasutilError(f"{what} gives the key {exc.key[:80]!r} twice in one object (which of its values is "
+                           f"meant cannot be told)") from None
     except RecursionError:
         raise NasutilError(f"{what} is not valid JSON: nested too deep") from None
     except json.JSONDecodeError as exc:

@@ -1,4 +1,5 @@
-"""Shared fixtures: CLI runner, a private measurement cache, the CUDA skip marker, and loading experiment scripts."""
+"""Shared fixtures: CLI runner, a private measurement cache, run-time plugin registrations undone after each test,
+the CUDA skip marker, and loading experiment scripts."""
 
 from __future__ import annotations
 
@@ -66,6 +67,26 @@ def installed_plugin(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", path)
     monkeypatch.syspath_prepend(PLUGIN_SITE)
     return {"PYTHONPATH": path}
+
+
+@pytest.fixture(autouse=True)
+def run_time_registrations_restored():
+    """What a test registers at run time (a space, predictor kind, co-location strategy or cell op) is gone
+    after it: a registration left behind is listed by every later test and repeated in their worker
+    processes, so a test passed alone and failed after another file's."""
+    from nasutil.plugins import _REGISTRIES
+
+    saved = {group: (registry, dict(registry._runtime), dict(registry._unbuilt))
+             for group, registry in _REGISTRIES.items()}
+    yield
+    for group, registry in list(_REGISTRIES.items()):
+        kept, runtime, unbuilt = saved.get(group, (registry, {}, {}))
+        with registry._lock:  # a registry built during the test had no registrations before it
+            registry._runtime.clear()
+            registry._unbuilt.clear()
+            if kept is registry:
+                registry._runtime.update(runtime)
+                registry._unbuilt.update(unbuilt)
 
 
 @pytest.fixture(scope="session", autouse=True)

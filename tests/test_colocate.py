@@ -338,21 +338,7 @@ class LastFirst(Strategy):
         return Prepared(lambda: [m(x) for m, x in reversed(list(zip(models, inputs)))][::-1])
 
 
-@pytest.fixture
-def registered_strategies():
-    """Strategies registered by a test are gone after it."""
-    from nasutil.colocate.strategies import REGISTRY
-
-    def registered() -> set[str]:
-        return {name for name, origin in REGISTRY.origins().items() if origin == "runtime"}
-
-    before = registered()
-    yield
-    for name in registered() - before:
-        REGISTRY.unregister(name)
-
-
-def test_a_strategy_registered_at_run_time_reaches_the_worker(registered_strategies):
+def test_a_strategy_registered_at_run_time_reaches_the_worker():
     from nasutil.colocate import measure_group_isolated, register_strategy, strategies
 
     register_strategy(LastFirst())
@@ -371,7 +357,7 @@ class NeedsAKnob(Strategy):
         return Prepared(lambda: [m(x) for m, x in zip(models, inputs)])
 
 
-def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it(registered_strategies):
+def test_a_strategy_the_worker_cannot_rebuild_stops_only_groups_that_ask_for_it():
     from nasutil.colocate import measure_group_isolated, register_strategy
 
     register_strategy(NeedsAKnob(3))

@@ -183,22 +183,30 @@ def look_up_in_the_worker(payload, exclusive) -> Found:
     return Found(found)
 
 
-@pytest.fixture
-def registered():
-    """What a test registers at run time is unregistered after it."""
-    from nasutil.plugins import _REGISTRIES
+def test_a_test_registers_one_of_every_kind():
+    """The test after this one finds none of these: a test's registrations do not outlive it."""
+    from nasutil.cell_ops import register_cell_op
+    from nasutil.colocate.strategies import register_strategy
+    from nasutil.plugins import runtime_registrations
+    from nasutil.predictor.registry import register_predictor
+    from nasutil.registry import register
 
-    def runtime() -> set[tuple[str, str]]:
-        return {(group, name) for group, registry in _REGISTRIES.items()
-                for name, origin in registry.origins().items() if origin == "runtime"}
-
-    before = runtime()
-    yield
-    for group, name in runtime() - before:
-        _REGISTRIES[group].unregister(name)
+    register(ProbeSpace)
+    register_predictor(ProbeKind)
+    register_strategy(ProbeStrategy())
+    register_cell_op(PROBE_OP)
+    assert len(runtime_registrations()) == 4
 
 
-def test_run_time_registrations_of_every_kind_reach_the_worker(registered):
+def test_no_run_time_registration_outlives_the_test_that_made_it():
+    """A predictor kind registered by a test of test_predictor_kinds.py stayed registered, and the worker test
+    below, run after that file, found it among the registrations workers are sent (run alone, it passed)."""
+    from nasutil.plugins import runtime_registrations
+
+    assert runtime_registrations() == {}
+
+
+def test_run_time_registrations_of_every_kind_reach_the_worker():
     from nasutil.cell_ops import register_cell_op
     from nasutil.colocate.strategies import register_strategy
     from nasutil.evaluator.task import Task
@@ -247,7 +255,7 @@ in_channels: 1
 """
 
 
-def test_a_cell_op_registered_at_run_time_is_measured_in_an_isolated_worker(registered, tmp_path):
+def test_a_cell_op_registered_at_run_time_is_measured_in_an_isolated_worker(tmp_path):
     from nasutil.cell_ops import register_cell_op
     from nasutil.evaluator import Evaluator
 

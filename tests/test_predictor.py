@@ -377,7 +377,9 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     assert r.returncode == 0, r.stderr
     warning = [line for line in r.stderr.splitlines() if "skipped" in line]
     assert warning and "skipped 5 unusable measurement row(s)" in warning[0], r.stderr
-    assert "not text" in warning[0] and "out of range" in warning[0] and "not a number" in warning[0]
+    assert "device_name is not text" in warning[0] and "space is not text" in warning[0]
+    assert "latency_ms out of range" in warning[0] and "latency_ms is not a finite number" in warning[0]
+    assert "batch_size is not a whole number" in warning[0]
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
 
 
@@ -397,6 +399,45 @@ def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hol
     assert json.loads(mine.read_text())["learned"][0]["rows"] >= 250
     r = cli("predict", "nb201", CELL, "--profile", str(mine), "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, tmp_path):
+    """An input size of -4, 0 or 1e300 was left out of a fit without a word (and mixed into `profile next`'s
+    training rows), one of "abc" ended the fit with a traceback, 32.5 was read as 32, rows of another input
+    size or number of classes than the networks the fit lists ops for were fitted by `profile next`, a batch
+    size no profile can hold failed the write, and of a field given twice in a row the last counted. Each
+    is now skipped and counted by its reason."""
+    good = _fast_pass_rows(300)
+    bad = [{**good[0], "input_size": -4}, {**good[1], "input_size": 0}, {**good[2], "input_size": 1e300},
+           {**good[3], "input_size": 32.5}, {**good[4], "input_size": "abc"}, {**good[5], "input_size": 64},
+           {**good[6], "num_classes": 1000}, {**good[7], "num_classes": -1}, {**good[8], "batch_size": 10**30},
+           {**good[9], "batch_size": 2**21}, {**good[10], "sm_clock_mhz": "fast"}]
+    path = _results_file(tmp_path, good + bad)
+    with path.open("a") as fh:
+        fh.write(json.dumps(good[11])[:-1] + ', "latency_ms": 1e-3}\n')  # the same key twice in one row
+    expected = ["skipped 12 unusable measurement row(s)", "3 input_size out of range (1 to 65,536)",
+                "2 batch_size out of range (1 to 1,048,576)", "1 input_size is not a whole number",
+                "1 input_size is not a number", "1 measured at another input size than its space's default",
+                "1 measured with another number of classes than 10", "1 num_classes out of range (1 to 1,000,000)",
+                "1 sm_clock_mhz is not a number", "1 gives 'latency_ms' twice"]
+    out = tmp_path / "p.json"
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and all(part in warning[0] for part in expected), r.stderr
+    assert json.loads(out.read_text())["learned"][0]["rows"] >= 250 and len(picked.stdout.split()) == 2
+
+
+def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
+    """csv keeps the last of two columns of one name without a word: which latency was fitted was a guess."""
+    path = tmp_path / "twice.csv"
+    path.write_text("space,arch,device_name,dtype,batch_size,mode,status,latency_ms,latency_ms\n"
+                    f"nb201,{CELL},NVIDIA H200,fp16,256,cudagraph,ok,1.0,2.0\n")
+    r = cli("profile", "fit", str(path), "--out", str(tmp_path / "p.json"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "twice.csv: the header names column 'latency_ms' twice" in r.stderr, r.stderr
 
 
 def test_a_profile_that_would_not_load_again_is_not_written(tmp_path):
@@ -504,6 +545,91 @@ def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, fi
     r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
     assert "malformed device profile" in r.stderr and field in r.stderr, r.stderr
+
+
+def _repeat(key, index, where):
+    """A change that puts a copy of data[key][index] (with a time or model of its own) at `where` in data[key]."""
+    import copy
+
+    def change(data):
+        entries = data[key] if key != "ops" else data["operators"][0]["ops"]
+        twin = copy.deepcopy(entries[index])
+        if key == "ops":
+            twin[-1] = twin[-1] * 3  # the same op, another time: which one counted depended on the reader
+        elif key == "learned":
+            twin["features"] = "encoding"
+        entries.insert(where, twin)
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_repeat("ops", 3, 5), (r"operators\[0\]\.ops\[5\] repeats the op of operators\[0\]\.ops\[3\] \(\w+ .*\): "
+                            r"a table times each op once")),
+    (_repeat("operators", 1, 4), (r"operators\[4\] repeats the configuration of operators\[1\] \(fp16/256/eager\): "
+                                  r"a profile holds one operator table for each")),
+    (_repeat("learned", 2, 12), (r"learned\[12\] repeats the space and configuration of learned\[2\] \(mbconv fp16 "
+                                 r"batch 1 cudagraph\): a profile holds one learned model for each")),
+], ids=["op", "table", "learned model"])
+def test_a_profile_that_gives_one_thing_twice_is_refused_naming_both(cli, tmp_path, change, message):
+    """Two rows for one op, two tables for one configuration, two learned models for one space and configuration
+    were loaded without a word: the op's last time counted, the first learned model answered, and predictions
+    read the last table while the check for ops it never timed read the first."""
+    r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+    assert re.search(f"malformed device profile: {message}", r.stderr), r.stderr
+
+
+@pytest.mark.parametrize("text, key", [
+    ('{"format":"nasutil-device-profile","version":2,"device_name":"NVIDIA H200","device_name":"NVIDIA A100"}',
+     "device_name"),
+    (('{"format":"nasutil-device-profile","version":2,"device_name":"NVIDIA H200","analytical":{"fp16/eager":{},'
+      '"fp16/eager":{"launch_us":9.0}}}'), "fp16/eager"),
+], ids=["top level", "nested"])
+def test_a_profile_file_that_gives_a_key_twice_is_refused(cli, tmp_path, text, key):
+    """JSON keeps the last of two values of one key without a word: a profile naming its device twice was
+    loaded under the second name."""
+    from nasutil.predictor.profile import load_profile
+
+    path = tmp_path / "twice.json"
+    path.write_text(text)
+    with pytest.raises(NasutilError, match=f"gives the key {key!r} twice in one object"):
+        load_profile(str(path))
+    r = cli("profile", "show", str(path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and f"{key!r} twice" in r.stderr, r.stderr
+
+
+def test_profile_build_builds_a_configuration_named_twice_once(monkeypatch, tmp_path):
+    """`profile build --batch-size 1 --batch-size 1` timed every op twice and wrote two tables for one
+    configuration; the profile holds one, and it loads again."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from nasutil.evaluator import run_model
+    from nasutil.evaluator.counters import NvmlDevice
+    from nasutil.predictor import op_timing
+    from nasutil.predictor.op_tables import OperatorTable
+    from nasutil.predictor.profile import load_profile
+    from nasutil.predictor.profile_build import build_profile
+
+    timed = []
+
+    def measure_tables(ops, targets, device, progress=None):
+        timed.extend(t.key for t in targets)
+        return [OperatorTable(t.dtype, t.batch_size, t.mode, {op: 1.0 for op in ops}) for t in targets]
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # the GPU work itself is stood in for
+    monkeypatch.setattr(run_model, "resolve_device", lambda device: device)
+    monkeypatch.setattr(run_model, "device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(NvmlDevice, "for_torch_device", lambda device: SimpleNamespace(driver_version="1"))
+    monkeypatch.setattr(op_timing, "measure_tables", measure_tables)
+    path = tmp_path / "built.json"
+    profile = build_profile("cuda", ["nb201", "nb201"], configs=[(1, "eager"), (256, "eager"), (1, "eager")],
+                            op_networks=2, max_ops=10, networks=0, on_tables=lambda p: p.save(path),
+                            log=lambda line: None, progress=False)
+    assert timed == [t.key for t in profile.operators] == ["fp16/1/eager", "fp16/256/eager"]
+    assert [t.key for t in load_profile(str(path)).operators] == ["fp16/1/eager", "fp16/256/eager"]
+    assert "ops from nb201," in profile.source
 
 
 def test_predictions_say_where_the_profile_was_not_validated():

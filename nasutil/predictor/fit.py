@@ -15,7 +15,7 @@ from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.op_tables import OpTableModel, fit_overlap
 from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.profile import DeviceProfile, LearnedEntry
-from nasutil.predictor.training_data import ZOO_SPACES, median_latencies
+from nasutil.predictor.training_data import ZOO_SPACES, median_latencies, unlike_listing
 from nasutil.registry import get_space
 from nasutil.space import SearchSpace
 
@@ -30,8 +30,9 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
                 base: DeviceProfile | None = None) -> DeviceProfile:
     """One learned model per (space, dtype, batch size, mode) with at least `min_rows` distinct archs.
 
-    Measurements taken while the SM clock was below `min_clock_ratio` of the highest clock seen
-    in their group, or at another input size than the space's default, are left out; repeated
+    `rows` are as `training_data.read_measurements` gives them. Measurements taken while the SM clock was
+    below `min_clock_ratio` of the highest clock seen in their group, or of another network than the one
+    whose ops are listed (`training_data.unlike_listing`: another input size, say), are left out; repeated
     measurements of an arch are reduced to their median. With `base` (a profile with operator tables), the tables' overlap constants are fitted to
     the same measurements and the learned models see the operator-level prediction too."""
     if features not in FEATURE_SETS:
@@ -49,7 +50,7 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     profile.source = source or profile.source
     profile.learned = []
     operators = OpTableModel(profile.operators) if profile.operators else None
-    rows = [r for r in rows if r.get("space") not in ZOO_SPACES and _default_size(r)]
+    rows = [r for r in rows if r.get("space") not in ZOO_SPACES and not unlike_listing(r, get_space(r["space"]))]
     groups = median_latencies(rows, min_clock_ratio)
     networks: dict[tuple, dict[str, tuple[list[Op], np.ndarray]]] = {}
     for (space_name, dtype, batch, mode), latencies in sorted(groups.items()):
@@ -81,11 +82,6 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
         raise NasutilError(f"no (space, dtype, batch, mode) group has {min_rows} or more distinct architectures"
                            f"{found} (min_rows, --min-rows of nasutil profile fit, sets how many a fit needs)")
     return profile
-
-
-def _default_size(row: dict) -> bool:
-    size = row.get("input_size")
-    return size in (None, "") or int(size) == get_space(row["space"]).default_input_size
 
 
 def _validate(x: np.ndarray, y: np.ndarray, op_level: np.ndarray | None, held_out: float = 0.2) -> dict[str, float]:

@@ -123,6 +123,11 @@ class DeviceProfile:
             analytical = {k: KernelModel.from_dict(v, f"analytical.{k}")
                           for k, v in check.mapping(data.get("analytical", {}), "analytical").items()}
             operators = [_table_from_dict(t, f"operators[{i}]") for i, t in enumerate(_list(data, "operators"))]
+            check.unique(((t.key, f"operators[{i}]") for i, t in enumerate(operators)), "configuration", str,
+                         "a profile holds one operator table for each")
+            check.unique((((e.space, e.dtype, e.batch_size, e.mode), f"learned[{i}]") for i, e in enumerate(learned)),
+                         "space and configuration", _configuration_label,
+                         "a profile holds one learned model for each")
             device_name = check.text(data.get("device_name"), "device_name")
             if not device_name.strip():
                 raise check.BadProfile("device_name", "must name the device, got an empty name")
@@ -179,7 +184,8 @@ def _learned_from_dict(e: Any, where: str) -> LearnedEntry:
     check.only_keys(e, {"space", "dtype", "batch_size", "mode", "features", "rows", "validation", "model"}, where)
     validation = check.mapping(e.get("validation", {}), f"{where}.validation")
     return LearnedEntry(check.text(e.get("space"), f"{where}.space"), check.text(e.get("dtype"), f"{where}.dtype", DTYPES),
-                        check.number(e.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                        check.number(e.get("batch_size"), f"{where}.batch_size", *check.BATCH_SIZE_RANGE,
+                                     integer=True),
                         check.text(e.get("mode"), f"{where}.mode", MODES), check.text(e.get("features"),
                                                                                        f"{where}.features"),
                         LearnedLatencyModel.from_dict(e.get("model"), f"{where}.model"),
@@ -197,15 +203,19 @@ def _table_from_dict(data: Any, where: str = "operators") -> OperatorTable:
     ops = data.get("ops")
     if not isinstance(ops, list) or len(ops) > check.MAX_ROWS:
         raise check.BadProfile(f"{where}.ops", f"must be a list of at most {check.MAX_ROWS:,} operators")
-    times = {}
+    timed: list[tuple[Op, float]] = []
     for i, row in enumerate(ops):
         if not isinstance(row, list) or len(row) != len(names) + 1:
             raise check.BadProfile(f"{where}.ops[{i}]", f"must be a list of {len(names) + 1} values")
         us = check.number(row[-1], f"{where}.ops[{i}] time", 1e-6, 1e9)
-        times[_op_row(dict(zip(names, row[:-1])), f"{where}.ops[{i}]")] = us
+        timed.append((_op_row(dict(zip(names, row[:-1])), f"{where}.ops[{i}]"), us))
+    check.unique(((op, f"{where}.ops[{i}]") for i, (op, _) in enumerate(timed)), "op", _op_label,
+                 "a table times each op once")
+    times = dict(timed)
     by_space = check.mapping(data.get("by_space", {}), f"{where}.by_space")
     return OperatorTable(check.text(data.get("dtype"), f"{where}.dtype", DTYPES),
-                         check.number(data.get("batch_size"), f"{where}.batch_size", 1, 2**20, integer=True),
+                         check.number(data.get("batch_size"), f"{where}.batch_size", *check.BATCH_SIZE_RANGE,
+                                      integer=True),
                          check.text(data.get("mode"), f"{where}.mode", MODES), times, _overlap(data, where),
                          {str(k): _overlap(v, f"{where}.by_space.{k}") for k, v in by_space.items()})
 
@@ -231,6 +241,17 @@ def _op_row(row: dict[str, Any], where: str) -> Op:
     if fields["groups"] > min(fields["c_in"], fields["c_out"]):
         raise check.BadProfile(f"{where}.groups", f"must be at most the op's channels, got {fields['groups']}")
     return Op.from_dict({**fields, "bias": bias})
+
+
+def _op_label(op: Op) -> str:
+    """An op in a few words: its kind and shapes (a repeated one is the same in every field)."""
+    return (f"{op_kind(op)}, {op.c_in}x{op.h_in}x{op.w_in} -> {op.c_out}x{op.h_out}x{op.w_out}"
+            + (f", groups {op.groups}" if op.groups != 1 else "") + (", bias" if op.bias else ""))
+
+
+def _configuration_label(key: tuple[str, str, int, str]) -> str:
+    space, dtype, batch_size, mode = key
+    return f"{space} {dtype} batch {batch_size} {mode}"
 
 
 def _overlap(data: Any, where: str) -> Overlap:

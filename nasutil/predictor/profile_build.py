@@ -24,7 +24,8 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
                   on_tables: Callable[[DeviceProfile], None] | None = None,
                   log: Callable[[str], None] = print, progress: bool = True) -> DeviceProfile:
     """A profile of this machine's GPU for `spaces`: op tables at each (batch, mode) of `configs`, their
-    overlap constants fitted to `networks` measured networks per space and configuration."""
+    overlap constants fitted to `networks` measured networks per space and configuration. A space or
+    configuration named twice is built once: a profile holds one table for each configuration."""
     import torch
     from rich.progress import Progress
 
@@ -41,6 +42,7 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
                            f"(cuda or cuda:N), not {device!r}")
     if not torch.cuda.is_available():
         raise NasutilError("no CUDA device here (profile build measures on the GPU it runs on)")
+    spaces = list(dict.fromkeys(spaces))
     if not spaces:
         raise NasutilError("profile build needs at least one space")
     for name in spaces:
@@ -48,7 +50,7 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
     started = time.perf_counter()
     resolved = resolve_device(device)
     name = device_name(resolved)
-    targets = [PredictTarget(name, dtype, batch, mode) for batch, mode in configs]
+    targets = list(dict.fromkeys(PredictTarget(name, dtype, batch, mode) for batch, mode in configs))
     ops = select_ops(sampled_ops(spaces, op_networks, seed), max_ops, seed)
     with Progress(transient=True, disable=not progress) as bar:
         task = bar.add_task(f"{len(ops)} ops x {len(targets)} configurations", total=len(ops) * len(targets))
@@ -64,11 +66,11 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
         base = MeasureConfig(device=device, dtype=dtype, counters=False, warmup=2, repeats=5, min_window_ms=2.0)
         candidates = [Candidate(space, a.to_string()) for space in spaces
                       for a in get_space(space).sample_many(networks, seed + 1)]
-        for batch, mode in configs:
+        for target in targets:
             count = workers or max(1, min(8, len(os.sched_getaffinity(0)) // 2))
-            with Evaluator(base.with_(batch_size=batch, mode=mode), workers=count) as evaluator:
+            with Evaluator(base.with_(batch_size=target.batch_size, mode=target.mode), workers=count) as evaluator:
                 results = evaluator.measure_many(candidates, progress=progress, total=len(candidates),
-                                                 description=f"networks, batch {batch} {mode}")
+                                                 description=f"networks, batch {target.batch_size} {target.mode}")
                 rows += [m.to_dict(with_layers=False) for m in results if m.ok]
     source = (f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}, {len(rows)} network "
               f"measurements, {time.perf_counter() - started:.0f} s")

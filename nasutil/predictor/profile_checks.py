@@ -1,11 +1,11 @@
-"""A device profile is an untrusted file: every number it holds is checked (type, range, finite) and every
-key is known before the profile is used, and a bad one is named in one line."""
+"""A device profile is an untrusted file: every number it holds is checked (type, range, finite), every
+key is known and nothing is given twice before the profile is used, and a bad one is named in one line."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,8 +24,13 @@ LEARNED_PARAMS: dict[str, tuple[bool, float, float]] = {
 MAX_ROWS, MAX_FEATURES = 1_000_000, 4096
 #: the largest profile file read
 MAX_PROFILE_BYTES = 256 * 1024 * 1024
-#: the latencies (ms) a profile may hold: a measurement outside them cannot be fitted into one that loads
+#: the latencies (ms) and batch sizes a profile may hold: a measurement outside them cannot be fitted into
+#: one that loads
 LATENCY_MS_RANGE = (1e-9, 1e9)
+BATCH_SIZE_RANGE = (1, 2**20)
+
+
+K = TypeVar("K", bound=Hashable)
 
 
 class BadProfile(NasutilError):
@@ -64,6 +69,16 @@ def mapping(data: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping) or not all(isinstance(k, str) for k in data):
         raise BadProfile(where, "must be an object with text keys")
     return data
+
+
+def unique(entries: Iterable[tuple[K, str]], what: str, label: Callable[[K], str], why: str) -> None:
+    """Refuse an entry whose key an earlier one has, naming both (`entries`: (key, where) pairs): of two
+    entries for one thing the readers kept one silently, and not always the same one."""
+    first: dict[K, str] = {}
+    for key, where in entries:
+        if key in first:
+            raise BadProfile(where, f"repeats the {what} of {first[key]} ({label(key)}): {why}")
+        first[key] = where
 
 
 def learned_params(params: Any, where: str) -> dict[str, Any]:

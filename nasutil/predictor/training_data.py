@@ -1,4 +1,8 @@
-"""Evaluator results as training data for profiles: read them, check them, reduce repeats to medians."""
+"""Evaluator results as training data for profiles: read them, check them, reduce repeats to medians.
+
+A measurements file is untrusted: a row a profile cannot use (a field missing, of the wrong type, given
+twice, or a number out of range) is skipped and counted by reason, never fitted and never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -11,46 +15,74 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
-from nasutil.files import read_text
-from nasutil.predictor.profile_checks import LATENCY_MS_RANGE
+from nasutil.files import RepeatedKey, read_text, unique_keys
+from nasutil.predictor.profile_checks import BATCH_SIZE_RANGE, LATENCY_MS_RANGE
+from nasutil.space import MAX_NUM_CLASSES, SearchSpace
 
 ZOO_SPACES = ("torchvision", "timm")
 #: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
 MAX_MEASUREMENT_FILE_BYTES = 1 << 30
 #: the SM clocks (MHz) a measurement may report: one of 1e300 made every other row "below 0.95 of the highest"
 MAX_SM_CLOCK_MHZ = 100_000.0
+#: the number of classes of every network a prediction or a fit lists the ops of (`SearchSpace.operators`)
+LISTED_NUM_CLASSES = 10
+#: each number of a row a fit reads: (whole?, lowest, highest). Outside its range a row cannot be used: a
+#: latency or batch size no profile can hold made the fitted profile fail to load, an input size of -4 or
+#: 32.5 was read as another size (or failed with a traceback), a clock of 1e300 hid every other row
+NUMBER_FIELDS: dict[str, tuple[bool, float, float]] = {
+    "batch_size": (True, *BATCH_SIZE_RANGE),
+    "latency_ms": (False, *LATENCY_MS_RANGE),
+    "sm_clock_mhz": (False, 1.0, MAX_SM_CLOCK_MHZ),
+    "input_size": (True, 1, 2**16),
+    "num_classes": (True, 1, MAX_NUM_CLASSES),
+}
 
 
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
     """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV.
 
-    A row that is not a usable measurement (a field missing or of the wrong type, a latency that is not a
-    positive number) is skipped; `skipped`, where given, counts the skipped rows by reason. A file that
-    cannot be read, or a line that is not JSON at all, is an error."""
-    rows: list[dict] = []
+    A row that is not a usable measurement (a field missing, of the wrong type or given twice, a number
+    outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
+    that cannot be read, a line that is not JSON at all, or a CSV header naming a column twice is an error."""
+    rows: list[object] = []  # what each line or CSV row holds; RepeatedKey for a JSON line giving a key twice
     for path in map(Path, paths):
         files = sorted(path.glob("*.csv")) + sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
         for file in files:
             text = read_text(file, "measurements file", MAX_MEASUREMENT_FILE_BYTES)  # a BOM dropped too
             if file.suffix == ".csv":
-                rows += [dict(r) for r in csv.DictReader(text.splitlines())]
+                rows += _csv_rows(text, file)
                 continue
             for number, line in enumerate(text.splitlines(), start=1):
                 if line.strip():
                     try:
-                        rows.append(json.loads(line))
+                        rows.append(json.loads(line, object_pairs_hook=unique_keys))
+                    except RepeatedKey as exc:
+                        rows.append(exc)
                     except (ValueError, RecursionError):  # ValueError: a JSON error, or an integer too long
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
     out = []
     for r in rows:
-        if not isinstance(r, dict) or r.get("status") != "ok" or r.get("latency_ms") in (None, ""):
+        if isinstance(r, RepeatedKey):  # which of its two values is meant cannot be told
+            checked, reason = None, f"gives {r.key[:40]!r} twice"
+        elif not isinstance(r, dict) or r.get("status") != "ok" or r.get("latency_ms") in (None, ""):
             continue
-        checked, reason = _checked(r)
+        else:
+            checked, reason = _checked(r)
         if checked is not None:
             out.append(checked)
         elif skipped is not None:
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def _csv_rows(text: str, file: Path) -> list[dict]:
+    """A CSV file's rows; a header naming a column twice is an error (csv keeps the last value without a word)."""
+    reader = csv.DictReader(text.splitlines())
+    names = reader.fieldnames or []
+    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if repeated is not None:
+        raise NasutilError(f"{file}: the header names column {repeated[:40]!r} twice")
+    return [dict(r) for r in reader]
 
 
 _REQUIRED = ("space", "arch", "device_name", "dtype", "batch_size", "mode", "latency_ms")
@@ -65,26 +97,39 @@ def _checked(row: dict) -> tuple[dict | None, str]:
     wrong = [k for k in _TEXT if not isinstance(row[k], str)]
     if wrong:
         return None, f"{wrong[0]} is not text"
+    numbers: dict[str, float | int | None] = {}
+    for name, (whole, low, high) in NUMBER_FIELDS.items():
+        numbers[name], reason = _number(row.get(name), name, whole, low, high)
+        if reason:
+            return None, reason
+    return {**row, **numbers}, ""
+
+
+def _number(value: object, name: str, whole: bool, low: float, high: float) -> tuple[float | int | None, str]:
+    """A row's number (None where it is absent), or why it cannot be one: CSV gives text, JSON numbers."""
+    if value in (None, ""):
+        return None, ""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None, f"{name} is not a number"
     try:
-        batch = row["batch_size"]
-        if isinstance(batch, bool) or float(batch) != int(float(batch)):
-            raise ValueError(batch)
-        batch, latency = int(float(batch)), float(row["latency_ms"])
-        clock = row.get("sm_clock_mhz")
-        clock = float(clock) if clock not in (None, "") else None
-    except (TypeError, ValueError, OverflowError):
-        return None, "a number field is not a number"
-    low, high = LATENCY_MS_RANGE
-    if batch < 1 or not (math.isfinite(latency) and low <= latency <= high) \
-            or (clock is not None and not (math.isfinite(clock) and 0 < clock <= MAX_SM_CLOCK_MHZ)):
-        return None, "batch size, latency or clock out of range"
-    return {**row, "batch_size": batch, "latency_ms": latency, "sm_clock_mhz": clock}, ""
+        number = value if isinstance(value, int) else float(value)  # an int of any size stays exact
+    except ValueError:
+        return None, f"{name} is not a number"
+    if isinstance(number, float) and not math.isfinite(number):
+        return None, f"{name} is not a finite number"
+    if whole and number != int(number):
+        return None, f"{name} is not a whole number"
+    if not low <= number <= high:
+        shown = f"{low:,} to {high:,}" if whole else f"{low:g} to {high:g}"
+        return None, f"{name} out of range ({shown})"
+    return (int(number) if whole else float(number)), ""
 
 
 def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[dict]:
     """The rows a profile can be fitted on: a known dtype and mode, and (outside the model zoos, which a fit
-    leaves aside) a known space whose parser takes the arch. The others are left out and counted in
-    `skipped` by reason, as `read_measurements` counts its own: one bad row stopped a whole fit."""
+    leaves aside) a known space whose parser takes the arch, measured on the network a fit lists the ops of
+    (`unlike_listing`). The others are left out and counted in `skipped` by reason, as `read_measurements`
+    counts its own: one bad row stopped a whole fit, and one of another input size was left out unsaid."""
     from nasutil.devices import DTYPES
     from nasutil.evaluator.config import MODES
     from nasutil.registry import get_space
@@ -107,6 +152,7 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
             else:
                 try:
                     space.parse(row["arch"])
+                    reason = unlike_listing(row, space)
                 except NasutilError:
                     reason = "an arch its space does not parse"
         if not reason:
@@ -114,6 +160,16 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
         elif skipped is not None:
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def unlike_listing(row: dict, space: SearchSpace) -> str:
+    """Why a checked row measured another network than the one whose ops a fit or prediction lists (its space's
+    default input size, LISTED_NUM_CLASSES classes), or '' where it did not (or does not say)."""
+    if row.get("input_size") not in (None, space.default_input_size):
+        return "measured at another input size than its space's default"
+    if row.get("num_classes") not in (None, LISTED_NUM_CLASSES):
+        return f"measured with another number of classes than {LISTED_NUM_CLASSES}"
+    return ""
 
 
 def skipped_note(skipped: dict[str, int]) -> str | None:
