@@ -17,8 +17,8 @@ from nasutil.devices import lookup
 from nasutil.evaluator.config import MAX_BATCH_SIZE, available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.config import (check_numbers, check_one_target, instantiate_group, plain, positive_int,
-                                   split_target)
+from nasutil.search.config import (TARGET_KEYS, check_numbers, check_one_target, instantiate_group, plain,
+                                   positive_int, refuse_unknown_keys, split_target, switched_off)
 from nasutil.search.anchors import PREDICTIONS_PER_ANCHOR, fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
@@ -83,6 +83,7 @@ def space_spec_of(node: DictConfig) -> str:
     `name:{settings as JSON}`, which the space's `from_option` reads."""
     import json
 
+    refuse_unknown_keys(node, "search_space", ("name", "settings"))
     settings = node.get("settings")
     if settings is None:
         return str(node.name)
@@ -147,7 +148,7 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
                            "(subclass it: it declares what the search reads, such as concurrent_trials)")
     trainer.check(space_spec)
     early = plain(cfg.early_stopping)
-    pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
+    pruner = None if switched_off(early, "early_stopping") else instantiate_group(early, "early_stopping")
     if pruner is not None:
         check_pruner(pruner, trainer.max_step, {k: v for k, v in early.items() if k not in ("name", "_target_")})
     halving = halving_for(plain(cfg.get("halving")) if cfg.get("halving") is not None else {}, trainer)
@@ -233,6 +234,7 @@ MAX_TARGET_BATCH = MAX_BATCH_SIZE  # the largest batch a measurement or a predic
 def check_target(node: dict[str, Any]) -> None:
     """The hardware target, before the predictor and the evaluator each read it (a batch size of 2.5 would be
     cut to 2 by one of them, and reported under the other's name)."""
+    refuse_unknown_keys(node, "target", ("device", *TARGET_KEYS))
     check_numbers(node, "target")
     size = node.get("batch_size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_TARGET_BATCH):
@@ -258,13 +260,15 @@ def anchor_count(cfg: DictConfig) -> int:
 
 def halving_for(node: dict[str, Any], trainer: Trainer) -> Halving:
     """The `halving` group's policy; one with rungs needs a trainer that validates part of the way."""
-    if node.get("name", "none") == "none":
+    if switched_off(node, "halving"):
         return Halving()
     halving = instantiate_group(node, "halving")
     if not isinstance(halving, Halving):
         raise NasutilError(f"halving._target_ made a {type(halving).__name__}, not a nasutil.search.halving.Halving")
     if halving.rungs and not trainer.reports_rungs:
-        raise NasutilError(f"halving={node.get('name')} cuts candidates part of the way through their training, and "
+        what = (f"halving={node.get('name')}" if node.get("name", "none") != "none"
+                else f"halving._target_={node.get('_target_')}")  # a class of the user's own under halving=none
+        raise NasutilError(f"{what} cuts candidates part of the way through their training, and "
                            f"trainer {trainer.name!r} reports only finished ones (use trainer=torch, or halving=none)")
     return halving
 
