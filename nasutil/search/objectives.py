@@ -30,7 +30,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 
 
 #: `objectives.scored_on`: score trained trials on measured figures (a trial that cannot be measured fails),
-#: on predicted ones (measurements, where taken, are recorded beside them), or on measured where measured
+#: on predicted ones (measurements, where taken, are recorded beside them), or on measured where measured,
+#: else predicted (a trained candidate the evaluator holds no figure for keeps its prediction)
 HARDWARE_SOURCES = ("auto", "measured", "predicted")
 #: the settings of the `objectives` group (`name` labels the option)
 SETTINGS = ("name", "metrics", "latency_slo_ms", "min_accuracy", "scored_on")
