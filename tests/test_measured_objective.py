@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import optuna
@@ -143,3 +144,56 @@ def test_history_takes_the_measured_throughput_of_trials_scored_on_it():
     seen = history_from(records).seen
     assert [s.scored for s in seen] == [1100.0, 1000.0, 1000.0]
     assert seen[0].measured_error == pytest.approx(0.1) and seen[1].measured_error is None
+
+
+def _table_without(path: Path, left_out: set[str]) -> Path:
+    """The shipped H200 table as a CSV the evaluator wrote, less the cells `left_out`."""
+    table = measured_table("nb201_h200")
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "latency_ms",
+                         "throughput_per_s", "utilization"])
+        for arch, figures in table.rows.items():
+            if arch not in left_out:
+                writer.writerow(["nb201", arch, "ok", table.device_name, "fp16", 256, "cudagraph",
+                                 figures["latency_ms"], figures["throughput_per_s"], figures["utilization"]])
+    return path
+
+
+def test_a_cell_missing_from_a_users_table_is_scored_on_its_prediction_under_auto_and_fails_under_measured(
+        tmp_path, capsys):
+    """With scored_on=auto (measured where measured), a trained candidate that a user's table lacks failed its
+    trial; it is scored on its prediction, and the trial, the summary and trials.csv say so."""
+    first = tmp_path / "first"
+    settings = [*ARGS, "evaluator=table", "n_trials=6", "seed=5"]
+    assert main([*settings, f"hydra.run.dir={first}"]) == 0
+    archs = [t.user_attrs["arch"] for t in sorted(study_of(first).trials, key=lambda t: t.number)]
+    missing = set(archs[:2])
+    table = _table_without(tmp_path / "partial.csv", missing)
+    capsys.readouterr()
+
+    run_dir = tmp_path / "auto"
+    assert main([*settings, f"evaluator.table={table}", f"hydra.run.dir={run_dir}"]) == 0
+    out = capsys.readouterr().out
+    trials = study_of(run_dir).trials
+    assert [t.user_attrs["arch"] for t in sorted(trials, key=lambda t: t.number)] == archs  # the same proposals
+    for t in trials:
+        assert t.state == optuna.trial.TrialState.COMPLETE
+        if t.user_attrs["arch"] in missing:
+            assert t.user_attrs["hardware_source"] == "predicted"
+            assert t.user_attrs["unmeasured_reason"] == f"{t.user_attrs['arch']} is not in the measured table partial.csv"
+            assert t.values[1] == pytest.approx(t.user_attrs["predicted_throughput_per_s"])
+        else:
+            assert t.user_attrs["hardware_source"] == "measured" and "unmeasured_reason" not in t.user_attrs
+    assert json.loads((run_dir / "summary.json").read_text())["counts"]["unmeasured"] == 2
+    assert "note: 2 trained trials had no measurement and were scored on their prediction" in out
+    with (run_dir / "trials.csv").open(newline="") as f:
+        assert sum(1 for r in csv.DictReader(f) if r["unmeasured_reason"]) == 2
+
+    strict = tmp_path / "measured"
+    assert main([*settings, f"evaluator.table={table}", "objectives.scored_on=measured",
+                 f"hydra.run.dir={strict}"]) == 0
+    failed = [t for t in study_of(strict).trials if t.state == optuna.trial.TrialState.FAIL]
+    assert {t.user_attrs["arch"] for t in failed} == missing
+    assert all(t.user_attrs["fail_reason"].startswith(f"{t.user_attrs['arch']} is not in the measured table ") and
+               "objectives.scored_on=measured" in t.user_attrs["fail_reason"] for t in failed)

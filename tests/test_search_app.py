@@ -120,6 +120,47 @@ def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, messag
     assert "search path" not in err and "provider=" not in err  # Hydra's own search path is not an option
 
 
+@pytest.mark.parametrize("args, message", [
+    (["+objectives.metircs=[accuracy]"], "objectives: unknown setting 'metircs', did you mean 'metrics'? (known: "
+                                         "latency_slo_ms, metrics, min_accuracy, name, scored_on)"),
+    (["+objectives.scored=measured"], "objectives: unknown setting 'scored', did you mean 'scored_on'?"),
+    (["+target.batchsize=64"], "target: unknown setting 'batchsize', did you mean 'batch_size'? (known: batch_size, "
+                               "device, dtype, mode)"),
+    (["+search_space.setings.nodes=4"], "search_space: unknown setting 'setings', did you mean 'settings'?"),
+    (["+halving.reduction_factor=2"], "halving=none is off and reads no reduction_factor: choose an option that "
+                                      "takes it (halving=accuracy, halving=pareto), or a class of your own with "
+                                      "+halving._target_=..."),
+    (["+early_stopping.n_startup_trials=3"], "early_stopping=none is off and reads no n_startup_trials: choose an "
+                                             "option that takes it (early_stopping=hyperband, early_stopping=median"),
+])
+def test_a_key_that_nasutil_reads_no_setting_of_is_refused_not_ignored(tmp_path, capsys, args, message):
+    """`+group.key=value` is how Hydra's own hint answers a misspelt key; in a group whose settings nasutil reads
+    itself (not a class's arguments, which the class names) the search once ran with the key ignored."""
+    err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)
+    assert message in err, err
+    assert not (tmp_path / "study.db").exists()  # refused before any study
+
+
+def test_a_class_of_ones_own_given_to_an_optional_part_that_is_off_is_used(tmp_path, capsys):
+    """`+halving._target_=...` and `+early_stopping._target_=...` over the default `none` options were ignored."""
+    args = [f"hydra.run.dir={tmp_path}", "n_trials=3", "study_name=own", "prune=none", *FAST]
+    err = _one_line_exit_2(capsys, *args, "+halving._target_=collections.OrderedDict")
+    assert "halving._target_ made a OrderedDict, not a nasutil.search.halving.Halving" in err  # made, so checked
+    assert main([*args, "+early_stopping._target_=optuna.pruners.MedianPruner",
+                 "+early_stopping.n_startup_trials=1"]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["pruner"] == "MedianPruner"
+
+
+def test_a_key_added_from_python_that_nothing_reads_is_refused():
+    from nasutil.search.build import build_search
+    from nasutil.search.config import compose
+
+    with pytest.raises(NasutilError, match="has no setting 'n_trails' \\(did you mean n_trials\\?\\)"):
+        compose(["+n_trails=5"])
+    with pytest.raises(NasutilError, match="objectives: unknown setting 'metircs'"):
+        build_search(compose(["+objectives.metircs=[accuracy]", "storage=url", "storage.url=sqlite://"]), "unused")
+
+
 def test_unreachable_storage_is_one_line_and_exit_2(tmp_path, capsys):
     err = _one_line_exit_2(capsys, "storage=url", f"storage.url=sqlite:///{tmp_path}/missing/dir/study.db",
                            f"hydra.run.dir={tmp_path}", *FAST)

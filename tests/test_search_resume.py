@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import optuna
+import pytest
 
 from conftest import kill_search_after
 from nasutil.cli.search_command import main
@@ -87,3 +89,116 @@ def test_a_resumed_search_draws_new_candidates_and_is_still_reproducible(tmp_pat
         runs.append(_archs(tmp_path / copy, "grow"))
     assert len(runs[0]) == 10 and len(set(runs[0])) == 10, runs[0]
     assert runs[0] == runs[1]
+
+
+RESUMABLE = ["predictor=analytical", "prune=none", "plots=false", "progress=false", "study_name=kept"]
+
+
+@pytest.mark.parametrize("change, named", [
+    (["target.batch_size=64"], "target.batch_size 256 then, 64 now"),
+    (["target=cpu", "evaluator=none"], "target.device cuda then, cpu now; target.dtype fp16 then, fp32 now; "
+                                       "target.batch_size 256 then, 8 now; target.mode cudagraph then, eager now"),
+    (["predictor=h200"], "predictor.kind analytical then, auto now"),
+    (["predictor.profile={tmp}/other.json"], "predictor.profile h200 then, {tmp}/other.json now"),
+    (["trainer.dataset=cifar100"], "trainer.dataset cifar10 then, cifar100 now"),
+    (["trainer.fidelities=[12]"], "trainer.fidelities[-1] 200 then, 12 now"),
+    (["objectives.scored_on=predicted"], "objectives.scored_on auto then, predicted now"),
+    (["objectives.min_accuracy=50"], "objectives.min_accuracy null then, 50.0 now"),
+    (["trainer=torch"], "trainer._target_ nasutil.search.trainers.tabular.TabularTrainer then, "
+                        "nasutil.search.trainers.torch_trainer.TorchTrainer now)"),
+])
+def test_a_study_resumed_under_settings_that_change_what_its_figures_mean_is_refused(tmp_path, capsys, change,
+                                                                                     named):
+    """Resuming a study by its name with another target, predictor, dataset or way of scoring once added trials
+    whose figures meant something else to the same study and front; each setting changed is named."""
+    import shutil
+
+    import nasutil
+
+    shutil.copy(Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json", tmp_path / "other.json")
+    change, named = [c.format(tmp=tmp_path) for c in change], named.format(tmp=tmp_path)
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
+    assert main([*args, "n_trials=3"]) == 0
+    capsys.readouterr()
+    assert main([*args, "n_trials=5", *change]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nasutil-search: error: study 'kept' was made with other settings that decide what its "
+                          "figures mean (") and "\n" not in err, err
+    assert named in err and err.endswith("choose another study_name, or restore the setting" +
+                                         ("s" if ";" in named else "")), err
+    study = optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert len(study.trials) == 3  # nothing added
+
+
+def test_settings_that_change_only_how_a_study_searches_resume_it(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
+    assert main([*args, "n_trials=3"]) == 0
+    assert main([*args, "n_trials=6", "seed=4", "sampler=random", "prune=utilization_threshold", "timeout_s=600",
+                 "trainer.fidelities=[200]", "target.device=cuda:0", "pruned_as=infeasible"]) == 0
+    study = optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert len(study.trials) == 6
+
+
+def test_a_study_made_before_its_settings_were_stored_still_resumes(tmp_path):
+    import sqlite3
+
+    from nasutil.search.study_settings import SETTINGS_ATTR
+
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
+    assert main([*args, "n_trials=2"]) == 0
+    with sqlite3.connect(run_dir / "study.db") as db:  # as a study made before settings were stored holds them
+        assert db.execute("DELETE FROM study_user_attributes WHERE key = ?", (SETTINGS_ATTR,)).rowcount == 1
+    assert main([*args, "n_trials=3", "target.batch_size=64"]) == 0  # nothing stored: nothing to compare
+    assert len(optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}").trials) == 3
+
+
+def test_workers_that_open_a_new_study_at_once_compare_with_what_its_maker_stored(tmp_path):
+    """One worker makes the study and stores its settings; the others, even those that looked for it before
+    it existed, compare theirs with those."""
+    import threading
+
+    from nasutil.errors import NasutilError
+    from nasutil.search.build import open_study
+    from nasutil.search.study_settings import SETTINGS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "s.log")))
+    start, results = threading.Barrier(6), []
+
+    def open_one(batch: int) -> None:
+        start.wait()
+        try:
+            open_study(storage, "shared", ["maximize", "maximize"], ["accuracy", "throughput"],
+                       optuna.samplers.RandomSampler(), "nb201", {"target.batch_size": batch})
+            results.append(("opened", batch))
+        except NasutilError as exc:
+            results.append((str(exc), batch))
+
+    threads = [threading.Thread(target=open_one, args=(256,)) for _ in range(5)]
+    threads.append(threading.Thread(target=open_one, args=(64,)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = optuna.load_study(study_name="shared", storage=storage).user_attrs[SETTINGS_ATTR]
+    other = 64 if made == {"target.batch_size": 256} else 256
+    assert sorted(b for outcome, b in results if outcome == "opened") == [b for b in [256] * 5 + [64] if b != other]
+    refused = [outcome for outcome, b in results if outcome != "opened"]
+    assert refused and all(f"target.batch_size {made['target.batch_size']} then, {other} now" in r for r in refused)
+
+
+def test_every_shipped_trainer_setting_is_known_to_decide_its_accuracy_or_not():
+    """A setting added to a trainer's config must be placed: one that changes what the accuracy means and is
+    left out would let a resumed study mix two kinds of accuracy without a word."""
+    from omegaconf import OmegaConf
+
+    from nasutil.search.study_settings import TRAINER_DEFINING, TRAINER_RUNNING
+
+    assert not set(TRAINER_DEFINING) & set(TRAINER_RUNNING)
+    for option in (Path(__file__).resolve().parents[1] / "conf" / "trainer").glob("*.yaml"):
+        keys = {str(k) for k in OmegaConf.load(option) if k != "_target_"}
+        assert keys <= set(TRAINER_DEFINING) | set(TRAINER_RUNNING), (option.name, keys - set(TRAINER_DEFINING)
+                                                                      - set(TRAINER_RUNNING))

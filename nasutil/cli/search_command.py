@@ -26,6 +26,7 @@ from omegaconf import DictConfig
 from nasutil.cli import interrupts
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
 from nasutil.search.config import config_digest  # noqa: F401  (registers the study name's resolver)
+from nasutil.search.config import refuse_added_keys
 
 PROG = "nasutil-search"
 CONFIG_PATH = "pkg://nasutil_conf"
@@ -96,29 +97,6 @@ def _resume_hint(study_name: str) -> str:
         return (f"re-run the same sweep to resume every job; this one alone: its settings without -m, with "
                 f"hydra.run.dir={hydra.runtime.output_dir}")
     return f"re-run the same command, or with {shlex.quote('study_name=' + study_name)}, to resume"
-
-
-def refuse_added_keys(overrides: list[str]) -> None:
-    """`+key=value` adds a key Hydra did not know, which is how Hydra's own hint answers a typo
-    (`n_trails=5`): nasutil reads no such key, so the search would run as if the setting were not
-    there. Any key a `+` override adds outside the shipped settings is refused, naming the closest one."""
-    import difflib
-
-    from nasutil.errors import NasutilError
-    from nasutil.search.config import shipped_keys
-
-    known = shipped_keys()
-    for override in overrides:
-        if not override.startswith("+") or override.startswith("++"):
-            continue
-        key = override[1:].split("=", 1)[0].strip()
-        top = key.split(".", 1)[0].split("@", 1)[0]
-        if top in known:
-            continue  # a setting or group it has; inside a part, the part's class names what it does not take
-        close = difflib.get_close_matches(top, sorted(known), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise NasutilError(f"{override}: nasutil-search has no setting {top!r}{hint}; a '+' override adds a key "
-                           f"that nothing reads, so the search would run without it")
 
 
 def renamed_overrides(args: list[str]) -> tuple[list[str], list[str]]:

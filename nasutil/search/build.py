@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,8 @@ from nasutil.devices import lookup
 from nasutil.evaluator.config import MAX_BATCH_SIZE, available_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.config import (check_numbers, check_one_target, instantiate_group, plain, positive_int,
-                                   split_target)
+from nasutil.search.config import (TARGET_KEYS, check_numbers, check_one_target, instantiate_group, plain,
+                                   positive_int, refuse_unknown_keys, split_target, switched_off)
 from nasutil.search.anchors import PREDICTIONS_PER_ANCHOR, fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
@@ -26,6 +27,7 @@ from nasutil.search.objectives import Objectives
 from nasutil.search.record import Counts
 from nasutil.search.rung_informed import RungInformedSampler, informable
 from nasutil.search.storage import StudyStorage
+from nasutil.search.study_settings import SETTINGS_ATTR, defining_settings, refuse_other_settings
 from nasutil.search.trainers import Trainer
 
 
@@ -81,6 +83,7 @@ def space_spec_of(node: DictConfig) -> str:
     `name:{settings as JSON}`, which the space's `from_option` reads."""
     import json
 
+    refuse_unknown_keys(node, "search_space", ("name", "settings"))
     settings = node.get("settings")
     if settings is None:
         return str(node.name)
@@ -145,7 +148,7 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
                            "(subclass it: it declares what the search reads, such as concurrent_trials)")
     trainer.check(space_spec)
     early = plain(cfg.early_stopping)
-    pruner = None if early.get("name", "none") == "none" else instantiate_group(early, "early_stopping")
+    pruner = None if switched_off(early, "early_stopping") else instantiate_group(early, "early_stopping")
     if pruner is not None:
         check_pruner(pruner, trainer.max_step, {k: v for k, v in early.items() if k not in ("name", "_target_")})
     halving = halving_for(plain(cfg.get("halving")) if cfg.get("halving") is not None else {}, trainer)
@@ -182,7 +185,8 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     if halving.rungs and halving.inform_sampler and informable(sampler):
         sampler = RungInformedSampler(sampler)
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
-                                get_space(space_spec).fingerprint or space_spec)
+                                get_space(space_spec).fingerprint or space_spec,
+                                defining_settings(cfg, objectives, predictor, target))
     # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
     anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
                if anchors_wanted and not stored and worker == 0 else [])
@@ -230,6 +234,7 @@ MAX_TARGET_BATCH = MAX_BATCH_SIZE  # the largest batch a measurement or a predic
 def check_target(node: dict[str, Any]) -> None:
     """The hardware target, before the predictor and the evaluator each read it (a batch size of 2.5 would be
     cut to 2 by one of them, and reported under the other's name)."""
+    refuse_unknown_keys(node, "target", ("device", *TARGET_KEYS))
     check_numbers(node, "target")
     size = node.get("batch_size")
     if size is not None and (isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_TARGET_BATCH):
@@ -255,13 +260,15 @@ def anchor_count(cfg: DictConfig) -> int:
 
 def halving_for(node: dict[str, Any], trainer: Trainer) -> Halving:
     """The `halving` group's policy; one with rungs needs a trainer that validates part of the way."""
-    if node.get("name", "none") == "none":
+    if switched_off(node, "halving"):
         return Halving()
     halving = instantiate_group(node, "halving")
     if not isinstance(halving, Halving):
         raise NasutilError(f"halving._target_ made a {type(halving).__name__}, not a nasutil.search.halving.Halving")
     if halving.rungs and not trainer.reports_rungs:
-        raise NasutilError(f"halving={node.get('name')} cuts candidates part of the way through their training, and "
+        what = (f"halving={node.get('name')}" if node.get("name", "none") != "none"
+                else f"halving._target_={node.get('_target_')}")  # a class of the user's own under halving=none
+        raise NasutilError(f"{what} cuts candidates part of the way through their training, and "
                            f"trainer {trainer.name!r} reports only finished ones (use trainer=torch, or halving=none)")
     return halving
 
@@ -318,35 +325,76 @@ def _sampler(node: dict[str, Any], seed: int, constraints_needed: bool) -> optun
     return instantiate_group(node, "sampler", **extra)
 
 
+#: how long a worker that finds a study without trials or stored settings waits for its maker to store them
+#: (workers started together: the maker stores them right after making it; a study made before settings were
+#: stored, and never run, costs this wait once)
+MAKER_WAIT_S = 5.0
+
+
 def open_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str], metrics: list[str],
-               sampler: optuna.samplers.BaseSampler, space_fingerprint: str | None = None) -> tuple[optuna.Study, bool]:
-    """The study `name` (created if new), refusing one that optimises other objectives, or that was made
-    over another space or another version of it (a cell config edited since); True if it existed.
+               sampler: optuna.samplers.BaseSampler, space_fingerprint: str | None = None,
+               settings: dict[str, Any] | None = None) -> tuple[optuna.Study, bool]:
+    """The study `name` (created if new), refusing one that optimises other objectives, that was made
+    over another space or another version of it (a cell config edited since), or under other settings
+    that decide what its figures mean (`settings`: `study_settings.defining_settings`); True if it existed.
     `space_fingerprint` is a space's digest of its settings, or its name where it has none (a built-in
-    space: nb201 and a cell space once shared a study and one front)."""
-    try:
-        study_id = storage.get_study_id_from_name(name)
-    except KeyError:
-        study_id = None
-    if study_id is not None:
-        existing = [d.name.lower() for d in storage.get_study_directions(study_id)]
-        stored = storage.get_study_user_attrs(study_id).get("metrics")
-        if existing != directions or (stored is not None and list(stored) != metrics):
-            raise NasutilError(f"study {name!r} in this storage optimises {stored or existing}, not {metrics} "
-                               "(choose another study_name or the same objectives)")
-        made_over = storage.get_study_user_attrs(study_id).get("space_fingerprint")
-        if made_over is not None and made_over != space_fingerprint:
-            raise NasutilError(f"study {name!r} was made over another search space, or another version of it (its "
-                               f"settings or file changed since: {made_over} then, {space_fingerprint} now); choose "
-                               f"another study_name, or restore the space")
-    study = optuna.create_study(storage=storage, sampler=sampler, study_name=name, directions=directions,
-                                load_if_exists=True)
-    if study_id is None:
-        study.set_user_attr("metrics", metrics)
+    space: nb201 and a cell space once shared a study and one front). Of workers that open a new study
+    at once, the one that makes it stores what it was made with, and the others compare theirs with that."""
+    existed = _study_id(storage, name) is not None
+    made = _make_study(storage, name, directions)  # tried where it exists too: an unwritable storage fails here
+    if made is not None:
+        storage.set_study_user_attr(made, "metrics", metrics)
         if space_fingerprint is not None:
-            study.set_user_attr("space_fingerprint", space_fingerprint)
+            storage.set_study_user_attr(made, "space_fingerprint", space_fingerprint)
+        if settings is not None:  # stored last: a worker that joins meanwhile waits for it
+            storage.set_study_user_attr(made, SETTINGS_ATTR, settings)
+    else:
+        _refuse_another_study(storage, name, directions, metrics, space_fingerprint, settings)
+    study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
     if study.metric_names is None:
         with warnings.catch_warnings():  # "experimental" notices, also in launcher processes
             warnings.simplefilter("ignore")
             study.set_metric_names(metrics)  # optuna-dashboard then shows "accuracy", not "Objective 0"
-    return study, study_id is not None
+    return study, existed
+
+
+def _study_id(storage: optuna.storages.BaseStorage, name: str) -> int | None:
+    try:
+        return storage.get_study_id_from_name(name)
+    except KeyError:
+        return None
+
+
+def _make_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str]) -> int | None:
+    """The new study's id, or None where another worker made it first."""
+    try:
+        return storage.create_new_study([optuna.study.StudyDirection[d.upper()] for d in directions], name)
+    except optuna.exceptions.DuplicatedStudyError:
+        return None
+
+
+def _refuse_another_study(storage: optuna.storages.BaseStorage, name: str, directions: list[str],
+                          metrics: list[str], space_fingerprint: str | None,
+                          settings: dict[str, Any] | None) -> None:
+    """Refuse to join the existing study `name` where it was made for other objectives, another space or
+    other settings. One without trials may have been made a moment ago by another worker that has not
+    stored its settings yet: wait for them."""
+    study_id = storage.get_study_id_from_name(name)
+    attrs = storage.get_study_user_attrs(study_id)
+    deadline = time.monotonic() + MAKER_WAIT_S
+    while (settings is not None and SETTINGS_ATTR not in attrs and storage.get_n_trials(study_id) == 0
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
+        attrs = storage.get_study_user_attrs(study_id)
+    existing = [d.name.lower() for d in storage.get_study_directions(study_id)]
+    stored = attrs.get("metrics")
+    if existing != directions or (stored is not None and list(stored) != metrics):
+        raise NasutilError(f"study {name!r} in this storage optimises {stored or existing}, not {metrics} "
+                           "(choose another study_name or the same objectives)")
+    made_over = attrs.get("space_fingerprint")
+    if made_over is not None and made_over != space_fingerprint:
+        raise NasutilError(f"study {name!r} was made over another search space, or another version of it (its "
+                           f"settings or file changed since: {made_over} then, {space_fingerprint} now); choose "
+                           f"another study_name, or restore the space")
+    if settings is not None:
+        refuse_other_settings(name, attrs.get(SETTINGS_ATTR), settings)

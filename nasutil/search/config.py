@@ -37,9 +37,10 @@ OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
 
 def halving_suffix(node: Any) -> str:
     """The default study name's ending for the `halving` group: nothing where it is off (so names made
-    before the group existed still resume), `-h` and a digest of its settings where it is on."""
+    before the group existed still resume), `-h` and a digest of its settings where it is on (an option,
+    or a class of the user's own)."""
     plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    if not isinstance(plain_node, dict) or plain_node.get("name", "none") == "none":
+    if not isinstance(plain_node, dict) or (plain_node.get("name", "none") == "none" and "_target_" not in plain_node):
         return ""
     return f"-h{config_digest(plain_node)}"
 
@@ -93,6 +94,44 @@ def positive_int(cfg: DictConfig, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise NasutilError(f"{key} must be a positive integer, got {value!r}")
     return value
+
+
+def refuse_unknown_keys(node: Any, group: str, known: Sequence[str], note: str = "") -> None:
+    """A key of a group whose settings nasutil reads itself (not a class's constructor arguments) that it does
+    not know is refused, naming the closest known one: `+objectives.metircs=[accuracy]`, the form Hydra's own
+    hint gives a misspelt key, once ran with the key ignored."""
+    import difflib
+
+    names = sorted(known)
+    for key in node:
+        if key in names:
+            continue
+        close = difflib.get_close_matches(str(key), names, n=1)
+        hint = f", did you mean {close[0]!r}?" if close else ""
+        raise NasutilError(f"{group}: unknown setting {str(key)!r}{hint} (known: {', '.join(names)}"
+                           f"{'; ' + note if note else ''})")
+
+
+def switched_off(node: dict[str, Any], group: str) -> bool:
+    """Whether an optional part (`halving`, `early_stopping`) is off: its option `none`, and no class of the
+    user's own given (`+halving._target_=...`). Settings given to a part that is off would be ignored: refused."""
+    if node.get("name", "none") != "none" or "_target_" in node:
+        return False
+    given = sorted(str(k) for k in node if k not in LABEL_KEYS)
+    if given:
+        options = ", ".join(f"{group}={o}" for o in _options(group) if o != "none")
+        raise NasutilError(f"{group}=none is off and reads no {', '.join(given)}: choose an option that takes "
+                           f"{'it' if len(given) == 1 else 'them'} ({options}), or a class of your own with "
+                           f"+{group}._target_=...")
+    return True
+
+
+def _options(group: str) -> list[str]:
+    """The shipped options of a config group."""
+    import importlib.resources
+
+    folder = importlib.resources.files("nasutil_conf").joinpath(group)
+    return sorted(f.name[:-5] for f in folder.iterdir() if f.name.endswith(".yaml"))
 
 
 def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
@@ -277,6 +316,26 @@ def shipped_keys() -> set[str]:
     return {str(k) for k in node if k != "defaults"} | groups - {"_self_"}
 
 
+def refuse_added_keys(overrides: list[str]) -> None:
+    """`+key=value` adds a key Hydra did not know, which is how Hydra's own hint answers a typo
+    (`n_trails=5`): nasutil reads no such key, so the search would run as if the setting were not
+    there. Any key a `+` override adds outside the shipped settings is refused, naming the closest one."""
+    import difflib
+
+    known = shipped_keys()
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++"):
+            continue
+        key = override[1:].split("=", 1)[0].strip()
+        top = key.split(".", 1)[0].split("@", 1)[0]
+        if top in known:
+            continue  # a setting or group it has; inside a group, its reader or its class names what it does not know
+        close = difflib.get_close_matches(top, sorted(known), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise NasutilError(f"{override}: nasutil-search has no setting {top!r}{hint}; a '+' override adds a key "
+                           f"that nothing reads, so the search would run without it")
+
+
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
     """The config `nasutil-search OVERRIDES` runs with, composed from the shipped groups (for use from Python;
     nodes that read Hydra's run folder, such as `storage`, resolve only inside a run)."""
@@ -288,6 +347,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
 
     if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
         raise NasutilError(f"compose takes a list of overrides such as ['n_trials=5'], got {overrides!r}")
+    refuse_added_keys(list(overrides))
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module("nasutil_conf", version_base="1.3"):

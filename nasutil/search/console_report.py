@@ -10,7 +10,7 @@ import optuna
 from rich.console import Console
 from rich.table import Table
 
-from nasutil.search.record import Counts
+from nasutil.search.record import Counts, has_accuracy
 from nasutil.search.storage import StudyStorage
 from nasutil.search.tables import metric_names, pareto_trials
 
@@ -39,6 +39,17 @@ def unvalidated_note(trials: list) -> str | None:
     reason = str(unvalidated[0].user_attrs.get("unvalidated_reason") or "no validation on record")
     return (f"warning: {len(unvalidated)} of {scored} candidates were predicted by a model never validated for "
             f"them ({reason}): pruning before training and the predicted figures rest on those predictions")
+
+
+def unmeasured_note(trials: list) -> str | None:
+    """A line where trained trials had no measurement to be scored on (a measured table without their cell)
+    and were scored on their prediction, so that a front of measured and predicted figures says so."""
+    unmeasured = [t for t in trials if t.user_attrs.get("unmeasured_reason") and has_accuracy(t)]
+    if not unmeasured:
+        return None
+    return (f"note: {len(unmeasured)} trained trials had no measurement and were scored on their prediction "
+            f"({unmeasured[0].user_attrs['unmeasured_reason']}); trials.csv names them (hardware_source=predicted, "
+            f"unmeasured_reason)")
 
 
 def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: StudyStorage, wall_s: float,
@@ -74,9 +85,10 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
     if seen:
         console.print(f"trainings: {counts.trainings} of {seen} candidates ({saved / seen:.0%} skipped before "
                       f"training); {counts.epochs:,.0f} epochs spent; wall time {wall_s:.1f} s")
-    note = unvalidated_note(study.get_trials(deepcopy=False))
-    if note:
-        console.print(note, markup=False)
+    trials = study.get_trials(deepcopy=False)
+    for note in (unvalidated_note(trials), unmeasured_note(trials)):
+        if note:
+            console.print(note, markup=False)
     console.print(f"results: {folder}")
     for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
         if name in files:

@@ -48,7 +48,7 @@ from nasutil.arch import Arch
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.halving import Halving
-from nasutil.search.measurer import HardwareMeasurer, MeasurementQueue
+from nasutil.search.measurer import HardwareMeasurer, MeasurementQueue, NoMeasurement
 from nasutil.search.objectives import Objectives
 from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
@@ -323,7 +323,7 @@ class Search:
         if "accuracy" not in record:
             raise NasutilError("trainer returned no accuracy")
         if self.measuring is not None and "measured_latency_ms" not in record:
-            record.update(self.measuring.measure(self.space_spec, text))
+            record.update(self._measured(self.measuring, text))
         record["hardware_source"] = self.objectives.hardware_source(record)
         figures = {**record, **hardware_figures(record)}
         constraints = self.objectives.constraints(figures)
@@ -335,6 +335,18 @@ class Search:
             for key, value in constraints.items():
                 trial.set_constraint(key, value)
         return values
+
+    def _measured(self, measuring: HardwareMeasurer | MeasurementQueue, text: str) -> TrialRecord:
+        """A trained candidate's measured figures. Where the evaluator holds none for it (a table without its
+        cell), a trial that must be scored on measurements fails; one scored on `auto` (measured where
+        measured) or `predicted` keeps its prediction and records why it has no measurement."""
+        try:
+            return measuring.measure(self.space_spec, text)
+        except NoMeasurement as missing:
+            if self.objectives.scored_on == "measured":
+                raise NasutilError(f"{missing} (objectives.scored_on=measured: a trained trial without a "
+                                   f"measurement fails; auto scores it on its prediction)") from None
+            return {"unmeasured_reason": str(missing)}
 
     def _result_of_a_running_twin(self, trial: optuna.Trial, text: str) -> FrozenTrial | None:
         """Another trial (this process's or another worker's) numbered before this one is training the same

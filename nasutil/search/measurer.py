@@ -21,6 +21,12 @@ import torch
 from nasutil.errors import NasutilError
 
 
+class NoMeasurement(NasutilError):
+    """The measurer holds no figure for this candidate (a table without its cell): unlike a measurement that
+    failed, this says nothing of the candidate, so a trial that may be scored on its prediction
+    (`objectives.scored_on` auto or predicted) is, and only one that must be measured fails."""
+
+
 class HardwareMeasurer(ABC):
     """Where a search's trained candidates get their measured figures (the `evaluator` group)."""
 
@@ -44,7 +50,8 @@ class HardwareMeasurer(ABC):
 
     @abstractmethod
     def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
-        """Each candidate's measured figures, or the NasutilError that says why it could not be measured."""
+        """Each candidate's measured figures, or the NasutilError that says why it could not be measured
+        (`NoMeasurement` where there is simply no figure for it)."""
 
     def close(self) -> None:
         """Release what measuring holds (worker processes, say)."""
@@ -160,7 +167,7 @@ class TableMeasurer(HardwareMeasurer):
         for text in arch_texts:
             figures = self.table.figures(text)
             if figures is None:
-                out.append(NasutilError(f"{text} is not in the measured table {self.table.name}"))
+                out.append(NoMeasurement(f"{text} is not in the measured table {self.table.name}"))
                 continue
             out.append({"measured_device": self.table.device_name,
                         "measured_latency_ms": figures["latency_ms"],

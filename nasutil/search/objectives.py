@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nasutil.errors import NasutilError
+from nasutil.search.config import refuse_unknown_keys
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
 
 
 #: `objectives.scored_on`: score trained trials on measured figures (a trial that cannot be measured fails),
-#: on predicted ones (measurements, where taken, are recorded beside them), or on measured where measured
+#: on predicted ones (measurements, where taken, are recorded beside them), or on measured where measured,
+#: else predicted (a trained candidate the evaluator holds no figure for keeps its prediction)
 HARDWARE_SOURCES = ("auto", "measured", "predicted")
+#: the settings of the `objectives` group (`name` labels the option)
+SETTINGS = ("name", "metrics", "latency_slo_ms", "min_accuracy", "scored_on")
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Objectives:
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Objectives:
+        refuse_unknown_keys(cfg, "objectives", SETTINGS)
         given = cfg.get("metrics") or []
         if not isinstance(given, (list, tuple)):  # a bare name would be read letter by letter
             raise NasutilError(f"objectives.metrics must be a list, e.g. [accuracy,throughput], got {given!r}")

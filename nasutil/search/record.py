@@ -55,6 +55,7 @@ class TrialRecord(TypedDict, total=False):
     measured_sm_clock_mhz: float
     measured_batch: int  # which of the search's measurement batches measured it (from 0), where batched
     measured_in_batch: int  # its place in that batch (0: first)
+    unmeasured_reason: str  # why a trained trial has no measurement (a table without its cell): scored on prediction
     hardware_source: str  # "measured" or "predicted"
     constraints: dict[str, float]
     fail_reason: str
@@ -136,6 +137,7 @@ class Counts:
     failed: int = 0
     surplus: int = 0  # asked for after other workers had claimed the whole budget: never run
     running: int = 0
+    unmeasured: int = 0  # trained (or repeats) with no measurement to score them on, scored on their prediction
     epochs: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -147,6 +149,8 @@ class Counts:
             if t.state in FINISHED:
                 c.finished += 1
             kind = outcome(t)
+            if kind in ("trained", "repeat") and t.user_attrs.get("unmeasured_reason"):
+                c.unmeasured += 1
             if kind == "trained":
                 c.trained += 1
             elif kind == "repeat":

@@ -19,7 +19,7 @@ from nasutil.search.record import feasible, generation, hardware_figures, has_ac
 
 # Leading columns, in this order; any other user attribute follows, sorted.
 COLUMNS = ("number", "outcome", "state", "generation", "arch", "accuracy", "throughput_per_s", "latency_ms", "utilization", "hardware_source",
-           "predicted_throughput_per_s", "predicted_latency_ms", "predicted_utilization", "predictor",
+           "unmeasured_reason", "predicted_throughput_per_s", "predicted_latency_ms", "predicted_utilization", "predictor",
            "measured_throughput_per_s", "measured_latency_ms", "measured_utilization", "measured_device",
            "flops_per_image", "params", "prune_stage", "prune_policy", "prune_reason", "training_epochs",
            "duplicate_of", "feasible", "fail_reason", "duration_s", "datetime_start")
