@@ -43,7 +43,8 @@ def test_a_packed_move_gives_what_module_to_gives(channels_last):
     model = _network()
     expected = copy.deepcopy(model).to(memory_format=torch.channels_last) if channels_last else copy.deepcopy(model)
     parameters = [id(p) for p in model.parameters()]
-    storages = {t.untyped_storage().data_ptr() for _, t in _tensors(model)}
+    before = [t.detach() for _, t in _tensors(model)]  # held: a freed storage's address could be reused
+    storages = {t.untyped_storage().data_ptr() for t in before}
     assert move_to_device(model, torch.device("cpu"), channels_last=channels_last, packed=True) is model
     assert [id(p) for p in model.parameters()] == parameters  # an optimizer made before still holds them
     moved = {t.untyped_storage().data_ptr() for _, t in _tensors(model)}
