@@ -1389,3 +1389,25 @@ def test_readmes_figures_for_the_h100_seeds_99_and_100_are_the_result_files():
     moves.append(float(rows("transfer_s100/s100_packed_1.csv")["p16-pareto"]["mean_to_device_ms"]))
     moves.append(float(rows("transfer_s100/s100_packed_1.csv")["p64-pareto"]["mean_to_device_ms"]))
     assert f"from {moves[0]:.0f} ms to {min(moves[1:]):.0f}-{max(moves[1:]):.0f} ms inside a population" in readme
+
+
+def test_the_h100_gpu_test_notes_are_their_log():
+    import re
+
+    log = (ROOT / "benchmarks" / "results" / "h100" / "population" / "gpu_tests_all.log").read_text()
+    summary = re.search(r"(\d+) failed, (\d+) passed, \d+ deselected, \d+ warnings? in ([0-9.]+)s", log)
+    failed, passed, seconds = int(summary.group(1)), int(summary.group(2)), float(summary.group(3))
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**All 26 GPU tests on a third H100"):text.index("**Seeds 97 and 98 on an H100")].split())
+    assert f"{failed + passed} GPU tests" in flat and f"{passed} passed and {failed} failed, in {seconds:.0f} s" in flat
+    excess, bound = (float(x) for x in re.search(r"assert ([0-9.]+) <= ([0-9.]+)", log).groups())
+    assert f"median {100 * excess:.1f}% slower than its parent" in flat and f"bound of {100 * bound:.1f}%" in flat
+    queued = re.search(r"queued ([0-9.]+) ms, quiet \(ms, MHz\) \[(.*?)\]", log)
+    quiet = [float(x) for x in re.findall(r"\(([0-9.]+), [0-9.]+\)", queued.group(2))]
+    assert abs(float(queued.group(1)) / min(quiet) - 1) <= 0.01
+    assert (f"(queued {float(queued.group(1)):.4f} ms, quiet {quiet[0]:.4f} ms first and "
+            f"{min(quiet[1:]):.4f}-{max(quiet[1:]):.4f} ms after)") in flat
+    fast = re.search(r"queued ([0-9.]+) ms at [0-9.]+ MHz, quiet \[(.*?)\]", log)
+    alone = [float(x) for x in re.findall(r"\(([0-9.]+), [0-9.]+\)", fast.group(2))]
+    assert (f"read {float(fast.group(1)):.4f} ms against {min(alone):.4f}-{max(alone):.4f} ms measured alone right "
+            f"after, {100 * (1 - float(fast.group(1)) / min(alone)):.1f}% faster") in flat

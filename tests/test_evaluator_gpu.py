@@ -8,6 +8,7 @@ import torch
 
 from nasutil.devices import datasheet_peak_tflops
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+from nasutil.evaluator.config import MAX_BATCH_SIZE
 from nasutil.evaluator.peak import measured_peak_tflops
 
 pytestmark = pytest.mark.gpu
@@ -77,7 +78,8 @@ def test_measured_gemm_peak_is_below_the_datasheet():
 
 
 def test_out_of_memory_fails_one_candidate_and_the_run_goes_on():
-    huge = GPU.with_(batch_size=1 << 20, mode="eager", counters=False)
+    # VGG-16 at the largest batch a config takes: its first activation alone is over 400 GB in fp16
+    huge = GPU.with_(batch_size=MAX_BATCH_SIZE, mode="eager", counters=False)
     with Evaluator(huge, isolate=True, timeout_s=300) as ev:
         first = ev.measure(Candidate("nb201", CELL), GPU)
         oom = ev.measure(Candidate.model("torchvision:vgg16"))
