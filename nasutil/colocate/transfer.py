@@ -10,8 +10,8 @@ whole ran no faster: the device set its pace).
 
 The values, shapes, memory formats, parameter objects and their `requires_grad` are those `Module.to`
 gives (`tests/test_colocate_transfer.py`); only where each tensor's storage lies differs (slices of one
-buffer). A network whose tensors share storage (tied weights), or hold anything but plain dense tensors,
-is moved by `Module.to` instead, so that what was shared stays shared.
+buffer). One parameter in two modules is moved once; a network where two tensors share storage (a buffer
+that views a weight), or that holds anything but plain dense tensors, is moved by `Module.to` instead.
 """
 
 from __future__ import annotations
