@@ -366,7 +366,8 @@ def _results_file(tmp_path, rows: list) -> Path:
 
 def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path):
     """Results files are untrusted: rows with a list for a device name, an object for a space, a NaN or
-    negative latency are left out, counted by reason, and the fit goes on with the rest."""
+    negative latency, none at all under status ok, and a line that is not an object are left out, counted by
+    reason, and the fit goes on with the rest."""
     good = _fast_pass_rows(300)
     bad = [{**good[0], "device_name": ["NVIDIA H200"]}, {**good[1], "space": {"name": "nb201"}},
            {**good[2], "latency_ms": "nan"}, {**good[3], "latency_ms": -1.0}, {**good[4], "batch_size": 2.5},
@@ -376,8 +377,9 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
     assert r.returncode == 0, r.stderr
     warning = [line for line in r.stderr.splitlines() if "skipped" in line]
-    assert warning and "skipped 5 unusable measurement row(s)" in warning[0], r.stderr
+    assert warning and "skipped 7 unusable measurement row(s)" in warning[0], r.stderr
     assert "device_name is not text" in warning[0] and "space is not text" in warning[0]
+    assert "1 lacks latency_ms" in warning[0] and "1 is not a JSON object" in warning[0]
     assert "latency_ms out of range" in warning[0] and "latency_ms is not a finite number" in warning[0]
     assert "batch_size is not a whole number" in warning[0]
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
@@ -478,6 +480,22 @@ def test_measurements_with_a_byte_order_mark_are_read(tmp_path):
     path = tmp_path / "bom.jsonl"
     path.write_text(json.dumps(row) + "\n", encoding="utf-8-sig")
     assert [r["arch"] for r in read_measurements([path])] == ["a"]
+
+
+def test_rows_marked_ok_without_a_latency_and_lines_that_are_not_objects_are_counted(tmp_path):
+    """A row marked ok with no latency, and a JSON line holding a number, a list, text or null, were left out
+    without a word; a failed measurement, which has no latency by design, is still no unusable row."""
+    from nasutil.predictor.training_data import read_measurements
+
+    row = {"status": "ok", "space": "nb201", "arch": "a", "device_name": "d", "dtype": "fp16", "batch_size": 1,
+           "mode": "eager", "latency_ms": 1.0}
+    lines = [row, {**row, "latency_ms": None}, {**row, "latency_ms": ""}, {k: v for k, v in row.items()
+             if k != "latency_ms"}, {**row, "status": "failed", "latency_ms": None}, 3, [row], "row", None]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    skipped: dict[str, int] = {}
+    assert [r["arch"] for r in read_measurements([path], skipped)] == ["a"]
+    assert skipped == {"lacks latency_ms": 3, "is not a JSON object": 4}
 
 
 def test_profile_fit_on_nothing_usable_is_a_one_line_error(cli, tmp_path):

@@ -41,8 +41,8 @@ NUMBER_FIELDS: dict[str, tuple[bool, float, float]] = {
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
     """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV.
 
-    A row that is not a usable measurement (a field missing, of the wrong type or given twice, a number
-    outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
+    A row that is not a usable measurement (JSON that is not an object; a field missing, of the wrong type or
+    given twice; a number outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
     that cannot be read, a line that is not JSON at all, or a CSV header naming a column twice is an error."""
     rows: list[object] = []  # what each line or CSV row holds; RepeatedKey for a JSON line giving a key twice
     for path in map(Path, paths):
@@ -62,17 +62,25 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
     out = []
     for r in rows:
-        if isinstance(r, RepeatedKey):  # which of its two values is meant cannot be told
-            checked, reason = None, f"gives {r.key[:40]!r} twice"
-        elif not isinstance(r, dict) or r.get("status") != "ok" or r.get("latency_ms") in (None, ""):
-            continue
-        else:
-            checked, reason = _checked(r)
+        checked, reason = _measurement(r)
         if checked is not None:
             out.append(checked)
-        elif skipped is not None:
+        elif reason and skipped is not None:
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def _measurement(row: object) -> tuple[dict | None, str]:
+    """A line's or CSV row's successful measurement, checked; else None and why it cannot be used, or None and ''
+    for a failed measurement (which holds no latency to fit, by design). A row marked ok without a latency and a
+    JSON line that parses to a number, list or text are counted: they were left out without a word."""
+    if isinstance(row, RepeatedKey):  # which of its two values is meant cannot be told
+        return None, f"gives {row.key[:40]!r} twice"
+    if not isinstance(row, dict):
+        return None, "is not a JSON object"
+    if row.get("status") != "ok":
+        return None, ""
+    return _checked(row)
 
 
 def _csv_rows(text: str, file: Path) -> list[dict]:
