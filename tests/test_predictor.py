@@ -432,6 +432,22 @@ def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, t
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250 and len(picked.stdout.split()) == 2
 
 
+def test_profile_fit_and_next_count_the_rows_of_model_zoos(cli, tmp_path):
+    """Rows of torchvision and timm models passed every check and were then left out of the fit without a
+    word: its learned models are per cell space. They are skipped and counted with that reason."""
+    good = _fast_pass_rows(300)
+    zoo = [{**good[0], "space": "torchvision", "arch": "resnet50", "input_size": 224, "num_classes": 1000},
+           {**good[1], "space": "timm", "arch": "efficientnet_b0", "input_size": 224, "num_classes": 1000}]
+    path = _results_file(tmp_path, zoo + good)
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and "skipped 2 unusable measurement row(s)" in warning[0], r.stderr
+        assert "2 of a model zoo (torchvision, timm): a fit learns cell spaces only" in warning[0], r.stderr
+
+
 def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
     """csv keeps the last of two columns of one name without a word: which latency was fitted was a guess."""
     path = tmp_path / "twice.csv"

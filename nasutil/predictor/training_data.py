@@ -20,6 +20,9 @@ from nasutil.predictor.profile_checks import BATCH_SIZE_RANGE, LATENCY_MS_RANGE
 from nasutil.space import MAX_NUM_CLASSES, SearchSpace
 
 ZOO_SPACES = ("torchvision", "timm")
+#: why a zoo model's row is skipped: learned models and overlap constants are fitted per cell space, on many
+#: archs of one space, and a zoo "space" holds named models, not archs a space's parser takes
+ZOO_REASON = "of a model zoo (torchvision, timm): a fit learns cell spaces only"
 #: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
 MAX_MEASUREMENT_FILE_BYTES = 1 << 30
 #: the SM clocks (MHz) a measurement may report: one of 1e300 made every other row "below 0.95 of the highest"
@@ -134,10 +137,10 @@ def _number(value: object, name: str, whole: bool, low: float, high: float) -> t
 
 
 def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[dict]:
-    """The rows a profile can be fitted on: a known dtype and mode, and (outside the model zoos, which a fit
-    leaves aside) a known space whose parser takes the arch, measured on the network a fit lists the ops of
-    (`unlike_listing`). The others are left out and counted in `skipped` by reason, as `read_measurements`
-    counts its own: one bad row stopped a whole fit, and one of another input size was left out unsaid."""
+    """The rows a profile can be fitted on: a known dtype and mode, a known space other than the model zoos
+    (ZOO_REASON) whose parser takes the arch, measured on the network a fit lists the ops of (`unlike_listing`).
+    The others are left out and counted in `skipped` by reason, as `read_measurements` counts its own: one bad
+    row stopped a whole fit, and one of another input size or of a zoo model was left out unsaid."""
     from nasutil.devices import DTYPES
     from nasutil.evaluator.config import MODES
     from nasutil.registry import get_space
@@ -148,7 +151,9 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
         reason = ""
         if row["dtype"] not in DTYPES or row["mode"] not in MODES:
             reason = "an unknown dtype or mode"
-        elif row["space"] not in ZOO_SPACES:
+        elif row["space"] in ZOO_SPACES:
+            reason = ZOO_REASON
+        else:
             if row["space"] not in spaces:
                 try:
                     spaces[row["space"]] = get_space(row["space"])
