@@ -448,6 +448,30 @@ def test_profile_fit_and_next_count_the_rows_of_model_zoos(cli, tmp_path):
         assert "2 of a model zoo (torchvision, timm): a fit learns cell spaces only" in warning[0], r.stderr
 
 
+def test_profile_fit_and_next_count_rows_measured_without_channels_last(cli, tmp_path):
+    """Operator tables are timed in channels_last, the evaluator's default, but rows measured in NCHW
+    (`nasutil measure --no-channels-last`) were fitted with the rest. They are skipped and counted, as is a
+    channels_last that is neither true nor false; a row that leaves the field out was measured at the default
+    (benchmarks/predictor_data.py writes no such column) and is kept."""
+    from nasutil.predictor.training_data import read_measurements
+
+    good = _fast_pass_rows(300)
+    assert {r["channels_last"] for r in good} == {"True"}
+    bad = [{**good[0], "channels_last": False}, {**good[1], "channels_last": "False"},
+           {**good[2], "channels_last": "maybe"}, {**good[3], "channels_last": 1}]
+    unsaid = {k: v for k, v in good[4].items() if k != "channels_last"}
+    path = _results_file(tmp_path, good + bad + [unsaid])
+    assert [r["channels_last"] for r in read_measurements([path])][-1] is True
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and "skipped 4 unusable measurement row(s)" in warning[0], r.stderr
+        assert "2 measured without channels_last, the memory format the operator tables are timed in" in warning[0]
+        assert "2 channels_last is not true or false" in warning[0], r.stderr
+
+
 def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
     """csv keeps the last of two columns of one name without a word: which latency was fitted was a guess."""
     path = tmp_path / "twice.csv"

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.evaluator.config import MeasureConfig
 from nasutil.files import RepeatedKey, read_text, unique_keys
 from nasutil.predictor.profile_checks import BATCH_SIZE_RANGE, LATENCY_MS_RANGE
 from nasutil.space import MAX_NUM_CLASSES, SearchSpace
@@ -23,6 +24,9 @@ ZOO_SPACES = ("torchvision", "timm")
 #: why a zoo model's row is skipped: learned models and overlap constants are fitted per cell space, on many
 #: archs of one space, and a zoo "space" holds named models, not archs a space's parser takes
 ZOO_REASON = "of a model zoo (torchvision, timm): a fit learns cell spaces only"
+#: the memory format of a row that does not say: every row the evaluator writes gives it, and a table that
+#: leaves the column out (benchmarks/predictor_data.py's) was measured at the evaluator's default
+DEFAULT_CHANNELS_LAST: bool = MeasureConfig.channels_last
 #: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
 MAX_MEASUREMENT_FILE_BYTES = 1 << 30
 #: the SM clocks (MHz) a measurement may report: one of 1e300 made every other row "below 0.95 of the highest"
@@ -113,7 +117,22 @@ def _checked(row: dict) -> tuple[dict | None, str]:
         numbers[name], reason = _number(row.get(name), name, whole, low, high)
         if reason:
             return None, reason
-    return {**row, **numbers}, ""
+    channels_last, reason = _flag(row.get("channels_last"), "channels_last", DEFAULT_CHANNELS_LAST)
+    if reason:
+        return None, reason
+    return {**row, **numbers, "channels_last": channels_last}, ""
+
+
+def _flag(value: object, name: str, default: bool) -> tuple[bool | None, str]:
+    """A row's true or false (`default` where it is absent), or why it cannot be one: JSON gives a boolean,
+    CSV the text True or False."""
+    if value in (None, ""):
+        return default, ""
+    if isinstance(value, bool):
+        return value, ""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true", ""
+    return None, f"{name} is not true or false"
 
 
 def _number(value: object, name: str, whole: bool, low: float, high: float) -> tuple[float | int | None, str]:
@@ -177,7 +196,10 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
 
 def unlike_listing(row: dict, space: SearchSpace) -> str:
     """Why a checked row measured another network than the one whose ops a fit or prediction lists (its space's
-    default input size, LISTED_NUM_CLASSES classes), or '' where it did not (or does not say)."""
+    default input size, LISTED_NUM_CLASSES classes), or in another memory format than the operator tables are
+    timed in (channels_last), or '' where it did not (or does not say)."""
+    if row.get("channels_last") is False:
+        return "measured without channels_last, the memory format the operator tables are timed in"
     if row.get("input_size") not in (None, space.default_input_size):
         return "measured at another input size than its space's default"
     if row.get("num_classes") not in (None, LISTED_NUM_CLASSES):
