@@ -598,11 +598,40 @@ def _set_op_field(name, value):
     (lambda d: d.__setitem__("device_name", 5), "device_name must be text, got 5"),
     (lambda d: d.__setitem__("device_name", " "), "device_name must name the device"),
     (lambda d: d.pop("device_name"), "device_name must be text, got None"),
+    (lambda d: d.__setitem__("driver_version", ["580"]), "driver_version must be null or text of at most 100"),
+    (lambda d: d.__setitem__("torch_version", 2.11), "torch_version must be null or text of at most 100"),
+    (lambda d: d.__setitem__("torch_version", "2" * 101), "torch_version must be null or text of at most 100"),
 ])
 def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, field):
     r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
     assert "malformed device profile" in r.stderr and field in r.stderr, r.stderr
+
+
+def test_a_profile_that_does_not_know_its_versions_loads(tmp_path):
+    """null is what a profile built without NVML writes for its driver, and loads as None."""
+    from nasutil.predictor.profile import load_profile
+
+    profile = load_profile(_damaged_profile(tmp_path, lambda d: d.update(driver_version=None, torch_version=None)))
+    assert profile.driver_version is None and profile.torch_version is None
+
+
+@pytest.mark.parametrize("first", [
+    {"driver_version": ["580"], "torch_version": "2" * 1000},
+    {"space": "torchvision", "arch": "resnet50", "input_size": 224, "num_classes": 1000, "driver_version": "1.0",
+     "torch_version": "0.1"},
+], ids=["not text", "a row the fit leaves out"])
+def test_a_fit_takes_its_versions_from_usable_rows_as_text(tmp_path, first):
+    """The fit copied the first row's driver and torch versions, unchecked: a list or a megabyte of text went
+    into the profile, and the versions of a zoo model's row that the fit leaves out."""
+    from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.training_data import read_measurements
+
+    good = _fast_pass_rows(300)
+    rows = read_measurements([_results_file(tmp_path, [{**good[0], **first}] + good[1:])])
+    profile = fit_profile(rows, features="encoding")
+    assert (profile.driver_version, profile.torch_version) == (good[1]["driver_version"], good[1]["torch_version"])
+    assert good[1]["driver_version"] and good[1]["torch_version"]
 
 
 def _repeat(key, index, where):
