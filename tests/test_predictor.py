@@ -366,7 +366,8 @@ def _results_file(tmp_path, rows: list) -> Path:
 
 def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path):
     """Results files are untrusted: rows with a list for a device name, an object for a space, a NaN or
-    negative latency are left out, counted by reason, and the fit goes on with the rest."""
+    negative latency, none at all under status ok, and a line that is not an object are left out, counted by
+    reason, and the fit goes on with the rest."""
     good = _fast_pass_rows(300)
     bad = [{**good[0], "device_name": ["NVIDIA H200"]}, {**good[1], "space": {"name": "nb201"}},
            {**good[2], "latency_ms": "nan"}, {**good[3], "latency_ms": -1.0}, {**good[4], "batch_size": 2.5},
@@ -376,8 +377,9 @@ def test_profile_fit_skips_malformed_rows_with_a_count_and_reasons(cli, tmp_path
     r = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
     assert r.returncode == 0, r.stderr
     warning = [line for line in r.stderr.splitlines() if "skipped" in line]
-    assert warning and "skipped 5 unusable measurement row(s)" in warning[0], r.stderr
+    assert warning and "skipped 7 unusable measurement row(s)" in warning[0], r.stderr
     assert "device_name is not text" in warning[0] and "space is not text" in warning[0]
+    assert "1 lacks latency_ms" in warning[0] and "1 is not a JSON object" in warning[0]
     assert "latency_ms out of range" in warning[0] and "latency_ms is not a finite number" in warning[0]
     assert "batch_size is not a whole number" in warning[0]
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250
@@ -430,6 +432,46 @@ def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, t
     assert json.loads(out.read_text())["learned"][0]["rows"] >= 250 and len(picked.stdout.split()) == 2
 
 
+def test_profile_fit_and_next_count_the_rows_of_model_zoos(cli, tmp_path):
+    """Rows of torchvision and timm models passed every check and were then left out of the fit without a
+    word: its learned models are per cell space. They are skipped and counted with that reason."""
+    good = _fast_pass_rows(300)
+    zoo = [{**good[0], "space": "torchvision", "arch": "resnet50", "input_size": 224, "num_classes": 1000},
+           {**good[1], "space": "timm", "arch": "efficientnet_b0", "input_size": 224, "num_classes": 1000}]
+    path = _results_file(tmp_path, zoo + good)
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and "skipped 2 unusable measurement row(s)" in warning[0], r.stderr
+        assert "2 of a model zoo (torchvision, timm): a fit learns cell spaces only" in warning[0], r.stderr
+
+
+def test_profile_fit_and_next_count_rows_measured_without_channels_last(cli, tmp_path):
+    """Operator tables are timed in channels_last, the evaluator's default, but rows measured in NCHW
+    (`nasutil measure --no-channels-last`) were fitted with the rest. They are skipped and counted, as is a
+    channels_last that is neither true nor false; a row that leaves the field out was measured at the default
+    (benchmarks/predictor_data.py writes no such column) and is kept."""
+    from nasutil.predictor.training_data import read_measurements
+
+    good = _fast_pass_rows(300)
+    assert {r["channels_last"] for r in good} == {"True"}
+    bad = [{**good[0], "channels_last": False}, {**good[1], "channels_last": "False"},
+           {**good[2], "channels_last": "maybe"}, {**good[3], "channels_last": 1}]
+    unsaid = {k: v for k, v in good[4].items() if k != "channels_last"}
+    path = _results_file(tmp_path, good + bad + [unsaid])
+    assert [r["channels_last"] for r in read_measurements([path])][-1] is True
+    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
+    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
+    for r in (fitted, picked):
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1 and "skipped 4 unusable measurement row(s)" in warning[0], r.stderr
+        assert "2 measured without channels_last, the memory format the operator tables are timed in" in warning[0]
+        assert "2 channels_last is not true or false" in warning[0], r.stderr
+
+
 def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
     """csv keeps the last of two columns of one name without a word: which latency was fitted was a guess."""
     path = tmp_path / "twice.csv"
@@ -478,6 +520,22 @@ def test_measurements_with_a_byte_order_mark_are_read(tmp_path):
     path = tmp_path / "bom.jsonl"
     path.write_text(json.dumps(row) + "\n", encoding="utf-8-sig")
     assert [r["arch"] for r in read_measurements([path])] == ["a"]
+
+
+def test_rows_marked_ok_without_a_latency_and_lines_that_are_not_objects_are_counted(tmp_path):
+    """A row marked ok with no latency, and a JSON line holding a number, a list, text or null, were left out
+    without a word; a failed measurement, which has no latency by design, is still no unusable row."""
+    from nasutil.predictor.training_data import read_measurements
+
+    row = {"status": "ok", "space": "nb201", "arch": "a", "device_name": "d", "dtype": "fp16", "batch_size": 1,
+           "mode": "eager", "latency_ms": 1.0}
+    lines = [row, {**row, "latency_ms": None}, {**row, "latency_ms": ""}, {k: v for k, v in row.items()
+             if k != "latency_ms"}, {**row, "status": "failed", "latency_ms": None}, 3, [row], "row", None]
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    skipped: dict[str, int] = {}
+    assert [r["arch"] for r in read_measurements([path], skipped)] == ["a"]
+    assert skipped == {"lacks latency_ms": 3, "is not a JSON object": 4}
 
 
 def test_profile_fit_on_nothing_usable_is_a_one_line_error(cli, tmp_path):
@@ -540,11 +598,40 @@ def _set_op_field(name, value):
     (lambda d: d.__setitem__("device_name", 5), "device_name must be text, got 5"),
     (lambda d: d.__setitem__("device_name", " "), "device_name must name the device"),
     (lambda d: d.pop("device_name"), "device_name must be text, got None"),
+    (lambda d: d.__setitem__("driver_version", ["580"]), "driver_version must be null or text of at most 100"),
+    (lambda d: d.__setitem__("torch_version", 2.11), "torch_version must be null or text of at most 100"),
+    (lambda d: d.__setitem__("torch_version", "2" * 101), "torch_version must be null or text of at most 100"),
 ])
 def test_a_damaged_profile_is_refused_naming_the_field(cli, tmp_path, change, field):
     r = cli("predict", "nb201", "--sample", "1", "--profile", _damaged_profile(tmp_path, change))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
     assert "malformed device profile" in r.stderr and field in r.stderr, r.stderr
+
+
+def test_a_profile_that_does_not_know_its_versions_loads(tmp_path):
+    """null is what a profile built without NVML writes for its driver, and loads as None."""
+    from nasutil.predictor.profile import load_profile
+
+    profile = load_profile(_damaged_profile(tmp_path, lambda d: d.update(driver_version=None, torch_version=None)))
+    assert profile.driver_version is None and profile.torch_version is None
+
+
+@pytest.mark.parametrize("first", [
+    {"driver_version": ["580"], "torch_version": "2" * 1000},
+    {"space": "torchvision", "arch": "resnet50", "input_size": 224, "num_classes": 1000, "driver_version": "1.0",
+     "torch_version": "0.1"},
+], ids=["not text", "a row the fit leaves out"])
+def test_a_fit_takes_its_versions_from_usable_rows_as_text(tmp_path, first):
+    """The fit copied the first row's driver and torch versions, unchecked: a list or a megabyte of text went
+    into the profile, and the versions of a zoo model's row that the fit leaves out."""
+    from nasutil.predictor.fit import fit_profile
+    from nasutil.predictor.training_data import read_measurements
+
+    good = _fast_pass_rows(300)
+    rows = read_measurements([_results_file(tmp_path, [{**good[0], **first}] + good[1:])])
+    profile = fit_profile(rows, features="encoding")
+    assert (profile.driver_version, profile.torch_version) == (good[1]["driver_version"], good[1]["torch_version"])
+    assert good[1]["driver_version"] and good[1]["torch_version"]
 
 
 def _repeat(key, index, where):

@@ -15,6 +15,7 @@ from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.op_tables import OpTableModel, fit_overlap
 from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.profile import DeviceProfile, LearnedEntry
+from nasutil.predictor.profile_checks import MAX_VERSION_CHARS
 from nasutil.predictor.training_data import ZOO_SPACES, median_latencies, unlike_listing
 from nasutil.registry import get_space
 from nasutil.space import SearchSpace
@@ -43,14 +44,14 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
     device = devices.pop()
     if base is not None and base.device_name != device:
         raise NasutilError(f"measurements come from {device!r} but the profile is for {base.device_name!r}")
-    first = rows[0]
+    rows = [r for r in rows if r.get("space") not in ZOO_SPACES and not unlike_listing(r, get_space(r["space"]))]
     # `base` is the caller's (often a cached, shared profile): fit a copy of it
-    profile = copy.deepcopy(base) if base is not None else DeviceProfile(device_name=device, driver_version=first.get("driver_version") or None,
-                                    torch_version=first.get("torch_version") or None)
+    profile = copy.deepcopy(base) if base is not None else DeviceProfile(
+        device_name=device, driver_version=_version(rows, "driver_version"),
+        torch_version=_version(rows, "torch_version"))
     profile.source = source or profile.source
     profile.learned = []
     operators = OpTableModel(profile.operators) if profile.operators else None
-    rows = [r for r in rows if r.get("space") not in ZOO_SPACES and not unlike_listing(r, get_space(r["space"]))]
     groups = median_latencies(rows, min_clock_ratio)
     networks: dict[tuple, dict[str, tuple[list[Op], np.ndarray]]] = {}
     for (space_name, dtype, batch, mode), latencies in sorted(groups.items()):
@@ -82,6 +83,13 @@ def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_r
         raise NasutilError(f"no (space, dtype, batch, mode) group has {min_rows} or more distinct architectures"
                            f"{found} (min_rows, --min-rows of nasutil profile fit, sets how many a fit needs)")
     return profile
+
+
+def _version(rows: list[dict], key: str) -> str | None:
+    """The first version (`key`) a fitted row gives as text a profile holds, or None: the rows' other fields
+    are not checked with their latencies, and the first row's list or megabyte of text was copied into the
+    profile (and a zoo model's version, a row the fit leaves out)."""
+    return next((v for r in rows if isinstance(v := r.get(key), str) and 0 < len(v) <= MAX_VERSION_CHARS), None)
 
 
 def _validate(x: np.ndarray, y: np.ndarray, op_level: np.ndarray | None, held_out: float = 0.2) -> dict[str, float]:

@@ -131,8 +131,9 @@ class DeviceProfile:
             device_name = check.text(data.get("device_name"), "device_name")
             if not device_name.strip():
                 raise check.BadProfile("device_name", "must name the device, got an empty name")
-            return cls(device_name=device_name, driver_version=data.get("driver_version"),
-                       torch_version=data.get("torch_version"), created=str(data.get("created", "")),
+            return cls(device_name=device_name,
+                       driver_version=check.version(data.get("driver_version"), "driver_version"),
+                       torch_version=check.version(data.get("torch_version"), "torch_version"), created=str(data.get("created", "")),
                        source=str(data.get("source", "")), analytical=analytical, learned=learned,
                        operators=operators)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:

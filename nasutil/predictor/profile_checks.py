@@ -28,6 +28,8 @@ MAX_PROFILE_BYTES = 256 * 1024 * 1024
 #: one that loads
 LATENCY_MS_RANGE = (1e-9, 1e9)
 BATCH_SIZE_RANGE = (1, 2**20)
+#: the longest driver or torch version a profile holds (NVIDIA's "580.159.04", torch's "2.11.0+cu130")
+MAX_VERSION_CHARS = 100
 
 
 K = TypeVar("K", bound=Hashable)
@@ -52,6 +54,17 @@ def text(value: Any, where: str, choices: tuple[str, ...] | None = None) -> str:
     if not isinstance(value, str) or (choices is not None and value not in choices):
         expected = f"one of {', '.join(choices)}" if choices else "text"
         raise BadProfile(where, f"must be {expected}, got {value!r}")
+    return value
+
+
+def version(value: Any, where: str) -> str | None:
+    """A driver or torch version: text of at most MAX_VERSION_CHARS, or None where the profile does not know it
+    (a profile built without NVML). Any JSON value loaded, a list or a megabyte of text shown as a version."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_VERSION_CHARS:
+        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
+        raise BadProfile(where, f"must be null or text of at most {MAX_VERSION_CHARS} characters, got {shown}")
     return value
 
 

@@ -15,11 +15,18 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.evaluator.config import MeasureConfig
 from nasutil.files import RepeatedKey, read_text, unique_keys
 from nasutil.predictor.profile_checks import BATCH_SIZE_RANGE, LATENCY_MS_RANGE
 from nasutil.space import MAX_NUM_CLASSES, SearchSpace
 
 ZOO_SPACES = ("torchvision", "timm")
+#: why a zoo model's row is skipped: learned models and overlap constants are fitted per cell space, on many
+#: archs of one space, and a zoo "space" holds named models, not archs a space's parser takes
+ZOO_REASON = "of a model zoo (torchvision, timm): a fit learns cell spaces only"
+#: the memory format of a row that does not say: every row the evaluator writes gives it, and a table that
+#: leaves the column out (benchmarks/predictor_data.py's) was measured at the evaluator's default
+DEFAULT_CHANNELS_LAST: bool = MeasureConfig.channels_last
 #: the largest measurements file read (all 15,625 nb201 cells as --out JSON lines take about 25 MB)
 MAX_MEASUREMENT_FILE_BYTES = 1 << 30
 #: the SM clocks (MHz) a measurement may report: one of 1e300 made every other row "below 0.95 of the highest"
@@ -41,8 +48,8 @@ NUMBER_FIELDS: dict[str, tuple[bool, float, float]] = {
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
     """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV.
 
-    A row that is not a usable measurement (a field missing, of the wrong type or given twice, a number
-    outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
+    A row that is not a usable measurement (JSON that is not an object; a field missing, of the wrong type or
+    given twice; a number outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
     that cannot be read, a line that is not JSON at all, or a CSV header naming a column twice is an error."""
     rows: list[object] = []  # what each line or CSV row holds; RepeatedKey for a JSON line giving a key twice
     for path in map(Path, paths):
@@ -62,17 +69,25 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
                         raise NasutilError(f"{file}:{number}: not a JSON object") from None
     out = []
     for r in rows:
-        if isinstance(r, RepeatedKey):  # which of its two values is meant cannot be told
-            checked, reason = None, f"gives {r.key[:40]!r} twice"
-        elif not isinstance(r, dict) or r.get("status") != "ok" or r.get("latency_ms") in (None, ""):
-            continue
-        else:
-            checked, reason = _checked(r)
+        checked, reason = _measurement(r)
         if checked is not None:
             out.append(checked)
-        elif skipped is not None:
+        elif reason and skipped is not None:
             skipped[reason] = skipped.get(reason, 0) + 1
     return out
+
+
+def _measurement(row: object) -> tuple[dict | None, str]:
+    """A line's or CSV row's successful measurement, checked; else None and why it cannot be used, or None and ''
+    for a failed measurement (which holds no latency to fit, by design). A row marked ok without a latency and a
+    JSON line that parses to a number, list or text are counted: they were left out without a word."""
+    if isinstance(row, RepeatedKey):  # which of its two values is meant cannot be told
+        return None, f"gives {row.key[:40]!r} twice"
+    if not isinstance(row, dict):
+        return None, "is not a JSON object"
+    if row.get("status") != "ok":
+        return None, ""
+    return _checked(row)
 
 
 def _csv_rows(text: str, file: Path) -> list[dict]:
@@ -102,7 +117,22 @@ def _checked(row: dict) -> tuple[dict | None, str]:
         numbers[name], reason = _number(row.get(name), name, whole, low, high)
         if reason:
             return None, reason
-    return {**row, **numbers}, ""
+    channels_last, reason = _flag(row.get("channels_last"), "channels_last", DEFAULT_CHANNELS_LAST)
+    if reason:
+        return None, reason
+    return {**row, **numbers, "channels_last": channels_last}, ""
+
+
+def _flag(value: object, name: str, default: bool) -> tuple[bool | None, str]:
+    """A row's true or false (`default` where it is absent), or why it cannot be one: JSON gives a boolean,
+    CSV the text True or False."""
+    if value in (None, ""):
+        return default, ""
+    if isinstance(value, bool):
+        return value, ""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true", ""
+    return None, f"{name} is not true or false"
 
 
 def _number(value: object, name: str, whole: bool, low: float, high: float) -> tuple[float | int | None, str]:
@@ -126,10 +156,10 @@ def _number(value: object, name: str, whole: bool, low: float, high: float) -> t
 
 
 def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[dict]:
-    """The rows a profile can be fitted on: a known dtype and mode, and (outside the model zoos, which a fit
-    leaves aside) a known space whose parser takes the arch, measured on the network a fit lists the ops of
-    (`unlike_listing`). The others are left out and counted in `skipped` by reason, as `read_measurements`
-    counts its own: one bad row stopped a whole fit, and one of another input size was left out unsaid."""
+    """The rows a profile can be fitted on: a known dtype and mode, a known space other than the model zoos
+    (ZOO_REASON) whose parser takes the arch, measured on the network a fit lists the ops of (`unlike_listing`).
+    The others are left out and counted in `skipped` by reason, as `read_measurements` counts its own: one bad
+    row stopped a whole fit, and one of another input size or of a zoo model was left out unsaid."""
     from nasutil.devices import DTYPES
     from nasutil.evaluator.config import MODES
     from nasutil.registry import get_space
@@ -140,7 +170,9 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
         reason = ""
         if row["dtype"] not in DTYPES or row["mode"] not in MODES:
             reason = "an unknown dtype or mode"
-        elif row["space"] not in ZOO_SPACES:
+        elif row["space"] in ZOO_SPACES:
+            reason = ZOO_REASON
+        else:
             if row["space"] not in spaces:
                 try:
                     spaces[row["space"]] = get_space(row["space"])
@@ -164,7 +196,10 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
 
 def unlike_listing(row: dict, space: SearchSpace) -> str:
     """Why a checked row measured another network than the one whose ops a fit or prediction lists (its space's
-    default input size, LISTED_NUM_CLASSES classes), or '' where it did not (or does not say)."""
+    default input size, LISTED_NUM_CLASSES classes), or in another memory format than the operator tables are
+    timed in (channels_last), or '' where it did not (or does not say)."""
+    if row.get("channels_last") is False:
+        return "measured without channels_last, the memory format the operator tables are timed in"
     if row.get("input_size") not in (None, space.default_input_size):
         return "measured at another input size than its space's default"
     if row.get("num_classes") not in (None, LISTED_NUM_CLASSES):
