@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -471,3 +472,51 @@ def test_a_storage_that_cannot_be_written_is_one_line_and_keeps_what_it_holds(tm
                    "(the trials stored before stay)"], err
     study = optuna.load_study(study_name="kept", storage=f"sqlite:///{first / 'study.db'}")
     assert len(study.trials) == 2
+
+
+WRITES = (sqlite3.SQLITE_DELETE, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE)  # as SQLite's authorizer names them
+
+
+@pytest.mark.parametrize("refused", [
+    lambda action, table: action in WRITES,  # every write: the trials running then fail to end too
+    lambda action, table: action == sqlite3.SQLITE_INSERT and table == "trials",  # new trials: running ones end
+], ids=["every-write", "new-trials"])
+def test_a_storage_that_stops_accepting_writes_mid_search_is_one_line_and_keeps_what_it_stored(
+        tmp_path, capsys, monkeypatch, refused):
+    """Four trials at once on a study database that refuses writes once five trials have finished (SQLite's
+    authorizer denies them, as a database whose write grants were revoked does; a full disk or a server gone
+    fails the same way). A trial thread that could not ask died with the storage's error, printing its
+    traceback, and the run ended with exit 0 and fewer trials than asked."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    monkeypatch.setattr(TabularTrainer, "concurrent_trials", 4)
+    database, refusing = tmp_path / "study.db", []
+
+    def authorize(action: int, table: str | None, *_names) -> int:
+        return sqlite3.SQLITE_DENY if refused(action, table) else sqlite3.SQLITE_OK
+
+    def on_begin(connection) -> None:
+        raw = connection.connection.dbapi_connection
+        if not isinstance(raw, sqlite3.Connection) or str(connection.engine.url.database) != str(database):
+            return
+        if not refusing and raw.execute("SELECT count(*) FROM sqlite_master WHERE name = 'trials'").fetchone()[0]:
+            if raw.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE'").fetchone()[0] >= 5:
+                refusing.append(True)
+        if refusing:
+            raw.set_authorizer(authorize)
+
+    event.listen(Engine, "begin", on_begin)
+    try:
+        code = main([f"hydra.run.dir={tmp_path}", "n_trials=30", "study_name=s", "prune=none", *FAST])
+    finally:
+        event.remove(Engine, "begin", on_begin)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == ["nasutil-search: error: the study storage stopped working during the search: not "
+                                 "authorized (the trials stored before stay; re-run to resume once it works)"], err
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{database}").trials
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) >= 5 and len(trials) < 30
+    assert all(t.user_attrs.get("accuracy") is not None for t in complete)

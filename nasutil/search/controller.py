@@ -54,7 +54,7 @@ from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
 from nasutil.search.storage import (fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts,
-                                    write_user_attrs)
+                                    stopped_mid_search, write_user_attrs)
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
                                    outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
@@ -445,7 +445,9 @@ class Search:
         free its place) and stops once the study is complete. With `max_trainings`, the run also stops
         once the study holds that many trials that cost a training (trials running then finish).
         `on_trial(counts, trial)` sees every trial this run ends, with the study's counts, or None where
-        `counts_for_on_trial` is off (reading every trial for them costs a population's driver its turn)."""
+        `counts_for_on_trial` is off (reading every trial for them costs a population's driver its turn).
+        A storage that stops working while the run goes on (it refuses an ask or a result) ends the run with a
+        NasutilError once the trials running then have ended; the trials it stored before stay."""
         before = self.counts()
         remaining = n_trials - before.finished
         if remaining <= 0 or (max_trainings is not None and before.trainings >= max_trainings):
@@ -496,6 +498,8 @@ class Search:
                                    on_interrupt=self.trainer.interrupt)
         try:
             self._runner.run()
+        except optuna.exceptions.StorageInternalError as exc:  # the trials it stored before stay
+            raise stopped_mid_search(exc) from exc
         finally:
             self._budget, self._runner = None, None
         if not succeeded and len(streak) >= max_failures_in_a_row:

@@ -13,6 +13,11 @@ interpreter and read the budget at every end; one of them (the poller) looks aga
 
 A trial's heartbeat (where the storage keeps them) runs while its objective runs, and stale trials of
 dead workers are failed before each ask, as `optimize` does.
+
+A trial's own failure is recorded as FAIL and the run goes on; anything else that goes wrong in a trial
+thread (the storage refusing an ask or a tell, a callback raising) ends the run: the other threads ask no
+more, the trials running then finish, and `run` raises the first such error. An error left in a thread
+would only be printed there, and the run would end as if its budget were spent.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ class TrialRunner:
     def _work_then_set(self, deadline: float | None, done: threading.Event) -> None:
         try:
             self._work(deadline)
+        except BaseException as exc:  # the storage refused an ask (a trial's own failure never gets here)
+            self._end_with(exc)
         finally:
             done.set()
             self._wake(everyone=True)  # whatever ended this thread's work (budget spent, stop, deadline) ends theirs
@@ -191,8 +198,16 @@ class TrialRunner:
                     for callback in self.callbacks:
                         callback(self.study, frozen)
                 except BaseException as exc:  # a callback's own error ends the run
-                    self._error = exc
+                    self._end_with(exc)
                     return
+
+    def _end_with(self, error: BaseException) -> None:
+        """End the run with `error`, which no trial's record can hold: the other threads ask no more, and `run`
+        raises the first such error once the trials running now have ended."""
+        with self._ended:
+            if self._error is None:
+                self._error = error
+        self.stop()
 
     def _allowed(self) -> bool:
         """Whether the budget lets this run ask now. A refusal stands until a trial of this run ends or
@@ -235,8 +250,7 @@ class TrialRunner:
         except self.catch as exc:
             return None, TrialState.FAIL, exc
         except BaseException as exc:  # not caught: fail the trial, then end the run with it
-            self._error = exc
-            self._stopped.set()
+            self._end_with(exc)
             return None, TrialState.FAIL, exc
 
     def _tell(self, trial: optuna.Trial, values: Sequence[float] | None, state: TrialState,
@@ -259,6 +273,5 @@ class TrialRunner:
                             "its result is not recorded", trial.number)
             return None
         except Exception as exc:  # the storage itself failed: nothing more can be recorded
-            self._error = exc
-            self._stopped.set()
+            self._end_with(exc)
             return None

@@ -237,6 +237,22 @@ def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
     storage.engine.dispose()  # reconnect with the pragmas
 
 
+def stopped_mid_search(exc: BaseException) -> NasutilError:
+    """A storage that failed while the search ran (a read-only file, a full disk, a server gone), in one line
+    that says what stays. Optuna's error says only that a commit failed: the driver's words, at the end of the
+    chain of causes, say why."""
+    root = exc
+    for _ in range(32):  # a chain that loops back on itself ends too
+        cause = root.__cause__ or root.__context__
+        if cause is None:
+            break
+        root = cause
+    lines = str(root).strip().splitlines()
+    reason = lines[0][:200] if lines else type(root).__name__
+    return NasutilError(f"the study storage stopped working during the search: {reason} (the trials stored before "
+                        f"stay; re-run to resume once it works)")
+
+
 def has_heartbeats(study: optuna.Study) -> bool:
     """Whether the study's storage records heartbeats, so that a dead worker's trials get failed."""
     storage = getattr(study._storage, "_backend", study._storage)
