@@ -403,6 +403,20 @@ def test_a_fit_onto_its_own_base_skips_latencies_and_clocks_a_profile_cannot_hol
     assert r.returncode == 0, r.stderr
 
 
+def _fit_and_next(cli, tmp_path: Path, path: Path) -> tuple[list, list[str]]:
+    """`profile fit` and `profile next` on one measurements file: both runs (each must succeed), and the one
+    line on which each says what it skipped."""
+    runs = [cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json")),
+            cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")]
+    lines = []
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
+        assert len(warning) == 1, r.stderr
+        lines.append(warning[0])
+    return runs, lines
+
+
 def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, tmp_path):
     """An input size of -4, 0 or 1e300 was left out of a fit without a word (and mixed into `profile next`'s
     training rows), one of "abc" ended the fit with a traceback, 32.5 was read as 32, rows of another input
@@ -422,14 +436,10 @@ def test_profile_fit_and_next_skip_and_count_every_number_they_cannot_use(cli, t
                 "1 input_size is not a number", "1 measured at another input size than its space's default",
                 "1 measured with another number of classes than 10", "1 num_classes out of range (1 to 1,000,000)",
                 "1 sm_clock_mhz is not a number", "1 gives 'latency_ms' twice"]
-    out = tmp_path / "p.json"
-    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(out))
-    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
-    for r in (fitted, picked):
-        assert r.returncode == 0, r.stderr
-        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
-        assert len(warning) == 1 and all(part in warning[0] for part in expected), r.stderr
-    assert json.loads(out.read_text())["learned"][0]["rows"] >= 250 and len(picked.stdout.split()) == 2
+    (_, picked), lines = _fit_and_next(cli, tmp_path, path)
+    assert all(part in line for line in lines for part in expected), lines
+    assert json.loads((tmp_path / "p.json").read_text())["learned"][0]["rows"] >= 250
+    assert len(picked.stdout.split()) == 2
 
 
 def test_profile_fit_and_next_count_the_rows_of_model_zoos(cli, tmp_path):
@@ -439,13 +449,9 @@ def test_profile_fit_and_next_count_the_rows_of_model_zoos(cli, tmp_path):
     zoo = [{**good[0], "space": "torchvision", "arch": "resnet50", "input_size": 224, "num_classes": 1000},
            {**good[1], "space": "timm", "arch": "efficientnet_b0", "input_size": 224, "num_classes": 1000}]
     path = _results_file(tmp_path, zoo + good)
-    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
-    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
-    for r in (fitted, picked):
-        assert r.returncode == 0, r.stderr
-        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
-        assert len(warning) == 1 and "skipped 2 unusable measurement row(s)" in warning[0], r.stderr
-        assert "2 of a model zoo (torchvision, timm): a fit learns cell spaces only" in warning[0], r.stderr
+    for line in _fit_and_next(cli, tmp_path, path)[1]:
+        assert "skipped 2 unusable measurement row(s)" in line, line
+        assert "2 of a model zoo (torchvision, timm): a fit learns cell spaces only" in line, line
 
 
 def test_profile_fit_and_next_count_rows_measured_without_channels_last(cli, tmp_path):
@@ -462,14 +468,10 @@ def test_profile_fit_and_next_count_rows_measured_without_channels_last(cli, tmp
     unsaid = {k: v for k, v in good[4].items() if k != "channels_last"}
     path = _results_file(tmp_path, good + bad + [unsaid])
     assert [r["channels_last"] for r in read_measurements([path])][-1] is True
-    fitted = cli("profile", "fit", str(path), "--features", "encoding", "--out", str(tmp_path / "p.json"))
-    picked = cli("profile", "next", "nb201", str(path), "--count", "2", "--pool", "100")
-    for r in (fitted, picked):
-        assert r.returncode == 0, r.stderr
-        warning = [line for line in r.stderr.splitlines() if "skipped" in line]
-        assert len(warning) == 1 and "skipped 4 unusable measurement row(s)" in warning[0], r.stderr
-        assert "2 measured without channels_last, the memory format the operator tables are timed in" in warning[0]
-        assert "2 channels_last is not true or false" in warning[0], r.stderr
+    for line in _fit_and_next(cli, tmp_path, path)[1]:
+        assert "skipped 4 unusable measurement row(s)" in line, line
+        assert "2 measured without channels_last, the memory format the operator tables are timed in" in line, line
+        assert "2 channels_last is not true or false" in line, line
 
 
 def test_a_measurements_file_naming_a_column_twice_is_refused(cli, tmp_path):
