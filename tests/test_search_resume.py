@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -59,8 +60,6 @@ def test_default_study_name_follows_the_settings_that_change_the_search():
 
 
 def test_rerunning_the_same_command_resumes_under_the_default_name(tmp_path, capsys):
-    import json
-
     args = [f"hydra.run.dir={tmp_path}", "predictor=analytical", "plots=false", "progress=false"]
     assert main([*args, "n_trials=5"]) == 0
     first = json.loads((tmp_path / "summary.json").read_text())
@@ -99,7 +98,8 @@ RESUMABLE = ["predictor=analytical", "prune=none", "plots=false", "progress=fals
     (["target=cpu", "evaluator=none"], "target.device cuda then, cpu now; target.dtype fp16 then, fp32 now; "
                                        "target.batch_size 256 then, 8 now; target.mode cudagraph then, eager now"),
     (["predictor=h200"], "predictor.kind analytical then, auto now"),
-    (["predictor.profile={tmp}/other.json"], "predictor.profile h200 then, {tmp}/other.json now"),
+    (["predictor.profile={tmp}/other.json"], ("predictor.profile h200 then, {tmp}/other.json now, with other "
+                                              "content, digest ")),
     (["trainer.dataset=cifar100"], "trainer.dataset cifar10 then, cifar100 now"),
     (["trainer.fidelities=[12]"], "trainer.fidelities[-1] 200 then, 12 now"),
     (["objectives.scored_on=predicted"], "objectives.scored_on auto then, predicted now"),
@@ -111,11 +111,9 @@ def test_a_study_resumed_under_settings_that_change_what_its_figures_mean_is_ref
                                                                                      named):
     """Resuming a study by its name with another target, predictor, dataset or way of scoring once added trials
     whose figures meant something else to the same study and front; each setting changed is named."""
-    import shutil
-
     import nasutil
 
-    shutil.copy(Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json", tmp_path / "other.json")
+    _refitted(Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json", tmp_path / "other.json")
     change, named = [c.format(tmp=tmp_path) for c in change], named.format(tmp=tmp_path)
     run_dir = tmp_path / "run"
     args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
@@ -129,6 +127,101 @@ def test_a_study_resumed_under_settings_that_change_what_its_figures_mean_is_ref
                                          ("s" if ";" in named else "")), err
     study = optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}")
     assert len(study.trials) == 3  # nothing added
+
+
+def _refitted(profile: Path, out: Path) -> Path:
+    """A copy of `profile` whose analytical constants differ, as a refit leaves it: its predictions differ."""
+    data = json.loads(profile.read_text())
+    data["analytical"]["fp16/cudagraph"] = {**data["analytical"].get("fp16/cudagraph", {}), "kernel_us": 7.5}
+    out.write_text(json.dumps(data))
+    return out
+
+
+def test_a_study_over_a_profile_refitted_in_place_is_refused(tmp_path, capsys):
+    """The profile was judged by its name or path alone: one refitted in place under the same path resumed the
+    study, whose new trials' predictions then came from another fit than its old ones'."""
+    import shutil
+
+    import nasutil
+
+    shipped = Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json"
+    profile = shutil.copy(shipped, tmp_path / "mine.json")
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}", f"predictor.profile={profile}"]
+    assert main([*args, "n_trials=2"]) == 0
+    assert main([*args, "n_trials=3"]) == 0  # unchanged: resumed
+    _refitted(shipped, tmp_path / "mine.json")
+    capsys.readouterr()
+    assert main([*args, "n_trials=5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"(predictor.profile {profile}: its content changed since the study was made, " \
+                               f"digest " in err and err.endswith("choose another study_name, or restore the setting"), err
+    then, now = err.split("digest ", 1)[1].split(" now)", 1)[0].split(" then, ")
+    assert len(then) == len(now) == 12 and then != now, err
+    study = optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert len(study.trials) == 3  # nothing added, nothing lost
+
+
+def test_a_profile_named_otherwise_resumes_the_study_where_its_content_is_the_same(tmp_path):
+    """The shipped profile by its name, by its file's path, and a copy of that file are one profile: each
+    resumes the study the others made (its name and its path were two settings, and refused)."""
+    import shutil
+
+    import nasutil
+
+    shipped = Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json"
+    copied = shutil.copy(shipped, tmp_path / "copy.json")
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
+    for n, profile in enumerate(("h200", str(shipped), str(copied), "h200"), start=1):
+        assert main([*args, f"n_trials={n}", f"predictor.profile={profile}"]) == 0, profile
+    assert len(optuna.load_study(study_name="kept", storage=f"sqlite:///{run_dir / 'study.db'}").trials) == 4
+
+
+def test_a_study_that_stored_a_profile_by_its_name_alone_compares_its_name(tmp_path, capsys):
+    """A study made while only the profile's name or path was stored still resumes under that name, and is
+    refused under another: what that name read then is not known."""
+    import sqlite3
+
+    import nasutil
+    from nasutil.search.study_settings import CONTENT, SETTINGS_ATTR
+
+    run_dir = tmp_path / "run"
+    args = [*RESUMABLE, f"hydra.run.dir={run_dir}"]
+    assert main([*args, "n_trials=1"]) == 0
+    with sqlite3.connect(run_dir / "study.db") as db:
+        [(value,)] = db.execute("SELECT value_json FROM study_user_attributes WHERE key = ?", (SETTINGS_ATTR,))
+        settings = json.loads(value)
+        assert len(settings.pop(CONTENT)) == 12
+        db.execute("UPDATE study_user_attributes SET value_json = ? WHERE key = ?", (json.dumps(settings), SETTINGS_ATTR))
+    assert main([*args, "n_trials=2"]) == 0
+    capsys.readouterr()
+    shipped = Path(nasutil.__file__).parent / "data" / "profiles" / "h200.json"
+    assert main([*args, "n_trials=3", f"predictor.profile={shipped}"]) == 2
+    assert f"(predictor.profile h200 then, {shipped} now)" in capsys.readouterr().err
+
+
+def test_a_prediction_table_counts_by_its_rows_not_its_path(tmp_path):
+    """A table the predictor reads is a file like a profile: rewritten in place it is refused, copied elsewhere
+    it is the same table."""
+    import shutil
+
+    from nasutil.errors import NasutilError
+    from nasutil.predictor.kinds.table import TablePredictor
+    from nasutil.search.study_settings import CONTENT, refuse_other_settings
+
+    table = tmp_path / "table.csv"
+    table.write_text("arch,latency_ms,throughput_per_s,utilization\n|none~0|+|none~0|none~1|+|none~0|none~1|none~2|,"
+                     "1.5,170000,0.2\n")
+    copy = shutil.copy(table, tmp_path / "copy.csv")
+    made = {"predictor.kind": "table", "predictor.path": str(table), CONTENT: TablePredictor(table).content_digest}
+    refuse_other_settings("t", made, {**made, "predictor.path": str(copy), CONTENT: TablePredictor(copy).content_digest})
+    table.write_text(table.read_text().replace("1.5,", "2.5,"))
+    now = TablePredictor(table).content_digest
+    with pytest.raises(NasutilError) as refused:
+        refuse_other_settings("t", made, {**made, CONTENT: now})
+    assert (f"(predictor.path {table}: its content changed since the study was made, digest {made[CONTENT]} then, "
+            f"{now} now)") in str(refused.value)
 
 
 def test_settings_that_change_only_how_a_study_searches_resume_it(tmp_path):

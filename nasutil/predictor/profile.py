@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import hashlib
 import importlib.resources
 import json
 from dataclasses import asdict, dataclass, field
@@ -98,6 +99,14 @@ class DeviceProfile:
                          "features": e.features, "rows": e.rows, "validation": e.validation,
                          "model": e.model.to_dict()} for e in self.learned],
         }
+
+    @cached_property
+    def digest(self) -> str:
+        """Twelve hex digits of the profile's content (its canonical JSON): a study is tied to what predicted its
+        figures, so one refitted in place under the same name or path is told apart, and a shipped profile
+        named by its name or by its file's path is one profile."""
+        text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def save(self, path: str | Path) -> None:
         """Write the profile, only if it loads again, and in one step: `profile fit --base P --out P` rewrites

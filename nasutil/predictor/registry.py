@@ -54,6 +54,13 @@ class Predictor(ABC):
     def device_name(self) -> str:
         """The device this predictor knows (a profile's GPU, say)."""
 
+    @property
+    def content_digest(self) -> str | None:
+        """A digest of the content of what this predictor reads (a profile, a table), or None where it reads
+        nothing of the kind: a study stores it, so that the file changed under the same name is refused
+        and the same file reached by another name is not."""
+        return None
+
     def target(self, dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph") -> PredictTarget:
         return PredictTarget(self.device_name, dtype, int(batch_size), mode)
 
@@ -187,6 +194,10 @@ class ProfileKind(Predictor, ABC):
     @property
     def device_name(self) -> str:
         return self.profile.device_name
+
+    @property
+    def content_digest(self) -> str | None:
+        return self.profile.digest
 
     def describe(self) -> str:
         return f"{self.profile_label} profile ({self.device_name}), {self.name}"

@@ -8,6 +8,9 @@ that opens it. Settings that change only how the search runs or which candidates
 change on resume. The evaluator is not among them: every measured figure records where it came from
 (`measured_device`, `measured_source`), a table's configuration and device are checked against the target
 and the predictor, and `objectives.scored_on` (stored) says whether a trial may be scored on a prediction.
+What the predictor reads from a file (a profile, a table) is stored as a digest of its content too, and
+compared in place of its name or path: a profile refitted in place is another predictor, and a shipped
+profile named by its name or by its file's path is the same one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ TRAINER_RUNNING = ("name", "data_dir", "device", "amp", "channels_last", "thread
                    "base_dir")
 #: predictor settings that choose what predicts (read from the config node, where the predictor has them)
 PREDICTOR_DEFINING = ("profile", "path")
+#: the digest of the content of what the predictor reads (`Predictor.content_digest`), where it reads a file: where
+#: a study stored it, it is compared in place of the file's name or path, which is only shown
+CONTENT = "predictor.content"
+#: the settings that spell what the predictor reads
+SPELLED = tuple(f"predictor.{key}" for key in PREDICTOR_DEFINING)
 #: the settings that name what made a group's figures: where one changed, the group's others go unlisted
 IDENTITY = ("predictor.kind", "trainer._target_")
 #: shown for a setting that is not set
@@ -61,6 +69,8 @@ def defining_settings(cfg: DictConfig, objectives: Objectives, predictor: Predic
         "predictor.device": predictor.device_name or None,
     }
     settings.update({f"predictor.{key}": predictor_node[key] for key in PREDICTOR_DEFINING if key in predictor_node})
+    if predictor.content_digest is not None:
+        settings[CONTENT] = predictor.content_digest
     settings["trainer._target_"] = trainer_node.get("_target_")
     for key in TRAINER_DEFINING:
         if key == "fidelities" and isinstance(trainer_node.get(key), list) and trainer_node[key]:
@@ -76,16 +86,37 @@ def refuse_other_settings(name: str, stored: Any, now: dict[str, Any]) -> None:
     setting not among those stored was not recorded then: neither is judged."""
     if not isinstance(stored, dict):
         return
-    changed = {key: (then, now.get(key, UNSET)) for key, then in stored.items() if now.get(key, UNSET) != then}
+    changed: dict[str, str] = {}
+    for key, then in stored.items():
+        value = now.get(key, UNSET)
+        if value == then or (key in SPELLED and CONTENT in stored):  # a file is judged by its content
+            continue
+        if key == CONTENT:
+            changed.update([_content_change(stored, now)])
+        else:
+            changed[key] = f"{_shown(then)} then, {_shown(value)} now"
     for key in IDENTITY:
         if key in changed:
             group = key.split(".", 1)[0] + "."
             changed = {k: v for k, v in changed.items() if k == key or not k.startswith(group)}
     if changed:
-        listed = "; ".join(f"{key} {_shown(then)} then, {_shown(value)} now" for key, (then, value) in changed.items())
+        listed = "; ".join(f"{key} {change}" for key, change in changed.items())
         raise NasutilError(f"study {name!r} was made with other settings that decide what its figures mean "
                            f"({listed}): choose another study_name, or restore the "
                            f"setting{'s' if len(changed) > 1 else ''}")
+
+
+def _content_change(stored: dict[str, Any], now: dict[str, Any]) -> tuple[str, str]:
+    """The setting that names what the predictor reads, and how that differs: under the same name its content
+    changed since the study was made (a profile refitted in place), or another name reads other content."""
+    key = next((k for k in SPELLED if k in stored or k in now), CONTENT)
+    digests = f"digest {_shown(stored[CONTENT])} then, {_shown(now.get(CONTENT, UNSET))} now"
+    if key == CONTENT:
+        return key, digests
+    then, value = stored.get(key, UNSET), now.get(key, UNSET)
+    if then == value:
+        return key, f"{_shown(value)}: its content changed since the study was made, {digests}"
+    return key, f"{_shown(then)} then, {_shown(value)} now, with other content, {digests}"
 
 
 def _shown(value: Any) -> str:

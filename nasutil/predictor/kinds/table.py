@@ -8,8 +8,11 @@ dtype, batch_size, mode), a target of another configuration is refused.
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import IO
 
@@ -66,6 +69,11 @@ class TablePredictor(Predictor):
     @property
     def device_name(self) -> str:
         return self.rows[0].get("device_name") or ""
+
+    @cached_property
+    def content_digest(self) -> str:
+        """Twelve hex digits of the table's rows, as read (not of its path)."""
+        return hashlib.sha256(json.dumps(self.rows, sort_keys=True).encode()).hexdigest()[:12]
 
     def describe(self) -> str:
         return f"table {self.path.name} ({len(self.rows)} architectures)"
