@@ -318,3 +318,64 @@ def test_a_cell_file_by_its_full_path_names_its_own_run_folder(tmp_path, monkeyp
     assert error == ["nasutil-search: error: search_space.name=cell:spaces/small.yaml carries its own settings, and "
                      "search_space=cell adds inline ones (search_space.settings): choose the file without "
                      "search_space=cell"], error
+
+
+SMALL = "nodes: 2\ncells_per_stage: 1\nops: [none, skip_connect, nor_conv_3x3]\n"
+QUICK = ["trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "prune=none", "evaluator=none",
+         "plots=false", "progress=false"]
+
+
+def test_a_cell_files_default_study_follows_its_content_not_the_path_it_is_reached_by(tmp_path, monkeypatch):
+    """The default study name read a cell file's path as given: the file reached by another relative path, or
+    from another folder, started another study instead of resuming its own. Its content names it now."""
+    from nasutil.cli.search_command import main
+    from nasutil.search.config import compose
+
+    space = tmp_path / "spaces" / "small.yaml"
+    space.parent.mkdir()
+    space.write_text(SMALL)
+    run = [f"hydra.run.dir={tmp_path / 'run'}", *QUICK]
+    names = []
+    for n, (folder, spelled) in enumerate([(tmp_path, "spaces/small.yaml"), (tmp_path, "./spaces/../spaces/small.yaml"),
+                                           (space.parent, "small.yaml"), (tmp_path / "run", str(space))], start=1):
+        monkeypatch.chdir(folder)
+        names.append(str(compose([f"search_space.name=cell:{spelled}", *QUICK]).study_name))
+        assert main([f"search_space.name=cell:{spelled}", f"n_trials={n}", *run]) == 0, spelled
+    assert len(set(names)) == 1 and names[0].startswith("cell:small.yaml-tpe-"), names
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["study_name"] == names[0] and summary["resumed"]
+    import optuna
+
+    assert len(optuna.load_study(study_name=names[0], storage=f"sqlite:///{tmp_path / 'run' / 'study.db'}").trials) == 4
+    space.write_text(SMALL + "channels: 8\n")  # edited: another space, so another default study
+    assert str(compose([f"search_space.name=cell:{space}", *QUICK]).study_name) not in names
+
+
+def test_a_default_study_named_by_a_cell_files_path_is_told_of(tmp_path, monkeypatch, capsys):
+    """A study made while the default name read the file's path has that name: a run of the same command
+    starts a study of the new name and says how to resume the old one, which resumes by its name."""
+    import optuna
+
+    from nasutil.cli.search_command import main
+    from nasutil.search.build import study_name_by_path
+    from nasutil.search.config import compose
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "small.yaml").write_text(SMALL)
+    command = ["search_space.name=cell:./small.yaml", *QUICK]
+    old, new = study_name_by_path(compose(command)), str(compose(command).study_name)
+    assert old is not None and old != new and old.startswith("cell:small.yaml-tpe-none-s0-")
+    assert main([*command, "n_trials=1", f"study_name={old}"]) == 0  # where such a study lies: outputs/<old>
+    capsys.readouterr()
+    assert main([*command, "n_trials=1"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    told = (f"nasutil-search: warning: a study of this search made before a space's file named its study by its "
+            f"content, not its path, is {old!r}: this run starts a new one, {new!r}; to resume that one, re-run with "
+            f"study_name={old}")
+    assert warned == [told], warned
+    assert main([*command, "n_trials=2", f"study_name={old}"]) == 0
+    storage = f"sqlite:///{tmp_path / 'outputs' / old / 'study.db'}"
+    assert len(optuna.load_study(study_name=old, storage=storage).trials) == 2  # resumed, nothing lost
+    capsys.readouterr()
+    assert main([*command, "n_trials=2"]) == 0  # the new study holds trials now: nothing more to tell
+    assert "warning" not in capsys.readouterr().err

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
+import shlex
 import time
 import warnings
 from dataclasses import dataclass
@@ -11,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from nasutil.devices import lookup
 from nasutil.evaluator.config import MAX_BATCH_SIZE, available_device
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, NasutilNotice
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.search.config import (TARGET_KEYS, check_numbers, check_one_target, instantiate_group, plain,
-                                   positive_int, refuse_unknown_keys, split_target, switched_off)
+from nasutil.search.config import (TARGET_KEYS, check_numbers, check_one_target, file_space, instantiate_group,
+                                   plain, positive_int, refuse_unknown_keys, split_target, switched_off)
 from nasutil.search.anchors import PREDICTIONS_PER_ANCHOR, fast_end
 from nasutil.search.controller import Search, resolve_pruned_as
 from nasutil.search.halving import Halving
@@ -180,6 +182,8 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     anchors_wanted = anchor_count(cfg)
     stored = trials_stored(storage.storage, study_name)
+    if not stored:
+        tell_of_study_by_path(cfg, storage.storage, study_name, folder)
     sampler = _sampler(plain(cfg.sampler), sampler_seed(seed, worker, stored), constrained)
     pruned_as = resolve_pruned_as(pruned_as_choice, sampler)  # before the study: a bad value touches no storage
     if halving.rungs and halving.inform_sampler and informable(sampler):
@@ -201,6 +205,39 @@ def sampler_seed(seed: int, worker: int, stored: int) -> int:
     varied by the worker and by the trials the study already holds, so that neither another worker nor a
     resumed search draws the same sequence again (a random start-up would repeat the first run's trials)."""
     return seed + 7919 * worker + 104729 * stored
+
+
+#: how the default study name reads the search space (conf/config.yaml); before it did, it read the group as spelled
+SPACE_KEY = "${nasutil.space_key:${search_space}}"
+
+
+def study_name_by_path(cfg: DictConfig) -> str | None:
+    """The default study name as it was while it read a space's file by its path as given, not its content;
+    None where `study_name` is the user's own, or the two names are one."""
+    if not OmegaConf.is_interpolation(cfg, "study_name") or file_space(cfg.search_space) is None:
+        return None
+    spelled = OmegaConf.to_container(cfg, resolve=False).get("study_name")
+    if not isinstance(spelled, str) or SPACE_KEY not in spelled:
+        return None
+    probe = copy.deepcopy(cfg)
+    with open_dict(probe):
+        probe.study_name = spelled.replace(SPACE_KEY, "${search_space}")
+    name = str(probe.study_name)
+    return None if name == str(cfg.study_name) else name
+
+
+def tell_of_study_by_path(cfg: DictConfig, storage: optuna.storages.BaseStorage, name: str, folder: Path) -> None:
+    """A default study over a space's file once took its name from the file's path: where a study of that
+    name is found (in this storage, or as the run folder beside this one), say how to resume it, since
+    this run starts another."""
+    old = study_name_by_path(cfg)
+    if old is None:
+        return
+    beside = Path(*(old if part == name else part for part in folder.parts)) if name in folder.parts else None
+    if trials_stored(storage, old) or (beside is not None and beside.is_dir()):
+        warnings.warn(f"a study of this search made before a space's file named its study by its content, not "
+                      f"its path, is {old!r}: this run starts a new one, {name!r}; to resume that one, re-run with "
+                      f"{shlex.quote('study_name=' + old)}", NasutilNotice, stacklevel=2)
 
 
 def trials_stored(storage: optuna.storages.BaseStorage, name: str) -> int:

@@ -1,7 +1,7 @@
 """The search's config idiom: each group names its class or factory by `_target_` and Hydra instantiates it.
 
-Also here: the `${nasutil.digest:...}` resolver the default study name uses, and the check that the
-predictor and the evaluator were given one hardware target.
+Also here: the `${nasutil.digest:...}` and `${nasutil.space_key:...}` resolvers the default study name uses,
+and the check that the predictor and the evaluator were given one hardware target.
 """
 
 from __future__ import annotations
@@ -82,6 +82,45 @@ def space_label(name: Any) -> str:
 
 
 OmegaConf.register_new_resolver("nasutil.label", space_label, replace=True)
+
+
+def space_key(node: Any) -> Any:
+    """The `search_space` group as the default study name's digest reads it: a space defined by a file
+    (`cell:FILE.yaml`) by its file's name and the digest of what it defines, so that the file reached by
+    another path, or from another folder, names the same study and an edited one another; any other space
+    as configured, so that the names of its studies stay as they were. A file that cannot be read is left
+    to the search, which names the problem in its own words."""
+    spec = file_space(node)
+    if spec is None:
+        return node
+    try:
+        from nasutil.registry import get_space
+
+        fingerprint = get_space(spec).fingerprint
+    except Exception:  # noqa: BLE001 - the search reports it where it loads the space
+        return node
+    return node if fingerprint is None else {"name": space_label(spec), "fingerprint": fingerprint}
+
+
+def file_space(node: Any) -> str | None:
+    """The `NAME:OPTION` of a space whose option names a file (its `option_version` tells), configured by its
+    name alone; None for any other."""
+    plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain_node, dict) or set(plain_node) != {"name"}:
+        return None
+    spec = str(plain_node["name"]).strip()
+    name, sep, option = spec.partition(":")
+    if not sep:
+        return None
+    try:
+        from nasutil.registry import space_class
+
+        return spec if space_class(name).option_version(option) is not None else None
+    except Exception:  # noqa: BLE001 - an unknown space or a plugin that fails: the search names it
+        return None
+
+
+OmegaConf.register_new_resolver("nasutil.space_key", space_key, replace=True)
 
 
 def plain(node: Any) -> dict[str, Any]:
