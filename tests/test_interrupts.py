@@ -189,3 +189,17 @@ def test_a_ctrl_c_of_an_earlier_command_does_not_stop_the_next_where_sigint_is_i
             interrupts.stop_if_requested()  # does not raise
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_a_native_crash_in_a_command_names_where_each_thread_was(tmp_path):
+    """A segmentation fault inside a native library ends a command with no Python traceback; the command
+    writes every thread's Python stack first, so that the report says where it happened."""
+    (tmp_path / "crashing_command.py").write_text(
+        "import ctypes\n\n\ndef main():\n    return ctypes.string_at(0)  # reads address 0: SIGSEGV\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+    child = subprocess.run([sys.executable, "-c", "from nasutil.cli.entry import _run; _run('crashing_command', 'x')"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert child.returncode == -signal.SIGSEGV, child
+    assert "Fatal Python error: Segmentation fault" in child.stderr, child.stderr
+    assert 'crashing_command.py", line 5 in main' in child.stderr, child.stderr

@@ -16,6 +16,7 @@ EXIT_INTERRUPTED = 130
 
 def _run(module: str, interrupted: str) -> int:
     """`module.main()`, with a Ctrl-C during its import or its run ending in the line `interrupted`."""
+    _report_native_crashes()
     with interrupts.handled():
         try:
             main = importlib.import_module(module).main
@@ -27,6 +28,18 @@ def _run(module: str, interrupted: str) -> int:
     if code == EXIT_INTERRUPTED:
         _let_the_stop_finish()
     return code
+
+
+def _report_native_crashes() -> None:
+    """A crash inside a native library (a segmentation fault in a driver, a kernel library or a
+    compiled extension) ends the process with no Python traceback, only the shell's "Segmentation
+    fault"; with faulthandler on, every thread's Python stack is written to stderr first, which is what
+    a bug report needs to say where it happened. Where the user already turned it on
+    (`PYTHONFAULTHANDLER`, `-X faulthandler`) their choice of file stands."""
+    import faulthandler
+
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 def _let_the_stop_finish() -> None:
