@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import os
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NoReturn
 
 
@@ -77,6 +78,21 @@ def path_error(exc: BaseException) -> str | None:
         return None
     reason = exc.strerror or type(exc).__name__
     return f"cannot use {str(exc.filename)!r}: {reason}"
+
+
+def did_you_mean(unknown: Sequence[str], known: Iterable[str], prefix: str = "",
+                 misspelt: Iterable[str] | None = None) -> str:
+    """The hint for names nothing reads, `, did you mean PREFIX.NAME?` naming the closest known name of each
+    (of those in `misspelt`, where given) that has one, "" where none is close: a near miss, such as `timeout`
+    for `timeout_s`, is the usual cause, and a list of everything known leaves the user to spot it."""
+    names = sorted(str(k) for k in known)
+    guessed = [str(u) for u in (unknown if misspelt is None else misspelt)]
+    close = {u: m[0] for u in guessed if (m := difflib.get_close_matches(u, names, n=1))}
+    if not close:
+        return ""
+    if len(unknown) == 1:
+        return f", did you mean {prefix}{next(iter(close.values()))}?"
+    return f", did you mean {' and '.join(f'{prefix}{m} for {u}' for u, m in close.items())}?"
 
 
 def fail(message: str) -> NoReturn:

@@ -145,20 +145,27 @@ def _open_for_writing(path: Path):
         raise NasutilError(f"cannot write {str(path)!r}: {exc}") from None
 
 
-def _usable_measurements(paths) -> list[dict]:
-    """The measurement rows a profile can learn from; a line on stderr counts the rows left out, and why.
-    None at all is an error, in one line that says why the rows there were left out."""
+def _usable_measurements(paths, skipped: dict[str, int]) -> list[dict]:
+    """The measurement rows a profile can learn from, the rows left out counted in `skipped` by reason (the
+    caller says so once its fit, which leaves out rows of its own, is done: `_say_skipped`). None at all is
+    an error, in one line that says why the rows there were left out."""
     from nasutil.predictor.training_data import fittable, read_measurements, skipped_note
 
-    skipped: dict[str, int] = {}
     rows = fittable(read_measurements(paths, skipped), skipped)
     note = skipped_note(skipped)
     if not rows:
         raise NasutilError("no successful measurements found in the given files"
                            + (f" ({note.replace('skipped', 'left out', 1)})" if note else ""))
+    return rows
+
+
+def _say_skipped(skipped: dict[str, int]) -> None:
+    """One line on stderr counting the measurement rows left out, and why (none where none were)."""
+    from nasutil.predictor.training_data import skipped_note
+
+    note = skipped_note(skipped)
     if note:
         print(f"nasutil: warning: {note}", file=sys.stderr)
-    return rows
 
 
 def cmd_profile_fit(args: argparse.Namespace) -> int:
@@ -166,14 +173,19 @@ def cmd_profile_fit(args: argparse.Namespace) -> int:
     from nasutil.predictor.fit import fit_profile
 
     refuse_overwriting(args.out, args.measurements, "--out")
-    rows = _usable_measurements(args.measurements)
+    skipped: dict[str, int] = {}
+    rows = _usable_measurements(args.measurements, skipped)
     from nasutil.predictor.profile import merge_operator_tables
 
     base = merge_operator_tables([load_profile(p) for p in args.base]) if args.base else None
     source = "fitted from " + ", ".join(str(p) for p in args.measurements)
     if base is not None:
         source = f"{base.source}; {source}" if base.source else source
-    profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source, base=base)
+    try:
+        profile = fit_profile(rows, features=args.features, min_rows=args.min_rows, source=source, base=base,
+                              skipped=skipped)
+    finally:
+        _say_skipped(skipped)
     dropped = _dropped_models(base, profile)
     if dropped:
         why = ("they were fitted on the operator tables' old overlap constants, which this fit refits"
@@ -226,8 +238,12 @@ def cmd_profile_next(args: argparse.Namespace) -> int:
 
     get_space(args.space)  # an unknown space fails before anything is read
     profile = load_profile(args.profile)
-    rows = _usable_measurements(args.measurements)
-    device, latencies = measured_latencies(rows, args.space, args.dtype, args.batch_size, args.mode)
+    skipped: dict[str, int] = {}
+    rows = _usable_measurements(args.measurements, skipped)
+    try:
+        device, latencies = measured_latencies(rows, args.space, args.dtype, args.batch_size, args.mode, skipped)
+    finally:
+        _say_skipped(skipped)
     target = PredictTarget(device, args.dtype, args.batch_size, args.mode)
     pool = unmeasured_pool(args.space, latencies, args.pool, args.seed)
     if not pool:

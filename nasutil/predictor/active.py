@@ -67,15 +67,17 @@ def choose_next(features: np.ndarray, latency_ms: np.ndarray, pool: np.ndarray, 
 MIN_MEASURED = 10
 
 
-def measured_latencies(rows: list[dict], space: str, dtype: str, batch_size: int,
-                       mode: str) -> tuple[str, dict[str, float]]:
+def measured_latencies(rows: list[dict], space: str, dtype: str, batch_size: int, mode: str,
+                       skipped: dict[str, int] | None = None) -> tuple[str, dict[str, float]]:
     """The device that measurement `rows` (`training_data.read_measurements`) come from, and each arch's median
-    latency (ms) at this configuration; a NasutilError where the rows come from several devices or hold
-    fewer than MIN_MEASURED archs of it."""
+    latency (ms) at this configuration, the rows of it left out (`median_latencies`) counted in `skipped`; a
+    NasutilError where the rows come from several devices or hold fewer than MIN_MEASURED archs of it."""
     devices = {r["device_name"] for r in rows}
     if len(devices) > 1:
         raise NasutilError(f"measurements must come from one device, found {sorted(devices)}")
-    latencies = median_latencies(rows).get((space, dtype, batch_size, mode), {})
+    key = (space, dtype, batch_size, mode)
+    chosen = [r for r in rows if (r["space"], r["dtype"], r["batch_size"], r["mode"]) == key]
+    latencies = median_latencies(chosen, skipped=skipped).get(key, {})
     if len(latencies) < MIN_MEASURED:
         raise NasutilError(f"need at least {MIN_MEASURED} measured {space} archs at {dtype}, batch {batch_size}, "
                            f"{mode}; found {len(latencies)} (measure a random sample first)")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from collections import defaultdict
 
 import numpy as np
 
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, NasutilNotice
 from nasutil.ops import Op
 from nasutil.predictor.analytical import RooflineModel
 from nasutil.predictor.features import FEATURE_SETS, feature_vector
@@ -15,8 +16,13 @@ from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.op_tables import OpTableModel, fit_overlap
 from nasutil.predictor.prediction import PredictTarget
 from nasutil.predictor.profile import DeviceProfile, LearnedEntry
-from nasutil.predictor.profile_checks import MAX_VERSION_CHARS
-from nasutil.predictor.training_data import ZOO_SPACES, median_latencies, unlike_listing
+from nasutil.predictor.profile_checks import MAX_VERSION_CHARS, clipped
+from nasutil.predictor.training_data import (
+    checked_rows,
+    fittable,
+    median_latencies,
+    skipped_note,
+)
 from nasutil.registry import get_space
 from nasutil.space import SearchSpace
 
@@ -28,31 +34,48 @@ def ops_for(space: SearchSpace, arch_text: str, input_size: int | None = None) -
 
 def fit_profile(rows: list[dict], *, features: str = "encoding+operators", min_rows: int = 50,
                 min_clock_ratio: float = 0.95, source: str = "", progress=None,
-                base: DeviceProfile | None = None) -> DeviceProfile:
+                base: DeviceProfile | None = None, skipped: dict[str, int] | None = None) -> DeviceProfile:
     """One learned model per (space, dtype, batch size, mode) with at least `min_rows` distinct archs.
 
-    `rows` are as `training_data.read_measurements` gives them. Measurements taken while the SM clock was
-    below `min_clock_ratio` of the highest clock seen in their group, or of another network than the one
-    whose ops are listed (`training_data.unlike_listing`: another input size, say), are left out; repeated
-    measurements of an arch are reduced to their median. With `base` (a profile with operator tables), the tables' overlap constants are fitted to
+    `rows` are as `training_data.read_measurements` gives them. Rows it cannot use are left out: a field
+    missing or out of range (`training_data.checked_rows`), a model zoo's, an unknown space's or dtype's
+    (`training_data.fittable`), one of another network than the one whose ops are listed
+    (`training_data.unlike_listing`: another input size, say), or measured while the SM clock was below
+    `min_clock_ratio` of the highest clock seen in its group. They are counted in `skipped` by reason; without
+    it, a NasutilNotice says how many were left out and why. Repeated measurements of an arch are reduced to
+    their median. With `base` (a profile with operator tables), the tables' overlap constants are fitted to
     the same measurements and the learned models see the operator-level prediction too."""
     if features not in FEATURE_SETS:
         raise NasutilError(f"unknown feature set {features!r} (choose from {', '.join(FEATURE_SETS)})")
+    counts: dict[str, int] = {}
+    try:
+        return _fit(fittable(checked_rows(rows, counts), counts), features, min_rows, min_clock_ratio, source,
+                    progress, base, counts)
+    finally:
+        if skipped is not None:
+            for reason, n in counts.items():
+                skipped[reason] = skipped.get(reason, 0) + n
+        elif counts:
+            warnings.warn(skipped_note(counts), NasutilNotice, stacklevel=2)
+
+
+def _fit(rows: list[dict], features: str, min_rows: int, min_clock_ratio: float, source: str, progress,
+         base: DeviceProfile | None, skipped: dict[str, int]) -> DeviceProfile:
+    """`fit_profile` on rows checked and fittable, counting in `skipped` those it leaves out."""
     devices = {r["device_name"] for r in rows}
     if len(devices) != 1:
         raise NasutilError(f"measurements must come from one device, found {sorted(devices) or 'none'}")
     device = devices.pop()
     if base is not None and base.device_name != device:
         raise NasutilError(f"measurements come from {device!r} but the profile is for {base.device_name!r}")
-    rows = [r for r in rows if r.get("space") not in ZOO_SPACES and not unlike_listing(r, get_space(r["space"]))]
     # `base` is the caller's (often a cached, shared profile): fit a copy of it
     profile = copy.deepcopy(base) if base is not None else DeviceProfile(
         device_name=device, driver_version=_version(rows, "driver_version"),
         torch_version=_version(rows, "torch_version"))
-    profile.source = source or profile.source
+    profile.source = clipped(source) if source else profile.source
     profile.learned = []
     operators = OpTableModel(profile.operators) if profile.operators else None
-    groups = median_latencies(rows, min_clock_ratio)
+    groups = median_latencies(rows, min_clock_ratio, skipped)
     networks: dict[tuple, dict[str, tuple[list[Op], np.ndarray]]] = {}
     for (space_name, dtype, batch, mode), latencies in sorted(groups.items()):
         space = get_space(space_name)

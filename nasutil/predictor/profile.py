@@ -27,6 +27,7 @@ from nasutil.files import parse_json, read_text, write_text_atomically
 from nasutil.ops import Op
 from nasutil.predictor import profile_checks as check
 from nasutil.predictor.analytical import KernelModel
+from nasutil.predictor.features import FEATURE_SETS
 from nasutil.predictor.learned import LearnedLatencyModel
 from nasutil.predictor.op_tables import OperatorTable, OpTableModel, Overlap, op_kind
 
@@ -142,9 +143,10 @@ class DeviceProfile:
                 raise check.BadProfile("device_name", "must name the device, got an empty name")
             return cls(device_name=device_name,
                        driver_version=check.version(data.get("driver_version"), "driver_version"),
-                       torch_version=check.version(data.get("torch_version"), "torch_version"), created=str(data.get("created", "")),
-                       source=str(data.get("source", "")), analytical=analytical, learned=learned,
-                       operators=operators)
+                       torch_version=check.version(data.get("torch_version"), "torch_version"),
+                       created=check.text(data.get("created", ""), "created", max_chars=check.MAX_VERSION_CHARS),
+                       source=check.text(data.get("source", ""), "source", max_chars=check.MAX_SOURCE_CHARS),
+                       analytical=analytical, learned=learned, operators=operators)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise NasutilError(f"malformed device profile: {exc}") from None
 
@@ -170,7 +172,7 @@ def merge_operator_tables(profiles: list[DeviceProfile]) -> DeviceProfile:
             else:
                 tables[table.key] = copy.deepcopy(table)
                 merged.operators.append(tables[table.key])
-    merged.source = "; ".join(p.source for p in profiles if p.source)
+    merged.source = check.clipped("; ".join(p.source for p in profiles if p.source))
     merged.__dict__.pop("op_model", None)
     merged.__dict__.pop("_op_kinds", None)
     return merged
@@ -197,7 +199,8 @@ def _learned_from_dict(e: Any, where: str) -> LearnedEntry:
                         check.number(e.get("batch_size"), f"{where}.batch_size", *check.BATCH_SIZE_RANGE,
                                      integer=True),
                         check.text(e.get("mode"), f"{where}.mode", MODES), check.text(e.get("features"),
-                                                                                       f"{where}.features"),
+                                                                                       f"{where}.features",
+                                                                                       FEATURE_SETS),
                         LearnedLatencyModel.from_dict(e.get("model"), f"{where}.model"),
                         check.number(e.get("rows"), f"{where}.rows", 0, check.MAX_ROWS, integer=True),
                         {str(k): check.number(v, f"{where}.validation.{k}", 0, 1e6) for k, v in validation.items()})

@@ -35,6 +35,7 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
     from nasutil.predictor.fit import fit_profile
     from nasutil.predictor.op_selection import sampled_ops, select_ops
     from nasutil.predictor.op_timing import measure_tables
+    from nasutil.predictor.training_data import skipped_note
     from nasutil.registry import get_space
 
     if not device.startswith("cuda"):
@@ -75,6 +76,10 @@ def build_profile(device: str = "cuda", spaces: Sequence[str] = DEFAULT_SPACES, 
     source = (f"built with nasutil profile build: {len(ops)} ops from {', '.join(spaces)}, {len(rows)} network "
               f"measurements, {time.perf_counter() - started:.0f} s")
     if rows:
-        profile = fit_profile(rows, min_rows=50, source=source, base=profile)
+        skipped: dict[str, int] = {}
+        profile = fit_profile(rows, min_rows=50, source=source, base=profile, skipped=skipped)
+        note = skipped_note(skipped)  # the rows of a throttled GPU, say
+        if note:
+            log(note)
     profile.source = source
     return profile

@@ -28,8 +28,15 @@ MAX_PROFILE_BYTES = 256 * 1024 * 1024
 #: one that loads
 LATENCY_MS_RANGE = (1e-9, 1e9)
 BATCH_SIZE_RANGE = (1, 2**20)
-#: the longest driver or torch version a profile holds (NVIDIA's "580.159.04", torch's "2.11.0+cu130")
+#: the longest driver or torch version a profile holds (NVIDIA's "580.159.04", torch's "2.11.0+cu130"), and
+#: the longest date it was created on ("2026-11-30")
 MAX_VERSION_CHARS = 100
+#: the longest name a profile holds (a device's, a space's, an op family's): NVML's names are under 96
+#: characters, a cell space's is its file's path
+MAX_NAME_CHARS = 1000
+#: the longest note of where a profile comes from (the builds and fits it went through, the files they read):
+#: a longer one is cut in the middle when written (`clipped`)
+MAX_SOURCE_CHARS = 10_000
 
 
 K = TypeVar("K", bound=Hashable)
@@ -50,10 +57,15 @@ def number(value: Any, where: str, low: float, high: float, integer: bool = Fals
     return int(value) if integer else float(value)
 
 
-def text(value: Any, where: str, choices: tuple[str, ...] | None = None) -> str:
+def text(value: Any, where: str, choices: tuple[str, ...] | None = None, max_chars: int = MAX_NAME_CHARS) -> str:
+    """Text (one of `choices`, where given) of at most `max_chars` characters: a number, list or object where
+    text belongs (a profile's `created` or `source`) was once turned into text without a word, and text of any
+    length was kept."""
     if not isinstance(value, str) or (choices is not None and value not in choices):
         expected = f"one of {', '.join(choices)}" if choices else "text"
-        raise BadProfile(where, f"must be {expected}, got {value!r}")
+        raise BadProfile(where, f"must be {expected}, got {_shown(value)}")
+    if len(value) > max_chars:
+        raise BadProfile(where, f"must be text of at most {max_chars:,} characters, got {len(value):,} of them")
     return value
 
 
@@ -63,9 +75,23 @@ def version(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > MAX_VERSION_CHARS:
-        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
-        raise BadProfile(where, f"must be null or text of at most {MAX_VERSION_CHARS} characters, got {shown}")
+        raise BadProfile(where, f"must be null or text of at most {MAX_VERSION_CHARS} characters, got {_shown(value)}")
     return value
+
+
+def clipped(note: str, max_chars: int = MAX_SOURCE_CHARS) -> str:
+    """A note (a profile's `source`) within `max_chars`, its middle cut where longer: each refit onto its own
+    base adds to it, and a profile whose note grew past the bound would not load again."""
+    if len(note) <= max_chars:
+        return note
+    half = (max_chars - 5) // 2
+    return f"{note[:half]} ... {note[-half:]}"
+
+
+def _shown(value: Any) -> str:
+    """A value as an error quotes it: at most 60 characters of its repr."""
+    shown = repr(value)
+    return shown if len(shown) <= 60 else f"{shown[:57]}..."
 
 
 def only_keys(data: Any, known: set[str] | tuple[str, ...], where: str) -> Mapping[str, Any]:

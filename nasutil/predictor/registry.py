@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from nasutil.arch import Arch
 from nasutil.devices import lookup
-from nasutil.errors import NasutilError
+from nasutil.errors import NasutilError, did_you_mean
 from nasutil.ops import Op, network_flops, network_params
 from nasutil.plugins import Registry
 from nasutil.predictor.op_tables import op_kind
@@ -270,7 +270,7 @@ def make_predictor(kind: str = "auto", **options: Any) -> Predictor:
     accepted = set(parameters)
     unknown = sorted(k for k, v in options.items() if k not in accepted and v is not None)
     if unknown:
-        raise NasutilError(f"predictor {kind!r} takes no option {', '.join(unknown)} "
+        raise NasutilError(f"predictor {kind!r} takes no option {', '.join(unknown)}{did_you_mean(unknown, accepted)} "
                            f"(takes: {', '.join(sorted(accepted)) or 'none'})")
     given = {k: v for k, v in options.items() if k in accepted}
     needed = sorted(name for name, p in parameters.items() if p.default is inspect.Parameter.empty

@@ -17,7 +17,11 @@ from pathlib import Path
 from nasutil.errors import NasutilError
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.files import RepeatedKey, read_text, unique_keys
-from nasutil.predictor.profile_checks import BATCH_SIZE_RANGE, LATENCY_MS_RANGE
+from nasutil.predictor.profile_checks import (
+    BATCH_SIZE_RANGE,
+    LATENCY_MS_RANGE,
+    MAX_NAME_CHARS,
+)
 from nasutil.space import MAX_NUM_CLASSES, SearchSpace
 
 ZOO_SPACES = ("torchvision", "timm")
@@ -48,9 +52,10 @@ NUMBER_FIELDS: dict[str, tuple[bool, float, float]] = {
 def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | None = None) -> list[dict]:
     """Successful measurements from evaluator outputs: JSON lines (`--json`/`--out`) or CSV.
 
-    A row that is not a usable measurement (JSON that is not an object; a field missing, of the wrong type or
-    given twice; a number outside `NUMBER_FIELDS`) is skipped; `skipped`, where given, counts the skipped rows by reason. A file
-    that cannot be read, a line that is not JSON at all, or a CSV header naming a column twice is an error."""
+    A row that is not a usable measurement (JSON that is not an object; no status, or one the evaluator does not
+    write; a field missing, of the wrong type or given twice; a number outside `NUMBER_FIELDS`) is skipped;
+    `skipped`, where given, counts the skipped rows by reason. A file that cannot be read, a line that is not
+    JSON at all, or a CSV header naming a column twice is an error."""
     rows: list[object] = []  # what each line or CSV row holds; RepeatedKey for a JSON line giving a key twice
     for path in map(Path, paths):
         files = sorted(path.glob("*.csv")) + sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
@@ -72,20 +77,36 @@ def read_measurements(paths: Iterable[str | Path], skipped: dict[str, int] | Non
         checked, reason = _measurement(r)
         if checked is not None:
             out.append(checked)
-        elif reason and skipped is not None:
-            skipped[reason] = skipped.get(reason, 0) + 1
+        elif reason:
+            _count(skipped, reason)
     return out
+
+
+def _count(skipped: dict[str, int] | None, reason: str) -> None:
+    """One more row left out for `reason`, where the caller counts them (`skipped` not None)."""
+    if skipped is not None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+
+#: the statuses the evaluator writes: a row with another, or none, is no measurement it made
+STATUSES = ("ok", "failed")
 
 
 def _measurement(row: object) -> tuple[dict | None, str]:
     """A line's or CSV row's successful measurement, checked; else None and why it cannot be used, or None and ''
-    for a failed measurement (which holds no latency to fit, by design). A row marked ok without a latency and a
-    JSON line that parses to a number, list or text are counted: they were left out without a word."""
+    for a failed measurement (which holds no latency to fit, by design). A row marked ok without a latency, one
+    without a status or with one the evaluator does not write, and a JSON line that parses to a number, list or
+    text are counted: they were left out without a word."""
     if isinstance(row, RepeatedKey):  # which of its two values is meant cannot be told
         return None, f"gives {row.key[:40]!r} twice"
     if not isinstance(row, dict):
         return None, "is not a JSON object"
-    if row.get("status") != "ok":
+    status = row.get("status")
+    if status in (None, ""):
+        return None, "has no status (ok or failed)"
+    if status not in STATUSES:
+        return None, "has a status other than ok or failed"
+    if status != "ok":
         return None, ""
     return _checked(row)
 
@@ -105,13 +126,18 @@ _TEXT = ("space", "arch", "device_name", "dtype", "mode")
 
 
 def _checked(row: dict) -> tuple[dict | None, str]:
-    """The row with the fields a profile needs, in their types, or None and why it cannot be used."""
-    missing = [k for k in _REQUIRED if row.get(k) in (None, "")]
+    """The row with the fields a profile needs, in their types, or None and why it cannot be used. Blank text is
+    missing (a blank device name made a profile that would not load), and text longer than a profile holds
+    (MAX_NAME_CHARS) cannot be used."""
+    missing = [k for k in _REQUIRED if row.get(k) is None or (isinstance(row[k], str) and not row[k].strip())]
     if missing:
         return None, f"lacks {', '.join(missing)}"
     wrong = [k for k in _TEXT if not isinstance(row[k], str)]
     if wrong:
         return None, f"{wrong[0]} is not text"
+    long = [k for k in _TEXT if k != "arch" and len(row[k]) > MAX_NAME_CHARS]  # an arch's parser bounds its own
+    if long:
+        return None, f"{long[0]} is longer than {MAX_NAME_CHARS:,} characters"
     numbers: dict[str, float | int | None] = {}
     for name, (whole, low, high) in NUMBER_FIELDS.items():
         numbers[name], reason = _number(row.get(name), name, whole, low, high)
@@ -155,6 +181,20 @@ def _number(value: object, name: str, whole: bool, low: float, high: float) -> t
     return (int(number) if whole else float(number)), ""
 
 
+def checked_rows(rows: Iterable[object], skipped: dict[str, int] | None = None) -> list[dict]:
+    """The rows a caller hands in, each checked as `read_measurements` checks a line (its status aside: rows
+    built in Python need not say ok), the others counted in `skipped` by reason: a row without a latency, or
+    with a list for a device name, ended a fit with a traceback."""
+    out = []
+    for row in rows:
+        checked, reason = _checked(row) if isinstance(row, dict) else (None, "is not a JSON object")
+        if checked is not None:
+            out.append(checked)
+        else:
+            _count(skipped, reason)
+    return out
+
+
 def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[dict]:
     """The rows a profile can be fitted on: a known dtype and mode, a known space other than the model zoos
     (ZOO_REASON) whose parser takes the arch, measured on the network a fit lists the ops of (`unlike_listing`).
@@ -189,8 +229,8 @@ def fittable(rows: list[dict], skipped: dict[str, int] | None = None) -> list[di
                     reason = "an arch its space does not parse"
         if not reason:
             out.append(row)
-        elif skipped is not None:
-            skipped[reason] = skipped.get(reason, 0) + 1
+        else:
+            _count(skipped, reason)
     return out
 
 
@@ -215,11 +255,15 @@ def skipped_note(skipped: dict[str, int]) -> str | None:
             + "; ".join(f"{n} {reason}" for reason, n in sorted(skipped.items(), key=lambda kv: -kv[1])))
 
 
-def median_latencies(rows: list[dict], min_clock_ratio: float = 0.95) -> dict[tuple, dict[str, float]]:
-    """(space, dtype, batch, mode) -> arch -> median latency (ms) of the measurements at full clock."""
+def median_latencies(rows: list[dict], min_clock_ratio: float = 0.95,
+                     skipped: dict[str, int] | None = None) -> dict[tuple, dict[str, float]]:
+    """(space, dtype, batch, mode) -> arch -> median latency (ms) of the measurements at full clock. The rows
+    left out, a model zoo's (ZOO_REASON) and those measured below `min_clock_ratio` of their configuration's
+    highest SM clock (a throttled GPU), are counted in `skipped` by reason."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if r.get("space") in ZOO_SPACES:
+            _count(skipped, ZOO_REASON)
             continue
         groups[(r["space"], r["dtype"], r["batch_size"], r["mode"])].append(r)
     out = {}
@@ -230,5 +274,7 @@ def median_latencies(rows: list[dict], min_clock_ratio: float = 0.95) -> dict[tu
         for m in members:
             if m["sm_clock_mhz"] is None or m["sm_clock_mhz"] >= floor:
                 latencies[m["arch"]].append(m["latency_ms"])
+            else:
+                _count(skipped, f"measured below {min_clock_ratio:g} of its configuration's highest SM clock")
         out[key] = {arch: statistics.median(v) for arch, v in latencies.items()}
     return out

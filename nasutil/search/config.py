@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from nasutil.errors import NasutilDeprecation, NasutilError
+from nasutil.errors import NasutilDeprecation, NasutilError, did_you_mean
 
 #: how a target is declared: `target` in conf/config.yaml, interpolated into the predictor and the evaluator
 TARGET_KEYS = ("dtype", "batch_size", "mode")
@@ -176,7 +176,7 @@ def _options(group: str) -> list[str]:
 def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     """The object a config group's `_target_` names, built with the node's other keys. `extra` keywords
     (a seed, say) go only to targets that accept them; an option the target does not take is a one-line
-    error naming what it takes."""
+    error naming what it takes, the closest of them, and the shipped option that has it where one does."""
     from hydra.utils import get_object, instantiate
 
     params = {k: v for k, v in node.items() if k not in LABEL_KEYS}
@@ -188,8 +188,12 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     if "_target_" not in params:
         raise NasutilError(f"{group} config needs a _target_ (the class or function that makes it)")
     check_numbers(params, group)
-    own = params["_target_"] != _shipped_target(group, label)  # a class of the user's own (or a plugin's)
-    what = f"{group}._target_={params['_target_']}" if own else f"{group} {label or params['_target_']!r}"
+    chosen = _chosen_option(group, label)
+    if chosen is not None:  # a class of the user's own (or a plugin's, or another option's) set over an option
+        own = params["_target_"] != _shipped_target(group, chosen)
+    else:
+        own = params["_target_"] not in {_shipped_target(group, o) for o in _options(group)}
+    what = f"{group}._target_={params['_target_']}" if own else f"{group} {chosen or label or params['_target_']!r}"
     try:
         hydra_log = logging.getLogger("hydra.utils")  # it logs the failure on stdout before raising it
         level = hydra_log.level
@@ -207,14 +211,12 @@ def instantiate_group(node: dict[str, Any], group: str, **extra: Any) -> Any:
     if accepted is not None:
         unknown = sorted(k for k in params if not k.startswith("_") and k not in accepted)
         if unknown:
-            # a class of the user's own, set over a shipped option: the options are that option's, not theirs
-            start = ""
-            if own:
-                came = f"they come with {group}={label}" if label and ":" not in label else "they come with the option"
-                start = f"; {came}: start from one without them" + (
-                    f", such as {group}=none" if _has_option(group, "none") else "")
-            raise NasutilError(f"{what} takes no option {', '.join(unknown)} "
-                               f"(takes: {', '.join(sorted(accepted)) or 'none'}{start})")
+            holders = _holders(group, unknown)
+            misspelt = [k for k in unknown if not any(k in keys for keys in holders.values())]
+            raise NasutilError(f"{what} takes no option {', '.join(unknown)}"
+                               f"{did_you_mean(unknown, accepted, f'{group}.', misspelt)} "
+                               f"(takes: {', '.join(sorted(accepted)) or 'none'}"
+                               f"{_where_options_come_from(group, holders, unknown, chosen, params['_target_'])})")
         extra = {k: v for k, v in extra.items() if k in accepted}
         _check_whole_numbers(target, params, group)
     try:
@@ -287,6 +289,74 @@ def one_line(exc: BaseException) -> str:
                         "search_space.name=NAME or search_space.name=cell:FILE.yaml")
         return message
     return " ".join(lines)
+
+
+def _chosen_option(group: str, label: Any) -> str | None:
+    """The shipped option a group's node was composed from: Hydra's record of the choice inside a run, else
+    the node's `name` where it names an option (evaluator and storage options carry no name); None where
+    neither tells."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        choice = HydraConfig.get().runtime.choices.get(group)
+        if isinstance(choice, str) and _has_option(group, choice):
+            return choice
+    return label if isinstance(label, str) and label and "/" not in label and _has_option(group, label) else None
+
+
+def _option_keys(group: str, option: str) -> set[str]:
+    """The settings the shipped option `group=option` gives its target."""
+    import importlib.resources
+
+    node = OmegaConf.create(importlib.resources.files("nasutil_conf").joinpath(group, f"{option}.yaml").read_text())
+    return {str(k) for k in node if k not in ("defaults", "_target_", *LABEL_KEYS)} if isinstance(node, DictConfig) \
+        else set()
+
+
+def _holders(group: str, unknown: Sequence[str]) -> dict[str, set[str]]:
+    """Each shipped option of a group, with those of the given settings it has: a setting some option has
+    is no typo, and that option is where it belongs or where it came from."""
+    return {o: _option_keys(group, o) & set(unknown) for o in _options(group)}
+
+
+def _where_options_come_from(group: str, holders: dict[str, set[str]], unknown: Sequence[str], chosen: str | None,
+                             target: str) -> str:
+    """Where options a target does not take come from, for the end of its error (`; ...`), "" where no shipped
+    option of the group has them (a misspelt key). Options that came with the option the node was composed
+    from (a class of one's own set over it) are named with an option to start from instead; ones that another
+    option has (added with `+`) are named with that option, the one that reads them."""
+    carried = [k for k in unknown if any(k in keys for keys in holders.values())]
+    if not carried:
+        return ""
+    subject = ("it" if len(carried) == 1 else "they") if len(carried) == len(unknown) else ", ".join(carried)
+    verb = "comes" if len(carried) == 1 else "come"
+    if chosen is not None and set(carried) <= holders.get(chosen, set()):
+        return f"; {subject} {verb} with {group}={chosen}: {_start_instead(group, holders, carried, target)}"
+    by_options: dict[tuple[str, ...], list[str]] = {}
+    for key in carried:
+        by_options.setdefault(tuple(o for o in holders if key in holders[o]), []).append(key)
+    if len(by_options) == 1:
+        return f"; {subject} {verb} with {_joined(group, next(iter(by_options)))}"
+    parts = [f"{', '.join(keys)} {'comes' if len(keys) == 1 else 'come'} with {_joined(group, options)}"
+             for options, keys in by_options.items()]
+    return "; " + "; ".join(parts)
+
+
+def _start_instead(group: str, holders: dict[str, set[str]], carried: list[str], target: str) -> str:
+    """What to do with settings a class set over an option came with: start from an option without them (one
+    that makes the same target first, then `none`), or, where every option has them, remove them."""
+    pronoun = "it" if len(carried) == 1 else "them"
+    without = sorted((o for o in holders if not holders[o]),
+                     key=lambda o: (_shipped_target(group, o) != target, o != "none", o))
+    if without:
+        return f"start from one without {pronoun}, such as {group}={without[0]}"
+    return f"remove {pronoun} with {' '.join(f'~{group}.{k}' for k in carried)}"
+
+
+def _joined(group: str, options: Sequence[str]) -> str:
+    """`evaluator=auto, evaluator=cpu or evaluator=none`: the options a user may choose between."""
+    named = [f"{group}={o}" for o in options]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
 
 
 def _has_option(group: str, option: str) -> bool:
