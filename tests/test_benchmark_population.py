@@ -1411,3 +1411,93 @@ def test_the_h100_gpu_test_notes_are_their_log():
     alone = [float(x) for x in re.findall(r"\(([0-9.]+), [0-9.]+\)", fast.group(2))]
     assert (f"read {float(fast.group(1)):.4f} ms against {min(alone):.4f}-{max(alone):.4f} ms measured alone right "
             f"after, {100 * (1 - float(fast.group(1)) / min(alone)):.1f}% faster") in flat
+
+
+def test_the_h100_seed_101_table_and_notes_are_their_result_files():
+    """Seed 101 on an H100: the table from the three processes' CSVs, the notes' ratios and the three-seed
+    summary from the same rows as seeds 99 and 100, the crash from its log, the GPU tests from theirs."""
+    import csv
+
+    population = ROOT / "benchmarks" / "results" / "h100" / "population"
+
+    def rows(name: str) -> list[dict]:
+        return list(csv.DictReader((population / name).open()))
+
+    def rate(r: dict) -> float:
+        return float(r["candidates_per_gpu_hour"])
+
+    processes = (("first", "s101/first_process_s101.csv"), ("second", "s101/repro_s101.csv"),
+                 ("third", "s101/population_search_b64_measured_s101.csv"))
+    expected = []
+    for process, name in processes:
+        for r in rows(name):
+            compared = bool(r["speedup_over_baseline"]) and float(r["speedup_over_baseline"]) != 1.0
+            expected.append([process, r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"],
+                             r["pruned_before_training"], r["failed"], f"{rate(r):,.0f}",
+                             _cell(r["speedup_over_baseline"], ".2f", "x") if compared else "",
+                             _cell(r["hypervolume_ratio"], ".3f") if compared else "",
+                             _cell(r["mean_together"], ".1f"), _cell(r["device_busy"], ".2f")])
+            assert r["failed"] == "0"
+    assert _table_after("**Seed 101 on an H100") == expected
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**Seed 101 on an H100"):text.index("**Seeds 97 and 98 on an H100")].split())
+    third = {r["run"]: r for r in rows("s101/population_search_b64_measured_s101.csv")}
+    assert (f"16 at once {rate(third['p16-pareto']) / rate(third['p1']):.2f}x one at a time and 64 at once "
+            f"{rate(third['p64-pareto']) / rate(third['p1']):.2f}x ({rate(third['p64-pareto']) / rate(third['p16-pareto']):.2f}x "
+            f"of 16), fronts on measured throughput {float(third['p16-pareto']['hypervolume_ratio']):.3f} and "
+            f"{float(third['p64-pareto']['hypervolume_ratio']):.3f}") in flat
+    assert (f"one at a time's search ran {float(third['p1']['speedup_over_plain_search']):.2f}x, 16 at once "
+            f"{float(third['p16-pareto']['speedup_over_plain_search']):.2f}x and 64 at once "
+            f"{float(third['p64-pareto']['speedup_over_plain_search']):.2f}x") in flat
+    p256 = [rate(r) for _, name in processes[:2] for r in rows(name) if r["run"] == "p256-pareto"]
+    assert (f"256 at once ran {p256[0]:,.0f} and {p256[1]:,.0f} candidates per GPU-hour in the other two processes, "
+            f"against this process's one at a time at {rate(third['p1']):,.0f}") in flat
+
+    seeds = [{r["run"]: r for r in rows(name)} for name in
+             ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
+              "s101/population_search_b64_measured_s101.csv")]
+    over = {run: [rate(s[run]) / rate(s["p1"]) for s in seeds] for run in ("p16-pareto", "p64-pareto")}
+    fronts = {run: [float(s[run]["hypervolume_ratio"]) for s in seeds] for run in ("p16-pareto", "p64-pareto")}
+    assert (f"16 at once {over['p16-pareto'][0]:.2f}x, {over['p16-pareto'][1]:.2f}x and {over['p16-pareto'][2]:.2f}x "
+            f"one at a time, 64 at once {over['p64-pareto'][0]:.2f}x, {over['p64-pareto'][1]:.2f}x and "
+            f"{over['p64-pareto'][2]:.2f}x; fronts {fronts['p16-pareto'][0]:.3f}, {fronts['p16-pareto'][1]:.3f} and "
+            f"{fronts['p16-pareto'][2]:.3f} (16) and {fronts['p64-pareto'][0]:.3f}, {fronts['p64-pareto'][1]:.3f} and "
+            f"{fronts['p64-pareto'][2]:.3f} (64)") in flat
+    assert max(max(v) for v in over.values()) < 5
+    reached = [(run, seed) for run in fronts for seed, v in zip((99, 100, 101), fronts[run]) if v >= 0.95]
+    assert reached == [("p16-pareto", 101), ("p64-pareto", 100)]
+    assert sum(a > b for a, b in zip(over["p64-pareto"], over["p16-pareto"])) == 1
+
+    second = {r["run"]: r for r in rows("s101/repro_s101.csv")}
+    assert (f"trained {second['p16-pareto']['trained']} candidates to the end in the second process and "
+            f"{third['p16-pareto']['trained']} in the third") in flat
+    crashed = (population / "s101" / "first_process_s101.log").read_text()
+    assert crashed.rstrip().endswith("rc=139") and '"run": "p256-pareto"' in crashed and '"run": "p16-pareto"' not in crashed
+    logs = {name: (population / "s101" / f"gpu_tests_{name}.log").read_text() for name in
+            ("first_call", "evaluator", "population")}
+    assert "1 failed, 2 passed" in logs["first_call"] and "14 passed" in logs["evaluator"]
+    assert "1 failed, 5 passed" in logs["population"]
+    assert "queued 3.6432 ms, quiet (ms, MHz) [(3.6481" in logs["first_call"] and "while training 3.6349 ms" in logs["first_call"]
+    assert "queued 0.4490 ms" in logs["population"] and "(0.4949, 1980.0)" in logs["population"]
+    assert "read 0.4490 ms against 0.4949-0.4956 ms alone, 9.3% faster" in flat
+    assert f"{100 * (1 - 0.4490 / 0.4949):.1f}%" == "9.3%"
+
+
+def test_readmes_figures_for_the_h100_seeds_99_to_101_are_the_result_files():
+    import csv
+
+    population = ROOT / "benchmarks" / "results" / "h100" / "population"
+    seeds = [{r["run"]: r for r in csv.DictReader((population / name).open())} for name in
+             ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
+              "s101/population_search_b64_measured_s101.csv")]
+
+    def spread(run: str, field: str, fmt: str) -> str:
+        values = [float(s[run][field]) for s in seeds] if field else \
+            [float(s[run]["candidates_per_gpu_hour"]) / float(s["p1"]["candidates_per_gpu_hour"]) for s in seeds]
+        return f"{format(min(values), fmt)}-{format(max(values), fmt)}"
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"Over seeds 99-101 on H100s, 16 at once read {spread('p16-pareto', '', '.2f')}x one at a time and 64 at "
+            f"once {spread('p64-pareto', '', '.2f')}x, fronts {spread('p16-pareto', 'hypervolume_ratio', '.3f')} and "
+            f"{spread('p64-pareto', 'hypervolume_ratio', '.3f')}") in readme

@@ -209,6 +209,26 @@ def test_the_h200_command_costs_are_the_measured_ones():
             "before training and measured survivors (seed 63;") in text
 
 
+def test_the_h100_command_costs_are_the_measured_ones():
+    """The H100 column: the commands not timed on the H200, each cell its run's wall time, or where the run
+    was stopped at its limit, that and the trials it had finished (where the command counts trials)."""
+    folder = ROOT / "benchmarks" / "results" / "h100" / "command_cost"
+    with (folder / "command_cost_docs.csv").open(newline="") as f:
+        measured = list(csv.DictReader(f))
+    with (ROOT / "benchmarks" / "results" / "h200" / "command_cost" / "command_cost_docs.csv").open(newline="") as f:
+        on_h200 = {r["command"] for r in csv.DictReader(f)}
+    text = readme()
+    assert measured and all(r["gpu"] == "NVIDIA H100 80GB HBM3" for r in measured)
+    assert not on_h200 & {r["command"] for r in measured}
+    for r in measured:
+        assert r["exit_code"] in ("0", "130"), r["command"]
+        wall = f"{float(r['wall_s']):,.0f} s"
+        cell = wall if r["exit_code"] == "0" else f"stopped at {wall}" + (f", {r['trials']} trials" if r["trials"] else "")
+        assert re.search(rf"\| `{re.escape(r['command'])}` \|[^|]*\|[^|]*\|[^|]*\| \| {re.escape(cell)} \|", text), r["command"]
+    loads = [float(r["load_avg"]) for r in measured]
+    assert f"load averages {min(loads):.2f}-{max(loads):.1f} when the commands started" in " ".join(text.split())
+
+
 def test_readmes_figures_for_seed_96_are_the_result_files():
     population = ROOT / "benchmarks" / "results" / "h200" / "population"
     first = list(csv.DictReader((population / "population_search_b64_wakes_s96.csv").open()))
