@@ -66,15 +66,31 @@ def warnings_for_users(prog: str) -> Iterator[None]:
         yield
 
 
+#: the errors of a write that the disk refused, whichever the file: full, over quota, past the file size limit, read-only
+DISK_REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+
+
+def refused_write(exc: BaseException, path: str | os.PathLike[str] | None = None) -> str | None:
+    """The one-line message for a write the disk refused (full, over quota, a file past the size limit, a
+    read-only file system), naming `path`, else the file the error names, else "the output" (a write to a file
+    already open names none); None for any other error. The disk, not the user's input, is what to fix."""
+    if not isinstance(exc, OSError) or exc.errno not in DISK_REFUSALS:
+        return None
+    name = path if path is not None else exc.filename
+    where = "the output" if name is None else repr(str(name))
+    return f"cannot write {where}: {exc.strerror or os.strerror(exc.errno)}"
+
+
 def path_error(exc: BaseException) -> str | None:
     """The one-line message for a file or folder the system refused (a missing parent, a file where a
     folder should be, no permission): a path the user gave, in nearly every case; or for a write the disk
     refused (full, over quota, read-only). None for other errors."""
     if not isinstance(exc, OSError):
         return None
-    if exc.filename is None:  # a write to a file already open: the disk, not the code, refused it
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
-            return f"cannot write the output: {exc.strerror or type(exc).__name__}"
+    refused = refused_write(exc)
+    if refused is not None:
+        return refused
+    if exc.filename is None:  # a write to a file already open that the disk did not refuse: not the user's to fix
         return None
     reason = exc.strerror or type(exc).__name__
     return f"cannot use {str(exc.filename)!r}: {reason}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +83,18 @@ def parse_json(text: str, what: str) -> Any:
 def write_text_atomically(path: Path, text: str) -> None:
     """`text` into `path` in one step (a temporary file beside it, then a rename): a write that fails part-way
     leaves what was at `path` as it was. An OSError goes to the caller, with no temporary file left."""
+    write_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+def write_atomically(path: Path, write: Callable[[Path], Any]) -> None:
+    """`write(file)` into a temporary file beside `path`, then renamed to it in one step: a write that fails
+    part-way (a full disk) leaves what was at `path` as it was. An OSError goes to the caller, with no
+    temporary file left."""
     import os
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text)
+        write(tmp)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)

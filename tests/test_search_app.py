@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -477,23 +479,15 @@ def test_a_storage_that_cannot_be_written_is_one_line_and_keeps_what_it_holds(tm
 WRITES = (sqlite3.SQLITE_DELETE, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE)  # as SQLite's authorizer names them
 
 
-@pytest.mark.parametrize("refused", [
-    lambda action, table: action in WRITES,  # every write: the trials running then fail to end too
-    lambda action, table: action == sqlite3.SQLITE_INSERT and table == "trials",  # new trials: running ones end
-], ids=["every-write", "new-trials"])
-def test_a_storage_that_stops_accepting_writes_mid_search_is_one_line_and_keeps_what_it_stored(
-        tmp_path, capsys, monkeypatch, refused):
-    """Four trials at once on a study database that refuses writes once five trials have finished (SQLite's
-    authorizer denies them, as a database whose write grants were revoked does; a full disk or a server gone
-    fails the same way). A trial thread that could not ask died with the storage's error, printing its
-    traceback, and the run ended with exit 0 and fewer trials than asked."""
+@contextlib.contextmanager
+def refused_once_five_complete(database: Path, refused: Callable[[int, str | None], bool]) -> Iterator[None]:
+    """The study database at `database` refuses what `refused(action, table)` says once five trials have finished
+    (SQLite's authorizer denies it, as a database whose grants were revoked does; a full disk or a server gone
+    fails the same way)."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    from nasutil.search.trainers.tabular import TabularTrainer
-
-    monkeypatch.setattr(TabularTrainer, "concurrent_trials", 4)
-    database, refusing = tmp_path / "study.db", []
+    refusing: list[bool] = []
 
     def authorize(action: int, table: str | None, *_names) -> int:
         return sqlite3.SQLITE_DENY if refused(action, table) else sqlite3.SQLITE_OK
@@ -510,13 +504,89 @@ def test_a_storage_that_stops_accepting_writes_mid_search_is_one_line_and_keeps_
 
     event.listen(Engine, "begin", on_begin)
     try:
-        code = main([f"hydra.run.dir={tmp_path}", "n_trials=30", "study_name=s", "prune=none", *FAST])
+        yield
     finally:
         event.remove(Engine, "begin", on_begin)
+
+
+def _stopped(reason: str, after: str) -> list[str]:
+    return [f"nasutil-search: error: the study storage stopped working during the search: {reason} (the trials "
+            f"stored before stay{after})"]
+
+
+LISTED = ", and the run folder's tables list them; re-run to resume once it works"
+
+
+@pytest.mark.parametrize("refused", [
+    lambda action, table: action in WRITES,  # every write: the trials running then fail to end too
+    lambda action, table: action == sqlite3.SQLITE_INSERT and table == "trials",  # new trials: running ones end
+], ids=["every-write", "new-trials"])
+def test_a_storage_that_stops_accepting_writes_mid_search_is_one_line_and_the_tables_list_what_it_stored(
+        tmp_path, capsys, monkeypatch, refused):
+    """Four trials at once on a study database that refuses writes once five trials have finished. A trial thread
+    that could not ask died with the storage's error, printing its traceback, and the run ended with exit 0 and
+    fewer trials than asked; then it ended in one line, but with no tables in the run folder."""
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    monkeypatch.setattr(TabularTrainer, "concurrent_trials", 4)
+    database = tmp_path / "study.db"
+    with refused_once_five_complete(database, refused):
+        code = main([f"hydra.run.dir={tmp_path}", "n_trials=30", "study_name=s", "prune=none", *FAST])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err == ["nasutil-search: error: the study storage stopped working during the search: not "
-                                 "authorized (the trials stored before stay; re-run to resume once it works)"], err
+    assert code == 2 and err == _stopped("not authorized", LISTED), err
     trials = optuna.load_study(study_name="s", storage=f"sqlite:///{database}").trials
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(complete) >= 5 and len(trials) < 30
     assert all(t.user_attrs.get("accuracy") is not None for t in complete)
+    table = rows(tmp_path / "trials.csv")
+    assert [(int(r["number"]), r["state"]) for r in table] == [(t.number, t.state.name) for t in trials]
+    front = {int(r["number"]) for r in rows(tmp_path / "pareto.csv")}
+    assert front and front <= {t.number for t in complete}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["counts"]["finished"] == len(complete) and summary["storage_error"] == "not authorized"
+
+
+def test_a_storage_that_stops_mid_search_keeps_earlier_tables_where_it_cannot_be_read_back(tmp_path, capsys):
+    """Reads refused too: the tables of the run before stay as they were, and the line says the re-run writes
+    them."""
+    args = [f"hydra.run.dir={tmp_path}", "study_name=s", "prune=none", *FAST]
+    assert main([*args, "n_trials=2"]) == 0
+    earlier = (tmp_path / "trials.csv").read_text()
+    capsys.readouterr()
+    with refused_once_five_complete(tmp_path / "study.db", lambda action, table: True):
+        code = main([*args, "n_trials=30"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].endswith(
+        "(the trials stored before stay; the study cannot be read back to write the run folder's tables: re-run to "
+        "resume once it works, which writes them)"), err
+    assert (tmp_path / "trials.csv").read_text() == earlier
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}").trials
+    assert len([t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]) >= 5
+    assert main([*args, "n_trials=8"]) == 0  # the re-run writes them
+    trials = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'study.db'}").trials
+    assert [int(r["number"]) for r in rows(tmp_path / "trials.csv")] == [t.number for t in trials]
+
+
+def test_a_storage_that_stops_mid_search_says_so_first_where_the_tables_cannot_be_written(tmp_path, capsys):
+    (tmp_path / "trials.csv").mkdir(parents=True)  # where the table goes, a folder
+    with refused_once_five_complete(tmp_path / "study.db", lambda action, table: action in WRITES):
+        code = main([f"hydra.run.dir={tmp_path}", "n_trials=30", "study_name=s", "prune=none", *FAST])
+    err = capsys.readouterr().err.strip().splitlines()
+    table = tmp_path / "trials.csv"
+    assert code == 2 and err == _stopped(
+        "not authorized", f"; the run folder's tables were not written (cannot write {str(table)!r}: Is a directory): "
+                          f"re-run to resume once it works, which writes them"), err
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_sweep_job_whose_storage_stopped_is_one_row_with_its_error(tmp_path, capsys):
+    """Such a job writes its summary, then its error: it was counted twice, as a study and as a failed job."""
+    sweep = tmp_path / "sweep"
+    with refused_once_five_complete(sweep / "broken" / "w0" / "study.db", lambda action, table: action in WRITES):
+        code = main(["-m", "study_name=kept,broken", "n_trials=8", f"hydra.sweep.dir={sweep}", *FAST])
+    assert code == 2
+    assert "sweep summary: 2 jobs, 1 failed" in capsys.readouterr().out
+    table = {r["study"]: r for r in rows(sweep / "sweep_summary.csv")}
+    assert set(table) == {"kept", "broken"} and table["kept"]["error"] == ""
+    assert table["broken"]["error"].startswith("the study storage stopped working during the search: not authorized")
+    assert int(table["broken"]["finished"]) >= 5

@@ -38,7 +38,8 @@ def keep_user_error(task: Callable[[Any], T], cfg: Any) -> T | None:
         if message is None or not shared:
             raise
         with open(shared, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"job": job_overrides(), "error": " ".join(message.split())}) + "\n")
+            fh.write(json.dumps({"job": job_overrides(), "folder": job_folder(),
+                                 "error": " ".join(message.split())}) + "\n")
         drop_folder_of_nothing()
         return None
 
@@ -49,6 +50,17 @@ def job_overrides() -> str:
         from hydra.core.hydra_config import HydraConfig
 
         return " ".join(str(o) for o in HydraConfig.get().overrides.task if not str(o).startswith("hydra."))
+    except Exception:  # noqa: BLE001 - no Hydra job running (a direct call): nothing to name
+        return ""
+
+
+def job_folder() -> str:
+    """The running job's output folder: a job that wrote its summary before its error (a storage that stopped
+    mid-run) is one row of the sweep summary, not two."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return str(HydraConfig.get().runtime.output_dir)
     except Exception:  # noqa: BLE001 - no Hydra job running (a direct call): nothing to name
         return ""
 
@@ -107,9 +119,11 @@ def user_error(exc: BaseException) -> str | None:
     from optuna.exceptions import StorageInternalError
 
     if any(isinstance(e, StorageInternalError) for e in chain):  # a read-only database, a full disk
-        root = str(chain[-1]).strip().splitlines()
-        return (f"cannot write the study storage: {root[0][:200] if root else type(chain[-1]).__name__} (the trials "
-                f"stored before stay)")
+        from nasutil.search.storage import storage_failure
+
+        file, why = storage_failure(exc)
+        where = "" if file is None else f" {file!r}"
+        return f"cannot write the study storage{where}: {why} (the trials stored before stay)"
     for e in chain:
         if isinstance(e, (OmegaConfBaseException, HydraException)) and "Error executing job" not in str(e):
             return one_line(e)

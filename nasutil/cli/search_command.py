@@ -42,12 +42,13 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
 
     from nasutil.search.build import build_search
-    from nasutil.search.report import report_search
+    from nasutil.search.report import report_search, report_stopped_search
+    from nasutil.search.storage import StorageStopped
 
     started = time.perf_counter()
     refuse_added_keys(list(HydraConfig.get().overrides.task))
     setup = build_search(cfg, Path(HydraConfig.get().runtime.output_dir))
-    interrupted = False
+    interrupted, stopped = False, None
     try:
         interrupts.stop_if_requested()
         with heartbeat_failures_told_once():
@@ -56,10 +57,16 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     except KeyboardInterrupt:
         interrupted = True
         counts = setup.search.counts()
+    except StorageStopped as exc:  # the tables of what the study holds are still written, then the error
+        stopped = exc
     finally:
         setup.search.close()
+    plots, resume = bool(cfg.get("plots", True)), _resume_hint(setup.study_name)
+    if stopped is not None:
+        raise report_stopped_search(setup, stopped, time.perf_counter() - started, plots=plots,
+                                    resume=resume) from stopped.__cause__
     summary = report_search(setup, counts, time.perf_counter() - started, interrupted=interrupted,
-                            plots=bool(cfg.get("plots", True)), resume=_resume_hint(setup.study_name))
+                            plots=plots, resume=resume)
     if interrupted:
         raise KeyboardInterrupt
     return summary

@@ -447,7 +447,8 @@ class Search:
         `on_trial(counts, trial)` sees every trial this run ends, with the study's counts, or None where
         `counts_for_on_trial` is off (reading every trial for them costs a population's driver its turn).
         A storage that stops working while the run goes on (it refuses an ask or a result) ends the run with a
-        NasutilError once the trials running then have ended; the trials it stored before stay."""
+        `StorageStopped` (a NasutilError) once the trials running then have ended; the trials it stored before
+        stay."""
         before = self.counts()
         remaining = n_trials - before.finished
         if remaining <= 0 or (max_trainings is not None and before.trainings >= max_trainings):
@@ -499,7 +500,7 @@ class Search:
         try:
             self._runner.run()
         except optuna.exceptions.StorageInternalError as exc:  # the trials it stored before stay
-            raise stopped_mid_search(exc) from exc
+            raise stopped_mid_search(exc, self.study._storage) from exc
         finally:
             self._budget, self._runner = None, None
         if not succeeded and len(streak) >= max_failures_in_a_row:

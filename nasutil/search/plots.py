@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from nasutil.errors import NasutilError
+from nasutil.files import write_atomically
 from nasutil.search.objectives import METRICS
 from nasutil.search.record import hardware_figures, outcome
 from nasutil.search.tables import axis_label, metric_names, pareto_trials
@@ -21,6 +25,14 @@ def _figure(width: float = 7.0, height: float = 4.5):
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), dpi=120, layout="constrained")
+
+
+def _save(path: Path, write: Callable[[Path], Any]) -> None:
+    """A plot written whole or not at all (a full disk keeps the one there was), the file named where it fails."""
+    try:
+        write_atomically(path, write)
+    except OSError as exc:
+        raise NasutilError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
 
 
 def _num(value) -> float | None:
@@ -86,7 +98,7 @@ def pareto_png(study: optuna.Study, path: Path) -> Path | None:
     rug.set_ylim(-0.8, 1.8)
     rug.set_xlabel(axis_label(x_name) + " (rug: predicted)")
     rug.grid(alpha=0.3, axis="x")
-    fig.savefig(path)
+    _save(path, lambda tmp: fig.savefig(tmp, format="png"))
     return path
 
 
@@ -113,7 +125,7 @@ def predicted_vs_measured_png(study: optuna.Study, path: Path) -> Path | None:
     ax.set_title(f"{len(pairs)} trained candidates, Kendall tau {tau:.2f}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.savefig(path)
+    _save(path, lambda tmp: fig.savefig(tmp, format="png"))
     return path
 
 
@@ -138,7 +150,7 @@ def utilization_hist_png(study: optuna.Study, path: Path) -> Path | None:
     ax.set_ylabel("candidates")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.savefig(path)
+    _save(path, lambda tmp: fig.savefig(tmp, format="png"))
     return path
 
 
@@ -161,8 +173,9 @@ def study_html(study: optuna.Study, path: Path) -> Path | None:
     html = [f"<h2 style='font-family:sans-serif'>{study.study_name}</h2>"]
     for i, fig in enumerate(parts):
         html.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))
-    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nasutil-search</title></head><body>"
-                    + "\n".join(html) + "</body></html>")
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>nasutil-search</title></head><body>"
+            + "\n".join(html) + "</body></html>")
+    _save(path, lambda tmp: tmp.write_text(page))
     return path
 
 

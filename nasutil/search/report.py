@@ -6,18 +6,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+from optuna.exceptions import StorageInternalError
+
 from nasutil.errors import NasutilError
+from nasutil.files import write_text_atomically
 from nasutil.search.build import SearchSetup
 from nasutil.search.console_report import print_summary
 from nasutil.search.plots import write_plots
 from nasutil.search.record import Counts
+from nasutil.search.storage import StorageStopped
 from nasutil.search.tables import write_tables
 
 
 def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrupted: bool = False,
-                  plots: bool = True, resume: str | None = None) -> dict[str, Any]:
+                  plots: bool = True, resume: str | None = None, storage_error: str | None = None) -> dict[str, Any]:
     """Write the run folder's files and print the closing report (`resume`: how to resume the study, where
-    the caller knows better than "re-run the same command"); returns what summary.json holds."""
+    the caller knows better than "re-run the same command"; `storage_error`: why the storage stopped the run,
+    for summary.json); returns what summary.json holds."""
     s, folder = setup.search, setup.folder
     try:
         folder.mkdir(parents=True, exist_ok=True)  # a folder given to build_search need not exist yet
@@ -34,14 +39,44 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
         try:
             made = write_plots(s.study, folder)
         except Exception as exc:  # a plot must never cost the tables and the summary
-            lines.append(f"plots skipped: {type(exc).__name__}: {exc}")
+            lines.append(f"plots skipped: {exc}" if isinstance(exc, NasutilError) else
+                         f"plots skipped: {type(exc).__name__}: {exc}")
             made = {}
         files.update({("pareto_png" if k == "pareto" else k): v for k, v in made.items()})
     summary = {"study_name": setup.study_name, "folder": str(folder), "n_trials": setup.n_trials, "seed": setup.seed,
                "wall_s": round(wall_s, 2), "resumed": setup.resumed, "interrupted": interrupted,
                "metrics": s.objectives.names, "sampler": setup.sampler_name, "prune": s.policy.describe(),
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
-               "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings}}
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+               "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings},
+               "storage_error": storage_error}
+    write_summary(folder / "summary.json", summary)
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume)
     return summary
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """summary.json, whole or not at all: a write the disk refuses keeps the one there was, and names the file."""
+    try:
+        write_text_atomically(path, json.dumps(summary, indent=2) + "\n")
+    except OSError as exc:
+        raise NasutilError(f"cannot write {str(path)!r}: {exc.strerror or type(exc).__name__}") from None
+
+
+def report_stopped_search(setup: SearchSetup, stopped: StorageStopped, wall_s: float, *, plots: bool = True,
+                          resume: str | None = None) -> StorageStopped:
+    """After the study storage stopped working mid-run: the run folder's tables, plots, summary and closing
+    report of what the study still holds, as at a normal end. Returns the error to end with, which says whether
+    they were written: the storage's error stays first, and a study that cannot be read back leaves the
+    tables of an earlier run as they were (the re-run that resumes it writes them)."""
+    again = "re-run to resume once it works, which writes them"
+    try:
+        counts = setup.search.counts()
+    except (StorageInternalError, OSError):
+        return stopped.with_tables(f"; the study cannot be read back to write the run folder's tables: {again}")
+    try:
+        report_search(setup, counts, wall_s, plots=plots, resume=resume, storage_error=stopped.reason)
+    except NasutilError as exc:
+        return stopped.with_tables(f"; the run folder's tables were not written ({exc}): {again}")
+    except (StorageInternalError, OSError):
+        return stopped.with_tables(f"; the study could not be read back for all of the run folder's tables: {again}")
+    return stopped.with_tables(", and the run folder's tables list them; re-run to resume once it works")

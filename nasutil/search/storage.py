@@ -9,10 +9,14 @@ process that touches the study marks it failed and queues a retry with the same 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
+import json
 import math
 import os
 import re
+import threading
 import time
 import warnings
 import weakref
@@ -21,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.storages.journal import JournalFileBackend
 
 from nasutil.databases import (connect_args, first_line, refuse_another_programs_sqlite, safe_url,
                                sqlalchemy_url)
-from nasutil.errors import NasutilError, NasutilNotice
+from nasutil.errors import DISK_REFUSALS, NasutilError, NasutilNotice
 
 
 URL_VARIABLE = "NASUTIL_STORAGE_URL"
@@ -63,7 +68,7 @@ def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 
 def journal_storage(path: str) -> StudyStorage:
     """The `journal` config option: Optuna's JournalStorage on a file that every worker can reach
     (appends with file locks; no heartbeats, so a dead worker's trial stays RUNNING)."""
-    from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+    from optuna.storages.journal import JournalFileSymlinkLock
 
     file = Path(str(path)).expanduser()
     if not file.parent.is_dir():
@@ -73,7 +78,7 @@ def journal_storage(path: str) -> StudyStorage:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # experimental-feature notices
             lock = JournalFileSymlinkLock(str(file))  # the lock every writer of the journal takes
-            backend = JournalFileBackend(str(file), lock_obj=lock)
+            backend = WholeRecordsJournal(str(file), lock_obj=lock)
         _set_aside_a_cut_off_record(file, lock)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -81,6 +86,60 @@ def journal_storage(path: str) -> StudyStorage:
     except (OSError, ValueError) as exc:
         raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
     return StudyStorage(storage, f"journal {file}", str(file))
+
+
+class WholeRecordsJournal(JournalFileBackend):
+    """Optuna's journal file, where an append the disk refuses part-way (full, over quota, past the file size
+    limit) leaves no cut-off record behind: it once did, and the next append (the disk having room again) joined
+    the two into one broken line, after which no record could be read. The refusal is a storage error that names
+    the journal. Whole records the append wrote stay (another process may have read them already); a journal
+    this process could not cut back takes no more appends from it."""
+
+    _unrestored: OSError | None = None
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        try:
+            from optuna.storages.journal._file import get_lock_file
+        except ImportError:  # an Optuna whose internals differ: its own append
+            return super().append_logs(logs)
+        text = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode("utf-8")
+        try:
+            if self._unrestored is not None:
+                raise self._unrestored
+            with get_lock_file(self._lock):  # taking the lock writes too (a link beside the journal)
+                self._append(text)
+        except OSError as exc:
+            named = OSError(exc.errno, exc.strerror or str(exc), self._file_path)  # the journal, not its lock
+            raise optuna.exceptions.StorageInternalError(f"cannot write study journal {self._file_path!r}: "
+                                                         f"{named.strerror}") from named
+
+    def _append(self, text: bytes) -> None:
+        """`text` at the journal's end and flushed to the disk; where the disk refuses it, the journal is cut back
+        to the end of its last whole record."""
+        fd = os.open(self._file_path, os.O_WRONLY | os.O_APPEND)
+        try:
+            end = os.fstat(fd).st_size  # under the writers' lock: nobody else appends meanwhile
+            left = memoryview(text)
+            try:
+                while left:
+                    left = left[os.write(fd, left):]
+                os.fsync(fd)
+            except OSError:
+                written = len(text) - len(left)
+                self._cut_back(fd, end + text.rfind(b"\n", 0, written) + 1, end + written)
+                raise
+        finally:
+            os.close(fd)
+
+    def _cut_back(self, fd: int, keep: int, size: int) -> None:
+        """Drop the cut-off record between `keep` and `size` (shortening a file takes no room on the disk)."""
+        if keep == size:
+            return
+        try:
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+        except OSError as exc:  # it stays until the journal is next opened, which sets it aside
+            self._unrestored = exc
 
 
 #: how every record of Optuna's journal begins (JSON with the operation's code first)
@@ -237,20 +296,106 @@ def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
     storage.engine.dispose()  # reconnect with the pragmas
 
 
-def stopped_mid_search(exc: BaseException) -> NasutilError:
+class StorageStopped(NasutilError):
+    """The study storage failed while a search ran: `reason`, in one line, then what stays and what to do
+    (`after`), which a caller that wrote the run folder's tables says with `with_tables`."""
+
+    def __init__(self, reason: str, after: str = "; re-run to resume once it works") -> None:
+        self.reason = reason
+        super().__init__(f"the study storage stopped working during the search: {reason} (the trials stored before "
+                         f"stay{after})")
+
+    def with_tables(self, after: str) -> StorageStopped:
+        return StorageStopped(self.reason, after)
+
+
+def stopped_mid_search(exc: BaseException, storage: optuna.storages.BaseStorage | None = None) -> StorageStopped:
     """A storage that failed while the search ran (a read-only file, a full disk, a server gone), in one line
-    that says what stays. Optuna's error says only that a commit failed: the driver's words, at the end of the
-    chain of causes, say why."""
+    that says what stays."""
+    file, why = storage_failure(exc, storage)
+    return StorageStopped(why if file is None else f"cannot write {file!r}: {why}")
+
+
+def storage_failure(exc: BaseException,
+                    storage: optuna.storages.BaseStorage | None = None) -> tuple[str | None, str]:
+    """Why a storage failed: the file it could not write, where known, and the reason. Optuna's error says only
+    that a commit failed: the driver's words, at the end of the chain of causes, say why. SQLite says "disk I/O
+    error" of a write refused for a quota or the file size limit, and names no file: `storage`'s database is
+    looked at for which."""
     root = exc
     for _ in range(32):  # a chain that loops back on itself ends too
-        cause = root.__cause__ or root.__context__
+        cause = root.__cause__ or (None if root.__suppress_context__ else root.__context__)
         if cause is None:
             break
         root = cause
+    if isinstance(root, OSError) and root.filename is not None:  # a journal names its file
+        return str(root.filename), root.strerror or type(root).__name__
     lines = str(root).strip().splitlines()
     reason = lines[0][:200] if lines else type(root).__name__
-    return NasutilError(f"the study storage stopped working during the search: {reason} (the trials stored before "
-                        f"stay; re-run to resume once it works)")
+    database = _sqlite_file(storage) if _sqlite_write_failed(root) else None
+    if database is None:
+        return None, reason
+    refused = _refused_write_near(database)
+    return (database, reason) if refused is None else (str(refused.filename), refused.strerror or reason)
+
+
+def _sqlite_write_failed(exc: BaseException) -> bool:
+    """SQLite could not write its files (a full disk, or an I/O error it names no cause of)."""
+    import sqlite3
+
+    name = getattr(exc, "sqlite_errorname", "") if isinstance(exc, sqlite3.Error) else ""
+    return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR")
+
+
+def _sqlite_file(storage: optuna.storages.BaseStorage | None) -> str | None:
+    """The database file of an SQLite storage, where it is one on this machine."""
+    engine = getattr(getattr(storage, "_backend", storage), "engine", None)  # Optuna may wrap it in a cache
+    if engine is None or engine.url.get_backend_name() != "sqlite" or not engine.url.database:
+        return None
+    return engine.url.database if Path(engine.url.database).is_file() else None
+
+
+#: how much a look at why a disk refuses writes writes itself, in a file it removes
+_PROBE_BYTES = 4096
+
+
+def _refused_write_near(database: str) -> OSError | None:
+    """Why writes of the SQLite `database` are refused, where the disk is why: one of its files (the database,
+    its write-ahead log or rollback journal) has reached this process's file size limit, or a small write
+    beside it is refused (a full disk, a quota, a read-only file system)."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    for file in (database, f"{database}-wal", f"{database}-journal"):
+        try:
+            if limit != resource.RLIM_INFINITY and os.stat(file).st_size >= limit:
+                return OSError(errno.EFBIG, os.strerror(errno.EFBIG), file)
+        except OSError:
+            continue
+    return refused_write_in(Path(database).parent, database)
+
+
+def refused_write_in(folder: Path, name: str) -> OSError | None:
+    """What a small write in `folder` is refused with, as an error naming `name`, where the disk refuses it
+    (full, over quota, read-only, past this process's file size limit); None where it is written. The file
+    written is removed."""
+    probe = folder / f".nasutil-write-check-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return OSError(exc.errno, exc.strerror, name) if exc.errno in DISK_REFUSALS else None
+    try:
+        left = memoryview(bytes(_PROBE_BYTES))
+        while left:  # a write cut short by a limit is refused at the next
+            left = left[os.write(fd, left):]
+        os.fsync(fd)
+    except OSError as exc:
+        return OSError(exc.errno, exc.strerror, name) if exc.errno in DISK_REFUSALS else None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
 
 
 def has_heartbeats(study: optuna.Study) -> bool:

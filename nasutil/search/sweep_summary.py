@@ -50,7 +50,8 @@ class SweepSummary(Callback):
 
 
 def failed_jobs(path: str | os.PathLike | None = None) -> list[dict[str, str]]:
-    """The jobs of this run that ended in a user error, in order: `job` (its settings) and `error`."""
+    """The jobs of this run that ended in a user error, in order: `job` (its settings), `folder` (its output
+    folder, where known) and `error`."""
     path = path or os.environ.get(ERRORS_FILE)
     if not path or not Path(path).is_file():
         return []
@@ -66,7 +67,9 @@ def failed_jobs(path: str | os.PathLike | None = None) -> list[dict[str, str]]:
 
 def sweep_rows(folder: Path, since: float = 0.0, failed: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
     """One row per study of the sweep (its workers share it: the newest summary speaks for them), then one
-    per job that failed before it had a study (`failed`, from `failed_jobs`), with its error."""
+    per job that failed before it had a study (`failed`, from `failed_jobs`), with its error. A job whose
+    error came after it wrote its summary (its study storage stopped working mid-run) has its error in its
+    study's row."""
     newest: dict[str, tuple[float, Path]] = {}
     for path in folder.glob("*/w*/summary.json"):
         written = path.stat().st_mtime
@@ -78,12 +81,26 @@ def sweep_rows(folder: Path, since: float = 0.0, failed: list[dict[str, str]] | 
     rows = [_row(job) for _, job in sorted(newest.values(), key=lambda item: str(item[1]))]
     _add_hypervolume(rows)
     rows += [{"study": "", "settings": job.get("job", ""), "error": job.get("error", ""), "_front": [],
-              "_metrics": []} for job in failed or []]
+              "_metrics": []} for job in _errors_of_rows(rows, failed or [])]
     if len(rows) > 1:  # what tells the jobs apart: the settings they do not all share
         shared = set.intersection(*(set(r["settings"].split()) for r in rows))
         for r in rows:
             r["settings"] = " ".join(t for t in r["settings"].split() if t not in shared)
     return rows
+
+
+def _errors_of_rows(rows: list[dict[str, Any]], failed: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The failed jobs that have no row of their own: the error of a job that has one (by its folder) goes
+    into it."""
+    by_folder = {Path(r["folder"]).resolve(): r for r in rows}
+    alone = []
+    for job in failed:
+        row = by_folder.get(Path(job["folder"]).resolve()) if job.get("folder") else None
+        if row is None:
+            alone.append(job)
+        else:
+            row["error"] = job.get("error", "")
+    return alone
 
 
 def _row(job: Path) -> dict[str, Any]:
