@@ -102,6 +102,8 @@ class WholeRecordsJournal(JournalFileBackend):
             from optuna.storages.journal._file import get_lock_file
         except ImportError:  # an Optuna whose internals differ: its own append
             return super().append_logs(logs)
+        if not (hasattr(self, "_lock") and hasattr(self, "_file_path")):  # likewise
+            return super().append_logs(logs)
         text = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode("utf-8")
         try:
             if self._unrestored is not None:
