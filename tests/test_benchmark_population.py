@@ -1501,3 +1501,26 @@ def test_readmes_figures_for_the_h100_seeds_99_to_101_are_the_result_files():
     assert (f"Over seeds 99-101 on H100s, 16 at once read {spread('p16-pareto', '', '.2f')}x one at a time and 64 at "
             f"once {spread('p64-pareto', '', '.2f')}x, fronts {spread('p16-pareto', 'hypervolume_ratio', '.3f')} and "
             f"{spread('p64-pareto', 'hypervolume_ratio', '.3f')}") in readme
+
+
+def test_the_h100_note_on_pruning_before_training_is_the_result_files():
+    """No population pruned before training on seeds 99-101 on the H100s; one at a time pruned what the note says."""
+    import csv
+
+    population = ROOT / "benchmarks" / "results" / "h100" / "population"
+    names = ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
+             "s101/population_search_b64_measured_s101.csv", "s101/first_process_s101.csv", "s101/repro_s101.csv",
+             "population_search_b256_measured_s99.csv")
+    runs = {name: list(csv.DictReader((population / name).open())) for name in names}
+    assert all(r["pruned_before_training"] == "0" for rows in runs.values() for r in rows if r["run"] != "p1")
+    pruned = [next(r for r in runs[name] if r["run"] == "p1")["pruned_before_training"] for name in
+              (names[0], names[1], names[2], names[5])]
+    trained = [int(r["trained"]) for rows in runs.values() for r in rows if r["run"] != "p1"]
+    text = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert (f"one at a time pruned {pruned[0]}, {pruned[1]} and {pruned[2]} of its 48 at batch 64 ({pruned[3]} at batch "
+            f"256)") in text
+    assert f"the populations trained {min(trained)}-{max(trained)} to the end in all" in text
+    phases = ("build", "to_device", "data_order", "warm_up", "capture_wait", "capture", "restore")
+    preparing = [sum(float(r[f"mean_{phase}_ms"]) for phase in phases) / 1000 for rows in runs.values() for r in rows
+                 if r["run"] != "p1" and r["mean_build_ms"]]
+    assert f"capture: {min(preparing):.1f}-{max(preparing):.1f} s of host work a candidate on average" in text
