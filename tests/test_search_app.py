@@ -70,9 +70,13 @@ def _one_line_exit_2(capsys, *args: str) -> str:
 @pytest.mark.parametrize("args, message", [
     (["sampler=simulated_annealing"], "Could not find 'sampler/simulated_annealing' (available options in 'sampler': "
                                       "gp, nsga2, nsga3, random, tpe)"),
-    (["search_space=my_plugin_space"], "(available options in 'search_space': cell, darts, mbconv, nb101, nb201); any "
-                                       "registered space (a plugin's too) or a cell file is chosen by name: "
-                                       "search_space.name=NAME"),
+    (["search_space=my_plugin_space"], ("(available options in 'search_space': cell, darts, mbconv, nb101, nb201, "
+                                        "nni); search_space=NAME takes a shipped or registered space (a plugin's "
+                                        "once its package is installed: `nasutil spaces` lists them); a cell file is "
+                                        "chosen by name: search_space.name=cell:FILE.yaml")),
+    (["search_space=cell:spaces/small.yaml"], ("search_space=cell:spaces/small.yaml: a space with an option (a cell "
+                                               "file) is chosen by name, not as an option of the search_space group: "
+                                               "search_space.name=cell:spaces/small.yaml")),
     (["n_trials=-3"], "n_trials must be a positive integer, got -3"),
     (["n_trials=ten"], "n_trials must be a positive integer"),
     (["no_such_key=1"], "no_such_key"),
@@ -376,6 +380,38 @@ def test_a_budget_of_trainings_stops_the_search_and_a_larger_one_resumes_it(tmp_
     assert main([*args, "max_trainings=18"]) == 0
     again = Counts.of(optuna.load_study(study_name="budget", storage=f"sqlite:///{tmp_path / 'study.db'}").trials)
     assert again.trainings == 18 and again.finished > first.finished
+
+
+PLUGIN_SEARCH = ["trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "evaluator=none",
+                 "predictor=analytical", "plots=false", "progress=false"]
+
+
+def test_a_plugins_space_is_an_option_of_the_search_space_group(tmp_path, capsys, installed_plugin):
+    """`search_space=tiny` was refused ("could not find 'search_space/tiny'") for an installed plugin's
+    space, which only `search_space.name=tiny` reached; both now choose it, and name one study."""
+    assert main(["search_space=tiny", "n_trials=2", f"hydra.run.dir={tmp_path}", *PLUGIN_SEARCH]) == 0
+    trials = rows(tmp_path / "trials.csv")
+    assert len(trials) == 2 and all(t["arch"] in ("w8", "w16", "w32") and t["state"] == "COMPLETE" for t in trials)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["study_name"].startswith("tiny-") and summary["counts"]["trained"] == 2
+    assert main(["search_space.name=tiny", "n_trials=3", f"hydra.run.dir={tmp_path}", *PLUGIN_SEARCH]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["study_name"] == summary["study_name"]
+    assert len(rows(tmp_path / "trials.csv")) == 3  # the same study, resumed
+    capsys.readouterr()
+
+
+def test_a_space_registered_at_run_time_is_an_option_until_it_is_unregistered(tmp_path):
+    """The options stored for registered spaces follow the registry: one taken back is no option."""
+    from test_plugins import ProbeSpace
+
+    from nasutil.registry import register, unregister
+    from nasutil.search.config import compose
+
+    register(ProbeSpace)
+    assert compose(["search_space=probe_space"]).search_space.name == "probe_space"
+    unregister("probe_space")
+    with pytest.raises(NasutilError, match="Could not find 'search_space/probe_space'"):
+        compose(["search_space=probe_space"])
 
 
 def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
