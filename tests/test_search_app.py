@@ -422,8 +422,25 @@ def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
                  f"hydra.run.dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     assert "warning: 1 of 1 candidates were predicted by a model never validated for them" in out
+    assert json.loads((tmp_path / "summary.json").read_text())["counts"]["unvalidated_predictions"] == 1
     assert main(["plots=false", "progress=false", "n_trials=3", f"hydra.run.dir={tmp_path / 'validated'}"]) == 0
     assert "never validated" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "validated" / "summary.json").read_text())["counts"]["unvalidated_predictions"] == 0
+
+
+def test_the_summaries_count_unvalidated_predictions(tmp_path, capsys):
+    """summary.json and the sweep summary said nothing of predictions never validated (only the closing
+    report's warning and trials.csv did), so a sweep's jobs compared on them looked alike."""
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "predictor=h200,analytical", "n_trials=3", "plots=false", "progress=false",
+                 f"hydra.sweep.dir={sweep}"]) == 0
+    table = {r["settings"]: r for r in rows(sweep / "sweep_summary.csv")}
+    assert table["predictor=analytical"]["unvalidated_predictions"] == "3"  # no profile: never validated
+    assert table["predictor=h200"]["unvalidated_predictions"] == "0"
+    for r in table.values():
+        counts = json.loads((Path(r["folder"]) / "summary.json").read_text())["counts"]
+        assert str(counts["unvalidated_predictions"]) == r["unvalidated_predictions"]
+    assert "unvalidated_predictions" in capsys.readouterr().out  # the printed table has the column too
 
 
 def test_the_progress_bar_counts_as_the_summary_does(tmp_path, capsys):
