@@ -103,6 +103,9 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
     (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a number, got nan"),
+    (["trainer=torch", "trainer.memory_budget_gb=nan"], "trainer.memory_budget_gb must be a number, got nan"),
+    (["trainer=torch", "trainer.memory_budget_gb=inf"], ("trainer.memory_budget_gb must be a positive number, auto "
+                                                         "or null, got inf")),
     (["objectives.metrics=accuracy"], "objectives.metrics must be a list, e.g. [accuracy,throughput], got 'accuracy'"),
     (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
     (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
