@@ -167,6 +167,7 @@ def test_report_compares_a_sweeps_runs_in_a_table_a_csv_and_two_plots(tmp_path, 
     assert sorted(row["k"] for row in out["runs"]) == [2, 3]
     for row in out["runs"]:
         assert row["design"] == "learned code (mlp encoder, mlp decoder)" and row["overhead"] > 0
+        assert {"seed", "loss", "train_images", "base_epochs", "batch_size"} <= set(row)  # what tells bars apart
         assert 0 <= row["reconstruction_accuracy"] <= 1
     for name in ("runs.csv", "reconstruction_by_k.png", "accuracy_vs_overhead.png"):
         assert (tmp_path / "report" / name).stat().st_size > 0
@@ -241,14 +242,24 @@ def test_help_lists_the_codes_settings_not_the_searchs_groups(capsys):
     assert "encoder: mlp" in out and "sampler:" not in out and "search_space" not in out
 
 
-def test_a_reports_bars_never_average_runs_of_other_epochs_or_data():
-    from nasutil.codes.report import bars
+def test_a_reports_bars_never_average_runs_of_other_settings():
+    """A bar is the mean of runs that differ by seed alone: runs on 300 and 900 training images, or trained
+    with mse and kl, were averaged into one bar (its key was design, dataset, base, r and epochs only);
+    each now has its bar, labelled by the settings that tell it apart."""
+    from nasutil.codes.report import bars, labels
 
-    def row(epochs: int, dataset: str, accuracy: float) -> dict:
-        return {"design": "learned code", "dataset": dataset, "base": "mlp", "r": 1, "k": 2, "epochs": epochs,
-                "reconstruction_accuracy": accuracy}
+    def row(accuracy: float, seed: int = 0, **settings) -> dict:
+        return {"design": "learned code", "dataset": "digits", "base": "mlp", "r": 1, "k": 2, "epochs": 1,
+                "loss": "mse", "train_images": None, "seed": seed, "reconstruction_accuracy": accuracy, **settings}
 
-    heights = bars([row(1, "digits", 0.5), row(1, "digits", 0.7), row(20, "digits", 0.9), row(1, "fashion_mnist", 0.3)])
-    assert heights == {("learned code", "digits", "mlp", 1, 1.0): {2: 60.0},
-                       ("learned code", "digits", "mlp", 1, 20.0): {2: 90.0},
-                       ("learned code", "fashion_mnist", "mlp", 1, 1.0): {2: 30.0}}
+    heights = bars([row(0.5), row(0.7, seed=1), row(0.9, epochs=20.0), row(0.3, dataset="fashion_mnist"),
+                    row(0.2, train_images=300), row(0.4, train_images=900), row(0.8, loss="kl"),
+                    row(0.6, loss="kl", seed=3)])
+    named = {label: heights[key] for key, label in labels(heights).items()}
+    common = "learned code; dataset={}, epochs={}, train_images={}, loss={}"
+    assert named == {common.format("digits", 1, "all", "mse"): {2: 60.0},
+                     common.format("digits", 20, "all", "mse"): {2: 90.0},
+                     common.format("fashion_mnist", 1, "all", "mse"): {2: 30.0},
+                     common.format("digits", 1, 300, "mse"): {2: 20.0},
+                     common.format("digits", 1, 900, "mse"): {2: 40.0},
+                     common.format("digits", 1, "all", "kl"): {2: 70.0}}

@@ -159,6 +159,10 @@ def test_the_command_costs_are_the_measured_ones():
         counted = str(trials[0]) if len(trials) == 1 else f"{trials[0]}-{trials[-1]}"
         per_trial = statistics.median(float(r["s_per_trial"]) for r in runs)
         assert f"| `{command}` | {wall} | {counted} | {per_trial:.2f} |" in text, command
+    default = [r for r in measured if r["command"] == "nasutil-search"]  # the quick start's figure is this one
+    cores = {r["cpus"] for r in default}
+    assert len(cores) == 1 and (f"about {statistics.median(float(r['wall_s']) for r in default):.0f} s on an idle "
+                                f"{cores.pop()}-core CPU machine") in text
     earlier = ROOT / "benchmarks" / "results" / "cpu" / "command_cost" / "command_cost_2026-12-03.csv"
     before = {r["command"]: float(r["wall_s"]) for r in csv.DictReader(earlier.open(newline=""))}
     ratios = [before[c] / statistics.median(float(r["wall_s"]) for r in measured if r["command"] == c)
@@ -282,6 +286,7 @@ PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes fr
     (test_the_packing_figures_are_the_colocation_experiments, r"once ([0-9.]+x) faster than random groups"),
     (test_the_population_line_quotes_its_runs, r"([0-9.]+)-[0-9.]+x a plain eager loop"),
     (test_the_command_costs_are_the_measured_ones, r"\| `nasutil-search` \| ([0-9]+) s \("),
+    (test_the_command_costs_are_the_measured_ones, r"about ([0-9]+) s on an idle [0-9]+-core CPU machine"),
     (test_the_other_command_costs_are_the_measured_ones, r"\| `nasutil-codes k=4 [^|]*` \| ([0-9]+) s \|"),
     (test_the_h200_command_costs_are_the_measured_ones, r"halving=pareto` \| 903 s \| 0 \| [^|]* \| ([0-9]+) s \|"),
 ]

@@ -70,9 +70,13 @@ def _one_line_exit_2(capsys, *args: str) -> str:
 @pytest.mark.parametrize("args, message", [
     (["sampler=simulated_annealing"], "Could not find 'sampler/simulated_annealing' (available options in 'sampler': "
                                       "gp, nsga2, nsga3, random, tpe)"),
-    (["search_space=my_plugin_space"], "(available options in 'search_space': cell, darts, mbconv, nb101, nb201); any "
-                                       "registered space (a plugin's too) or a cell file is chosen by name: "
-                                       "search_space.name=NAME"),
+    (["search_space=my_plugin_space"], ("(available options in 'search_space': cell, darts, mbconv, nb101, nb201, "
+                                        "nni); search_space=NAME takes a shipped or registered space (a plugin's "
+                                        "once its package is installed: `nasutil spaces` lists them); a cell file is "
+                                        "chosen by name: search_space.name=cell:FILE.yaml")),
+    (["search_space=cell:spaces/small.yaml"], ("search_space=cell:spaces/small.yaml: a space with an option (a cell "
+                                               "file) is chosen by name, not as an option of the search_space group: "
+                                               "search_space.name=cell:spaces/small.yaml")),
     (["n_trials=-3"], "n_trials must be a positive integer, got -3"),
     (["n_trials=ten"], "n_trials must be a positive integer"),
     (["no_such_key=1"], "no_such_key"),
@@ -99,6 +103,9 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.latency_slo_ms=nan"], "objectives.latency_slo_ms must be a finite number"),
     (["trainer=torch", "trainer.lr=inf"], "trainer.lr must be a finite number, got inf"),
     (["trainer=torch", "trainer.lr=nan"], "trainer.lr must be a number, got nan"),
+    (["trainer=torch", "trainer.memory_budget_gb=nan"], "trainer.memory_budget_gb must be a number, got nan"),
+    (["trainer=torch", "trainer.memory_budget_gb=inf"], ("trainer.memory_budget_gb must be a positive number, auto "
+                                                         "or null, got inf")),
     (["objectives.metrics=accuracy"], "objectives.metrics must be a list, e.g. [accuracy,throughput], got 'accuracy'"),
     (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
     (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
@@ -378,6 +385,38 @@ def test_a_budget_of_trainings_stops_the_search_and_a_larger_one_resumes_it(tmp_
     assert again.trainings == 18 and again.finished > first.finished
 
 
+PLUGIN_SEARCH = ["trainer=torch", "trainer.epochs=1", "trainer.max_batches_per_epoch=1", "evaluator=none",
+                 "predictor=analytical", "plots=false", "progress=false"]
+
+
+def test_a_plugins_space_is_an_option_of_the_search_space_group(tmp_path, capsys, installed_plugin):
+    """`search_space=tiny` was refused ("could not find 'search_space/tiny'") for an installed plugin's
+    space, which only `search_space.name=tiny` reached; both now choose it, and name one study."""
+    assert main(["search_space=tiny", "n_trials=2", f"hydra.run.dir={tmp_path}", *PLUGIN_SEARCH]) == 0
+    trials = rows(tmp_path / "trials.csv")
+    assert len(trials) == 2 and all(t["arch"] in ("w8", "w16", "w32") and t["state"] == "COMPLETE" for t in trials)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["study_name"].startswith("tiny-") and summary["counts"]["trained"] == 2
+    assert main(["search_space.name=tiny", "n_trials=3", f"hydra.run.dir={tmp_path}", *PLUGIN_SEARCH]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["study_name"] == summary["study_name"]
+    assert len(rows(tmp_path / "trials.csv")) == 3  # the same study, resumed
+    capsys.readouterr()
+
+
+def test_a_space_registered_at_run_time_is_an_option_until_it_is_unregistered(tmp_path):
+    """The options stored for registered spaces follow the registry: one taken back is no option."""
+    from test_plugins import ProbeSpace
+
+    from nasutil.registry import register, unregister
+    from nasutil.search.config import compose
+
+    register(ProbeSpace)
+    assert compose(["search_space=probe_space"]).search_space.name == "probe_space"
+    unregister("probe_space")
+    with pytest.raises(NasutilError, match="Could not find 'search_space/probe_space'"):
+        compose(["search_space=probe_space"])
+
+
 def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
     """darts was never measured eagerly: its eager predictions are unvalidated, and a search that prunes
     on them says so in its summary, as `nasutil predict` does."""
@@ -386,8 +425,25 @@ def test_a_search_on_unvalidated_predictions_says_so(tmp_path, capsys):
                  f"hydra.run.dir={tmp_path}"]) == 0
     out = capsys.readouterr().out
     assert "warning: 1 of 1 candidates were predicted by a model never validated for them" in out
+    assert json.loads((tmp_path / "summary.json").read_text())["counts"]["unvalidated_predictions"] == 1
     assert main(["plots=false", "progress=false", "n_trials=3", f"hydra.run.dir={tmp_path / 'validated'}"]) == 0
     assert "never validated" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "validated" / "summary.json").read_text())["counts"]["unvalidated_predictions"] == 0
+
+
+def test_the_summaries_count_unvalidated_predictions(tmp_path, capsys):
+    """summary.json and the sweep summary said nothing of predictions never validated (only the closing
+    report's warning and trials.csv did), so a sweep's jobs compared on them looked alike."""
+    sweep = tmp_path / "sweep"
+    assert main(["-m", "predictor=h200,analytical", "n_trials=3", "plots=false", "progress=false",
+                 f"hydra.sweep.dir={sweep}"]) == 0
+    table = {r["settings"]: r for r in rows(sweep / "sweep_summary.csv")}
+    assert table["predictor=analytical"]["unvalidated_predictions"] == "3"  # no profile: never validated
+    assert table["predictor=h200"]["unvalidated_predictions"] == "0"
+    for r in table.values():
+        counts = json.loads((Path(r["folder"]) / "summary.json").read_text())["counts"]
+        assert str(counts["unvalidated_predictions"]) == r["unvalidated_predictions"]
+    assert "unvalidated_predictions" in capsys.readouterr().out  # the printed table has the column too
 
 
 def test_the_progress_bar_counts_as_the_summary_does(tmp_path, capsys):

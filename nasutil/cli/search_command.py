@@ -26,7 +26,8 @@ from omegaconf import DictConfig
 from nasutil.cli import interrupts
 from nasutil.cli.hydra_app import keep_user_error, run_hydra_app
 from nasutil.search.config import config_digest  # noqa: F401  (registers the study name's resolver)
-from nasutil.search.config import refuse_added_keys
+from nasutil.errors import warnings_for_users
+from nasutil.search.config import refuse_added_keys, store_registered_spaces
 
 PROG = "nasutil-search"
 CONFIG_PATH = "pkg://nasutil_conf"
@@ -184,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, notes = renamed_overrides(list(sys.argv[1:] if argv is None else argv))
     for note in notes:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
+    with warnings_for_users(PROG):  # a plugin skipped for another's name is told as the search would tell it
+        store_registered_spaces()
     return run_hydra_app(PROG, _hydra_main, args,
                          "interrupted (finished trials are kept in the study; re-run to resume)")
 

@@ -11,6 +11,7 @@ import inspect
 import json
 import logging
 import math
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -284,11 +285,54 @@ def one_line(exc: BaseException) -> str:
                 break
             options.append(line)
         message = f"{head} ({rest[0].rstrip(':').lower()}: {', '.join(options)})"
-        if "'search_space/" in head:
-            message += ("; any registered space (a plugin's too) or a cell file is chosen by name: "
-                        "search_space.name=NAME or search_space.name=cell:FILE.yaml")
-        return message
+        return _space_option_hint(head) or message + _unknown_space_hint(head)
     return " ".join(lines)
+
+
+def _space_option_hint(head: str) -> str | None:
+    """The one line for `search_space=cell:FILE.yaml` (or any `SPACE:OPTION`): a path is no option of a
+    config group, and the space is chosen by name instead; None for any other message."""
+    found = re.search(r"'search_space/([^'/:]+:[^']*)'", head)
+    if found is None:
+        return None
+    return (f"search_space={found.group(1)}: a space with an option (a cell file) is chosen by name, not as an "
+            f"option of the search_space group: search_space.name={found.group(1)}")
+
+
+def _unknown_space_hint(head: str) -> str:
+    """What follows Hydra's list of `search_space` options for a name that is neither shipped nor
+    registered: where a space of one's own comes from."""
+    if "'search_space/" not in head:
+        return ""
+    return ("; search_space=NAME takes a shipped or registered space (a plugin's once its package is installed: "
+            "`nasutil spaces` lists them); a cell file is chosen by name: search_space.name=cell:FILE.yaml")
+
+
+#: a space name that can be a config group option (not a path, not `SPACE:OPTION`)
+OPTION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: the `search_space` options this process stored in Hydra's ConfigStore for registered spaces
+_STORED_SPACES: set[str] = set()
+
+
+def store_registered_spaces() -> None:
+    """Make every registered space that ships no config file (a plugin's, one registered at run time) an
+    option of the `search_space` group, as the shipped ones are, so that `search_space=NAME` chooses it
+    (it was refused, and only `search_space.name=NAME` worked). Called before a config is composed; an
+    option stored earlier for a space no longer registered is taken back. Loads no plugin."""
+    from hydra.core.config_store import ConfigStore
+
+    from nasutil.registry import SPACES
+
+    shipped = set(_options("search_space"))
+    wanted = {name for name in SPACES.origins() if name not in shipped and OPTION_NAME.fullmatch(name)}
+    store = ConfigStore.instance()
+    for name in _STORED_SPACES - wanted:
+        store.repo.get("search_space", {}).pop(f"{name}.yaml", None)
+    for name in sorted(wanted):
+        store.store(group="search_space", name=name, node={"name": name}, provider="nasutil")
+    _STORED_SPACES.clear()
+    _STORED_SPACES.update(wanted)
+
 
 
 def _chosen_option(group: str, label: Any) -> str | None:
@@ -457,6 +501,7 @@ def compose(overrides: Sequence[str] = ()) -> DictConfig:
     if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
         raise NasutilError(f"compose takes a list of overrides such as ['n_trials=5'], got {overrides!r}")
     refuse_added_keys(list(overrides))
+    store_registered_spaces()
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module("nasutil_conf", version_base="1.3"):

@@ -138,6 +138,7 @@ class Counts:
     surplus: int = 0  # asked for after other workers had claimed the whole budget: never run
     running: int = 0
     unmeasured: int = 0  # trained (or repeats) with no measurement to score them on, scored on their prediction
+    unvalidated_predictions: int = 0  # predicted by a model never validated for them: pruning rests on those
     epochs: float = 0.0
     reasons: dict[str, int] = field(default_factory=dict)
 
@@ -151,6 +152,8 @@ class Counts:
             kind = outcome(t)
             if kind in ("trained", "repeat") and t.user_attrs.get("unmeasured_reason"):
                 c.unmeasured += 1
+            if t.user_attrs.get("prediction_validated") is False:  # as the closing report's warning counts
+                c.unvalidated_predictions += 1
             if kind == "trained":
                 c.trained += 1
             elif kind == "repeat":

@@ -111,6 +111,7 @@ def _row(job: Path) -> dict[str, Any]:
                            "finished": counts.get("finished"), "trained": counts.get("trained"),
                            "pruned_before_training": counts.get("pruned_before"),
                            "stopped_early": counts.get("stopped_early"), "failed": counts.get("failed"),
+                           "unvalidated_predictions": counts.get("unvalidated_predictions"),
                            "wall_s": summary.get("wall_s"), "front": len(front), "folder": str(job)}
     for name in summary.get("metrics", []):
         values = [p[name] for p in front if name in p]
@@ -175,7 +176,7 @@ def _add_hypervolume(rows: list[dict[str, Any]]) -> None:
 
 
 COLUMNS = ("study", "settings", "finished", "trained", "pruned_before_training", "stopped_early", "failed",
-           "wall_s", "front", "hypervolume")
+           "unvalidated_predictions", "wall_s", "front", "hypervolume")
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:
