@@ -96,6 +96,29 @@ def path_error(exc: BaseException) -> str | None:
     return f"cannot use {str(exc.filename)!r}: {reason}"
 
 
+def resource_error(exc: BaseException) -> str | None:
+    """The one-line message for an error of size rather than of code, None for any other: memory that ran
+    out (Python's MemoryError, torch's out-of-memory errors on the CPU or a GPU), or a recursion past Python's
+    limit, which input nested hundreds of levels deep causes. Every command's last resort: the bounds on
+    settings and files refuse most such input before it is read or built, naming it."""
+    if isinstance(exc, RecursionError):
+        return ("input nested too deeply to read (Python's recursion limit was reached): a setting, file or "
+                "architecture with brackets or mappings nested hundreds of levels deep?")
+    if not (isinstance(exc, MemoryError) or _out_of_memory(exc)):
+        return None
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return (f"out of memory{': ' + first if first else ''} (a smaller network, input size or batch: fewer "
+            f"channels, nodes, cells or layers)")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """torch's out-of-memory errors, told without importing torch: its OutOfMemoryError (a GPU's), and the
+    RuntimeError its CPU allocator raises ("DefaultCPUAllocator: can't allocate memory")."""
+    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+        return True
+    return isinstance(exc, RuntimeError) and any(s in str(exc) for s in ("can't allocate memory", "out of memory"))
+
+
 def did_you_mean(unknown: Sequence[str], known: Iterable[str], prefix: str = "",
                  misspelt: Iterable[str] | None = None) -> str:
     """The hint for names nothing reads, `, did you mean PREFIX.NAME?` naming the closest known name of each

@@ -44,6 +44,30 @@ def read_text(path: Path, what: str, max_bytes: int, encoding: str = "utf-8-sig"
         raise NasutilError(f"cannot read {what} {str(path)!r}: {reason}") from None
 
 
+def nesting_depth(text: str, quotes: str = '"') -> int:
+    """How deep brackets and braces nest in `text`, outside strings in `quotes` (a backslash escapes the next
+    character in one): measured without recursion, before a parser that recurses once a level (JSON's, Hydra's)
+    reaches Python's limit and ends in a traceback thousands of lines long."""
+    depth = deepest = 0
+    quote, escaped = "", False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = ""
+        elif char in quotes:
+            quote = char
+        elif char in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in ")]}":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
 class RepeatedKey(ValueError):
     """An object of a JSON text gives one key twice."""
 

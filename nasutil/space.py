@@ -34,6 +34,11 @@ MAX_NUM_CLASSES = 1_000_000
 MAX_ARCH_NESTING = 32
 #: the most parameters a network a space's settings allow may hold (about 8 GB in fp32): refused unbuilt
 MAX_NETWORK_PARAMS = 2e9
+#: the most values one feature map of a generated network may hold for one image (1 GiB in fp32), and a forward
+#: pass of one image may compute in all (64 GiB, about what training keeps at batch 1): refused unbuilt; both
+#: cell presets stay within them at the largest input size
+MAX_MAP_VALUES = 2.0 ** 28
+MAX_FORWARD_VALUES = 2.0 ** 34
 #: how much of a bad architecture an error message quotes
 QUOTED_CHARS = 200
 

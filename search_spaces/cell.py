@@ -96,6 +96,8 @@ class CellSpace(SearchSpace[CellArch]):
 
     def build(self, arch: CellArch | ChosenCellArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
         num_classes = self.check_num_classes(num_classes)
+        # the config was checked at its own input size and ten classes; the network is built for these
+        self.config.check_size(self.config.name or "cell space", num_classes, input_size)
         if self.config.chosen:
             from nasutil_search_spaces.cell_network import chosen_network
 

@@ -15,8 +15,8 @@ import numpy as np
 from nasutil.arch import Arch
 from nasutil.cell_ops import cell_op
 from nasutil.errors import NasutilError
-from nasutil.files import read_text
-from nasutil.space import MAX_NETWORK_PARAMS
+from nasutil.files import nesting_depth, read_text
+from nasutil.space import MAX_FORWARD_VALUES, MAX_MAP_VALUES, MAX_NETWORK_PARAMS
 from nasutil_search_spaces.darts import OPS as DARTS_OPS
 from nasutil_search_spaces.darts import (DartsArch, GenotypeShape)
 from nasutil_search_spaces.nb201 import OPS as NB201_OPS
@@ -28,6 +28,21 @@ REDUCTIONS = ("residual", "cell")
 MAX_CHOSEN_INPUTS = 2  # the first node of a DARTS-style cell has two states to choose from
 MAX_NODES = 8
 MAX_CONFIG_BYTES = 64 * 1024
+
+
+def edge_params_bound(c: int) -> int:
+    """The most parameters one edge's built-in op holds at width `c`, at stride 1 or 2: a 3x3 convolution with
+    its batch norm (9c^2 + 2c), or where c is small DARTS's 5x5 separable convolution (2c^2 + 54c). A plugin's
+    op is taken to hold no more."""
+    return max(9 * c * c + 2 * c, 2 * c * c + 54 * c)
+
+
+#: how many feature maps, each at most the edge's width and its input's size, a built-in op's modules output
+#: (a ReLU, a convolution and a batch norm: three; DARTS's separable convolution: eight)
+OP_MAPS = {"none": 1, "skip_connect": 4, "avg_pool_3x3": 1, "max_pool_3x3": 1, "nor_conv_1x1": 3,
+           "nor_conv_3x3": 3, "dil_conv_3x3": 4, "dil_conv_5x5": 4, "sep_conv_3x3": 8, "sep_conv_5x5": 8}
+#: what a plugin's op is taken to output: as many as the most of the built-in ops
+MOST_OP_MAPS = max(OP_MAPS.values())
 
 
 @dataclass(frozen=True)
@@ -108,25 +123,133 @@ class CellConfig:
             raise NasutilError(f"{where}: input_size {self.input_size} is too small for {self.stages} stages")
         return self.check_size(where)
 
-    def check_size(self, where: str) -> CellConfig:
+    def check_size(self, where: str, num_classes: int = 10, input_size: int | None = None) -> CellConfig:
         """Refuse, before anything is built, a network far larger than a search could train: the settings'
-        ranges alone allow convolutions 131,072 channels wide."""
-        bound = self.params_bound()
-        if bound > MAX_NETWORK_PARAMS:
-            raise NasutilError(f"{where}: these settings allow networks of up to about {bound:.2g} parameters, over "
-                               f"the {MAX_NETWORK_PARAMS:.2g} a cell space may build (fewer channels, stages, nodes "
-                               f"or cells)")
+        ranges alone allow convolutions 131,072 channels wide, and feature maps of 4096 channels at 1024x1024
+        (17 GB for one image)."""
+        self._refuse_many_params(where, num_classes)
+        self._refuse_large_maps(where, self.input_size if input_size is None else input_size, num_classes)
         return self
 
-    def params_bound(self) -> float:
-        """An upper bound on a network's parameters, counting every edge of every cell as a 3x3 convolution
-        with its batch norm at the cell's width (more than any built-in op holds)."""
-        per_cell = len(self.edges) * 9
-        if self.chosen:  # DARTS's skeleton: channels double at the two reduction cells, from C x multiplier
-            widest = self.channels * max(4, self.stem_multiplier)
-            return float(self.layers * self.nodes * self.inputs * (9 * widest * widest + 2 * widest))
-        return float(sum(self.cells_per_stage * (per_cell * (self.channels * 2 ** s) ** 2)
-                         for s in range(self.stages)))
+    def _refuse_many_params(self, where: str, num_classes: int) -> None:
+        """The weights alone: 2e9 parameters are 8 GB in fp32 before a single image is run."""
+        bound = self.params_bound(num_classes)
+        if bound > MAX_NETWORK_PARAMS:
+            classes = "" if num_classes == 10 else f" with {num_classes:,} classes"
+            raise NasutilError(f"{where}: these settings allow networks of up to about {bound:.2g} parameters"
+                               f"{classes}, over the {MAX_NETWORK_PARAMS:.2g} a cell space may build (fewer "
+                               f"channels, stages, nodes or cells{', or classes' if classes else ''})")
+
+    def _refuse_large_maps(self, where: str, size: int, num_classes: int) -> None:
+        """One image's feature maps: one too large for memory fails at once, many at once fail a training."""
+        values, widest = self.forward_values(size, num_classes), self.widest_map(size)
+        if widest > MAX_MAP_VALUES:
+            raise NasutilError(f"{where}: {self._widest_settings(size)} make feature maps of {widest:.2g} values "
+                               f"({4 * widest / 1e9:.2g} GB in fp32 for one image), over the {MAX_MAP_VALUES:.2g} "
+                               f"a cell space's may hold (fewer channels or a smaller input_size)")
+        if values > MAX_FORWARD_VALUES:
+            raise NasutilError(f"{where}: a forward pass of one {size}x{size} image through these networks computes "
+                               f"about {values:.2g} values ({4 * values / 1e9:.2g} GB in fp32), over the "
+                               f"{MAX_FORWARD_VALUES:.2g} a cell space's may: {self._widest_settings(size)} make "
+                               f"maps of {widest:.2g} values, and {self._multipliers()} multiply them (fewer "
+                               f"channels or a smaller input_size, or fewer of those)")
+
+    def params_bound(self, num_classes: int = 10) -> float:
+        """An upper bound on a network's parameters, counted as the builder builds it: the stem, each cell's
+        edges at their largest op (`edge_params_bound`), the blocks or cells that halve the resolution, the
+        two 1x1 convolutions a reduction-cell network's cells begin with, the head and its classifier."""
+        if self.chosen:
+            return float(self._chosen_params_bound(num_classes))
+        c = self.channels
+        total = 9 * self.in_channels * c + 2 * c  # the stem: a 3x3 convolution and its batch norm
+        for stage in range(self.stages):
+            if stage:  # ResidualReduction(c, 2c): 3x3 convolutions c->2c and 2c->2c, their batch norms, a 1x1 shortcut
+                total += 56 * c * c + 8 * c
+                c *= 2
+            total += self.cells_per_stage * len(self.edges) * edge_params_bound(c)
+        return float(total + 2 * c + c * num_classes + num_classes)
+
+    def _chosen_params_bound(self, num_classes: int) -> int:
+        """DARTS's skeleton (`DartsNetwork`): the width doubles at the reduction cells, and each cell first
+        brings its two inputs to its width by a 1x1 (or factorized) convolution with a batch norm."""
+        c = self.channels
+        stem = c * self.stem_multiplier
+        total = 9 * self.in_channels * stem + 2 * stem
+        c_prev_prev = c_prev = stem
+        for layer in range(self.layers):
+            if layer in (self.layers // 3, 2 * self.layers // 3):
+                c *= 2
+            total += (c_prev_prev + c_prev) * c + 4 * c + self.nodes * int(self.inputs) * edge_params_bound(c)
+            c_prev_prev, c_prev = c_prev, self.nodes * c
+        return total + c_prev * num_classes + num_classes
+
+    def forward_values(self, input_size: int, num_classes: int = 10) -> float:
+        """An upper bound on the values a forward pass of one image computes, counted as the builder builds
+        the network: every module's output (`OP_MAPS` per edge) and every sum's. Memory grows with it, and no
+        network need be built to know it."""
+        if self.chosen:
+            return float(self._chosen_forward_values(input_size, num_classes))
+        size, c = input_size, self.channels
+        total = 2 * c * size * size  # the stem's convolution and batch norm
+        per_cell = len(self.edges) * (self._op_maps() + 1)  # each edge's modules, and one sum per edge
+        for stage in range(self.stages):
+            if stage:  # ResidualReduction(c, 2c): a ReLU at the input, then 15 maps of at most c x half the size
+                half = -(-size // 2)
+                total += c * size * size + 15 * c * half * half
+                c, size = 2 * c, half
+            total += self.cells_per_stage * per_cell * c * size * size
+        return float(total + 2 * c * size * size + 2 * c + num_classes)  # the head
+
+    def _chosen_forward_values(self, size: int, num_classes: int) -> int:
+        """DARTS's skeleton: the stem's two maps, then in each cell the two inputs brought to its width (a
+        ReLU at each input's width, two maps at the cell's), each edge's modules at its inputs' size, the
+        sums of each node's edges, and the concatenation of the nodes."""
+        c, stem = self.channels, self.channels * self.stem_multiplier
+        total = 2 * stem * size * size
+        c_prev_prev, c_prev, size_prev_prev, size_prev = stem, stem, size, size
+        edges = self.nodes * int(self.inputs)
+        for layer in range(self.layers):
+            out = size_prev
+            if layer in (self.layers // 3, 2 * self.layers // 3):
+                c, out = 2 * c, -(-size_prev // 2)
+            total += (c_prev_prev + 2 * c) * size_prev_prev ** 2 + (c_prev + 2 * c) * size_prev ** 2
+            total += edges * self._op_maps() * c * size_prev ** 2 + (edges + self.nodes) * c * out * out
+            c_prev_prev, c_prev, size_prev_prev, size_prev = c_prev, self.nodes * c, size_prev, out
+        return total + c_prev + num_classes  # the pooling and the classifier
+
+    def _op_maps(self) -> int:
+        """The most feature maps an edge's modules output among this space's ops (a plugin's op: `MOST_OP_MAPS`)."""
+        return max(OP_MAPS.get(op, MOST_OP_MAPS) for op in self.ops)
+
+    def widest_map(self, input_size: int) -> float:
+        """The values of the largest feature map a forward pass of one image computes: the stem's with the
+        residual block (each stage halves the size as it doubles the width); with reduction cells the
+        largest of the stem's, a cell's inputs brought to its width, and its concatenated nodes."""
+        if not self.chosen:
+            return float(self.channels * input_size ** 2)
+        c, size = self.channels, input_size
+        widest = c_prev = self.stem_multiplier * c
+        widest *= size * size
+        for layer in range(self.layers):
+            out = size
+            if layer in (self.layers // 3, 2 * self.layers // 3):
+                c, out = 2 * c, -(-size // 2)
+            widest = max(widest, max(c_prev, c) * size * size, self.nodes * c * out * out)
+            c_prev, size = self.nodes * c, out
+        return float(widest)
+
+    def _widest_settings(self, size: int) -> str:
+        """The settings that make the largest feature map, for the errors that refuse it."""
+        width = f"channels {self.channels}"
+        if self.chosen:
+            width += f" (x stem_multiplier {self.stem_multiplier}, x nodes {self.nodes} or x 2 in a reduction cell)"
+        return f"{width} at {size}x{size} (input_size)"
+
+    def _multipliers(self) -> str:
+        """The settings that multiply the feature maps, for the error that refuses their total."""
+        if self.chosen:
+            return f"nodes {self.nodes}, inputs {self.inputs} and layers {self.layers}"
+        return f"nodes {self.nodes}, cells_per_stage {self.cells_per_stage} and stages {self.stages}"
 
     @property
     def edges(self) -> tuple[tuple[int, int], ...]:
@@ -221,6 +344,10 @@ def load_config(option: str) -> CellConfig:
     if option.lstrip().startswith("{"):
         if len(option) > MAX_CONFIG_BYTES:
             raise NasutilError(f"inline cell space settings are longer than {MAX_CONFIG_BYTES // 1024} KiB")
+        depth = nesting_depth(option)
+        if depth > MAX_CONFIG_DEPTH:  # refused before the parser, which recursed into a RecursionError
+            raise NasutilError(f"inline cell space settings nest {depth} levels deep, deeper than the "
+                               f"{MAX_CONFIG_DEPTH} a cell space config may")
         try:
             data = json.loads(option, object_pairs_hook=_dict_of_distinct_keys)
         except json.JSONDecodeError as exc:

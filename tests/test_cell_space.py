@@ -187,12 +187,126 @@ def test_a_generated_space_is_predicted_from_its_op_listing(cli):
     ("channels: 4096\nstages: 6\nnodes: 8\ncells_per_stage: 64\ninput_size: 1024\n", "parameters, over the 2e+09"),
     ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nchannels: 4096\nlayers: 64\nnodes: 8\n",
      "parameters, over the 2e+09"),
+    # the residual reduction blocks, once left out of the bound: 4.6e9 parameters (18.5 GB) passed
+    ("channels: 384\nstages: 6\nnodes: 1\ncells_per_stage: 1\n", "up to about 4.6e+09 parameters, over the 2e+09"),
+    ("channels: 4096\nstages: 1\nnodes: 1\ncells_per_stage: 13\ninput_size: 1024\n",
+     "channels 4096 at 1024x1024 (input_size) make feature maps of 4.3e+09 values (17 GB in fp32 for one image)"),
+    ("inputs: 2\nreduction: cell\nops: [sep_conv_3x3]\nchannels: 512\nstem_multiplier: 3\ninput_size: 1024\n",
+     ("channels 512 (x stem_multiplier 3, x nodes 3 or x 2 in a reduction cell) at 1024x1024 (input_size) make "
+      "feature maps of 1.6e+09")),
+    ("channels: 256\nstages: 1\nnodes: 8\ncells_per_stage: 64\ninput_size: 1024\n",
+     ("about 3.1e+12 values (1.2e+04 GB in fp32), over the 1.7e+10 a cell space's may: channels 256 at 1024x1024 "
+      "(input_size) make maps of 2.7e+08 values, and nodes 8, cells_per_stage 64 and stages 1 multiply them")),
 ])
 def test_bad_cell_configs_are_one_line_errors(cli, tmp_path, config, message):
     path = tmp_path / "space.yaml"
     path.write_text(config)
     result = cli("sample", f"cell:{path}", "-n", "1")
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_inline_settings_nested_deeply_are_refused_before_they_are_parsed(cli):
+    """JSON's parser recursed into a RecursionError traceback at 3,000 levels."""
+    result = cli("sample", 'cell:{"merge": ' + "[" * 3000 + "]" * 3000 + "}", "-n", "1")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "inline cell space settings nest 3001 levels deep, deeper than the 32" in result.stderr
+
+
+def _meta_params(space, num_classes: int) -> int:
+    with torch.device("meta"):
+        return sum(p.numel() for p in space.build(space.sample(0), num_classes=num_classes).parameters())
+
+
+PARAM_OPS = ("nor_conv_3x3", "nor_conv_1x1", "sep_conv_3x3", "sep_conv_5x5", "dil_conv_5x5", "skip_connect")
+
+
+def test_the_parameter_bound_holds_every_network_the_builder_builds():
+    """The bound counts what is built (reduction blocks and cells, preprocessing, head): networks with every edge
+    the same op, built on the meta device (no memory), up to the largest the bound allows."""
+    from nasutil_search_spaces.cell import CellSpace
+    from nasutil_search_spaces.cell_arch import CellConfig, MAX_NETWORK_PARAMS
+
+    configs = [CellConfig(nodes=nodes, ops=(op,), channels=channels, stages=stages, cells_per_stage=2)
+               for op in PARAM_OPS for stages in (1, 3, 6) for channels in (1, 5, 16) for nodes in (1, 3)]
+    configs += [CellConfig(nodes=nodes, ops=(op,), inputs=inputs, reduction="cell", channels=channels, layers=layers,
+                           stem_multiplier=multiplier)
+                for op in PARAM_OPS for layers in (1, 2, 5) for channels in (1, 6) for nodes, inputs in ((1, 1), (3, 2))
+                for multiplier in (1, 16)]
+    largest = [CellConfig(nodes=1, ops=("nor_conv_3x3",), channels=c, stages=6, cells_per_stage=1) for c in (252, 253)]
+    assert largest[0].params_bound() <= MAX_NETWORK_PARAMS < largest[1].params_bound()  # the largest allowed at 6 stages
+    for config in configs:
+        space = CellSpace(config)
+        for num_classes in (1, 1000):
+            built = _meta_params(space, num_classes)
+            assert built <= config.params_bound(num_classes), (config, num_classes)
+    built = _meta_params(CellSpace(largest[0]), 10)  # close to the bound: a 3x3 convolution is the largest op
+    assert 0.99 * largest[0].params_bound() < built <= largest[0].params_bound()
+
+
+def test_the_forward_bound_holds_every_networks_feature_maps():
+    """Every module's output in a forward pass of one image (on the meta device) is within `forward_values`, and
+    none wider than `widest_map`."""
+    from nasutil.counting import leaf_modules
+    from nasutil_search_spaces.cell import CellSpace
+    from nasutil_search_spaces.cell_arch import CellConfig
+
+    ops = PARAM_OPS + ("avg_pool_3x3", "max_pool_3x3")
+    configs = [CellConfig(nodes=nodes, ops=(op,), channels=3, stages=stages, cells_per_stage=1, input_size=size)
+               for op in ops[:5] + ("avg_pool_3x3",) for stages in (1, 3) for nodes in (1, 3) for size in (8, 12)]
+    configs += [CellConfig(nodes=nodes, ops=(op,), inputs=2, reduction="cell", channels=4, layers=layers,
+                           stem_multiplier=multiplier, input_size=size)
+                for op in ops for layers in (1, 2, 5) for nodes in (1, 3) for multiplier in (1, 3) for size in (8, 12)]
+    for config in configs:
+        space = CellSpace(config)
+        with torch.device("meta"):
+            model = space.build(space.sample(0), num_classes=7).eval()
+        sizes: list[int] = []
+        for _, module in leaf_modules(model):
+            module.register_forward_hook(lambda m, args, out, sizes=sizes: sizes.append(out[0].numel()))
+        with torch.no_grad():
+            model(torch.zeros(1, 3, config.input_size, config.input_size, device="meta"))
+        assert sum(sizes) <= config.forward_values(config.input_size, 7), config
+        assert max(sizes) <= config.widest_map(config.input_size), config
+
+
+def test_a_build_is_checked_at_its_own_input_size_and_classes(cli):
+    """A config checked at its input size and ten classes is built for others: checked again, unbuilt."""
+    settings = 'cell:{"channels": 512, "stages": 1, "nodes": 1, "cells_per_stage": 1}'
+    result = cli("describe", settings, "|nor_conv_3x3~0|", "--input-size", "1024")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert "channels 512 at 1024x1024 (input_size) make feature maps of 5.4e+08 values" in result.stderr
+    result = cli("describe", settings.replace("512", "4096"), "|nor_conv_3x3~0|", "--num-classes", "1000000")
+    assert result.returncode == 2 and "parameters with 1,000,000 classes, over the 2e+09" in result.stderr
+
+
+def test_running_out_of_memory_while_building_is_one_line_and_exit_2(tmp_path):
+    """Past the analytic bounds, a build the machine's memory cannot hold ends in one line, not a traceback."""
+    import subprocess
+    import sys
+
+    code = """if True:
+        import os, resource, sys
+        import torch
+        from nasutil.cli import main
+        import nasutil_search_spaces.cell, nasutil_search_spaces.cell_network, nasutil.counting
+        used = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (used + 150 * 2 ** 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        sys.exit(main(["describe", sys.argv[1], "|nor_conv_3x3~0|", "--input-size", "8"]))
+    """
+    settings = 'cell:{"channels": 2048, "stages": 1, "nodes": 1, "cells_per_stage": 4, "input_size": 8}'
+    run = subprocess.run([sys.executable, "-c", code, settings], capture_output=True, text=True, timeout=300,
+                         check=False)
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr[-3000:]
+    assert run.stderr.startswith("nasutil: error: out of memory"), run.stderr
+
+
+def test_errors_of_size_are_one_line_messages():
+    from nasutil.cli.hydra_app import user_error
+    from nasutil.errors import resource_error
+
+    assert "nested too deeply" in user_error(RecursionError("maximum recursion depth exceeded"))
+    assert user_error(MemoryError()).startswith("out of memory (")
+    assert resource_error(RuntimeError("CUDA error: an illegal memory access")) is None
 
 
 def test_a_key_given_twice_is_refused_and_a_merge_may_still_override(cli, tmp_path):

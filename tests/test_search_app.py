@@ -123,6 +123,15 @@ def _one_line_exit_2(capsys, *args: str) -> str:
      "HyperbandPruner cannot run with early_stopping.min_resource=0, early_stopping.max_resource=auto, "
      "early_stopping.reduction_factor=3 ("),
     (["early_stopping=median", "early_stopping.n_startup_trials=-1"], "cannot create early_stopping 'median'"),
+    # nested past Hydra's parser's recursion: a traceback of 2,750 lines
+    (["seed=" + "[" * 300 + "]" * 300], "the setting 'seed' nests brackets 300 levels deep, deeper than the 32"),
+    (["search_space=cell", "search_space.settings.merge=" + "[" * 300 + "]" * 300],
+     "the setting 'search_space.settings.merge' nests brackets 300 levels deep"),
+    (["search_space=cell", "search_space.settings.merge=" + "[" * 32 + "]" * 32],
+     "inline cell space settings nest 33 levels deep"),
+    (["search_space=cell", "search_space.settings.channels=4096", "search_space.settings.input_size=1024",
+      "search_space.settings.stages=1", "search_space.settings.nodes=1", "search_space.settings.cells_per_stage=1"],
+     "channels 4096 at 1024x1024 (input_size) make feature maps of 4.3e+09 values"),
 ])
 def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, message):
     err = _one_line_exit_2(capsys, *args, f"hydra.run.dir={tmp_path}", *FAST)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from nasutil.errors import NasutilError, path_error, warnings_for_users
+from nasutil.errors import NasutilError, path_error, resource_error, warnings_for_users
 
 EXIT_USAGE = 2
 
@@ -50,6 +50,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as exc:
         message = path_error(exc)
+        if message is None:
+            raise
+        print(f"nasutil: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
+    except (MemoryError, RecursionError, RuntimeError) as exc:
+        message = resource_error(exc)
         if message is None:
             raise
         print(f"nasutil: error: {message}", file=sys.stderr)

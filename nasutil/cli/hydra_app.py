@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nasutil.cli import interrupts
-from nasutil.errors import NasutilError, path_error, warnings_for_users
+from nasutil.errors import NasutilError, path_error, resource_error, warnings_for_users
+from nasutil.files import nesting_depth
 from nasutil.search.config import one_line
 from nasutil.search.sweep_summary import ERRORS_FILE, failed_jobs
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: the deepest nesting of brackets a command-line setting may hold (a cell space's settings: 32 too)
+MAX_SETTING_DEPTH = 32
 T = TypeVar("T")
 
 
@@ -116,6 +119,9 @@ def user_error(exc: BaseException) -> str | None:
     for e in chain:
         if path_error(e) is not None:
             return path_error(e)
+    for e in chain:
+        if resource_error(e) is not None:
+            return resource_error(e)
     from optuna.exceptions import StorageInternalError
 
     if any(isinstance(e, StorageInternalError) for e in chain):  # a read-only database, a full disk
@@ -171,12 +177,25 @@ def flag_error(args: list[str]) -> str | None:
     return None
 
 
+def too_deep(args: list[str]) -> str | None:
+    """The setting among `args` whose value nests brackets deeper than MAX_SETTING_DEPTH, in one line; None
+    where none does. Hydra's parser of settings recurses a few times a level: 300 levels ran past Python's
+    limit into a traceback thousands of lines long."""
+    for arg in args:
+        depth = nesting_depth(arg, "'\"")
+        if depth > MAX_SETTING_DEPTH:
+            key = arg.partition("=")[0][:80]
+            return (f"the setting {key!r} nests brackets {depth} levels deep, deeper than the {MAX_SETTING_DEPTH} "
+                    f"a setting may")
+    return None
+
+
 def run_hydra_app(prog: str, hydra_main: Callable[[], Any], args: list[str], interrupted: str = "interrupted") -> int:
     """Run the `@hydra.main` function `hydra_main` on the command-line `args`; the exit code."""
     if any(a.startswith("--experimental-rerun") for a in args):
         print(f"{prog}: error: --experimental-rerun loads a pickle and is not supported", file=sys.stderr)
         return EXIT_USAGE
-    message = flag_error(args)
+    message = flag_error(args) or too_deep(args)
     if message is not None:
         print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
