@@ -124,8 +124,8 @@ def test_an_option_a_part_does_not_take_is_named_with_the_closest_it_takes(tmp_p
       "timeout_s (takes: batch_size, dtype, mode, table; they come with evaluator=auto: start from one without "
       "them, such as evaluator=table)")),
     (["storage._target_=nasutil.search.storage.journal_storage"],
-     ("storage._target_=nasutil.search.storage.journal_storage takes no option grace_period, heartbeat_interval, "
-      "max_retry, url (takes: path; they come with storage=sqlite: start from one without them, such as "
+     ("storage._target_=nasutil.search.storage.journal_storage takes no option heartbeat_interval, max_retry, url "
+      "(takes: grace_period, path; they come with storage=sqlite: start from one without them, such as "
       "storage=journal)")),
 ])
 def test_an_option_another_option_has_is_named_with_that_option(tmp_path, capsys, overrides, message):

@@ -10,8 +10,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from nasutil.search.liveness import ALIVE_AT, stamped_while_running
 from nasutil.search.storage import (fail_stale_and_orphaned_trials, journal_storage, open_storage, running_twin,
-                                    state_counts, write_user_attrs)
+                                    state_counts, unnamed_running, worker_alive, write_user_attrs)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -76,10 +77,67 @@ def test_state_counts_agree_with_the_trials_read_in_full(tmp_path, url):
     assert counts[TrialState.RUNNING] == 2 and counts[TrialState.WAITING] == 1
 
 
+def test_a_trial_asked_before_that_has_not_named_its_architecture_is_told(tmp_path, url):
+    """Two workers with one seed ask at the same moment: the later trial looked for twins before the earlier
+    had named its architecture, and both trained it."""
+    study = _study(tmp_path, url)
+    finished = study.ask()
+    study.tell(finished, [1.0, 1.0])
+    named = study.ask()
+    named.set_user_attr("arch", "a")
+    unnamed = study.ask()
+    later = study.ask()
+    assert not unnamed_running(study, unnamed.number)  # the finished one named none: no matter
+    assert unnamed_running(study, later.number) and unnamed_running(study, later.number + 1)
+    unnamed.set_user_attr("arch", "b")
+    assert not unnamed_running(study, later.number) and unnamed_running(study, later.number + 1)
+
+
 def test_small_questions_need_an_rdb_storage(tmp_path):
     study = optuna.create_study(storage=journal_storage(str(tmp_path / "journal.log")).storage)
-    study.ask().set_user_attr("arch", "a")
-    assert running_twin(study, "a", 10) is None and state_counts(study) is None
+    assert state_counts(study) is None
+
+
+def test_a_journal_twin_counts_while_its_worker_stamps_it(tmp_path):
+    """A journal keeps no heartbeats: a twin whose worker died stays RUNNING, and was never waited for, so two
+    workers trained one architecture at once. Its stamps now say whether its worker still runs."""
+    study = optuna.create_study(storage=journal_storage(str(tmp_path / "journal.log"), grace_period=0.6).storage)
+    twin = study.ask()
+    twin.set_user_attr("arch", "a")
+    assert running_twin(study, "a", 10) == twin._trial_id and running_twin(study, "b", 10) is None
+    with stamped_while_running(study._storage, twin._trial_id):
+        time.sleep(1.5)  # past its grace period, stamped every 0.2 s
+        assert running_twin(study, "a", 10) == twin._trial_id
+        assert isinstance(study._storage.get_trial(twin._trial_id).system_attrs[ALIVE_AT], float)
+    time.sleep(0.8)  # its worker stopped stamping: it stays RUNNING, but no trial waits for it
+    stale = study._storage.get_trial(twin._trial_id)
+    assert stale.state == TrialState.RUNNING and not worker_alive(study, stale)
+    assert running_twin(study, "a", 10) is None
+    unnamed = study.ask()
+    assert unnamed_running(study, 10)
+    time.sleep(0.8)
+    assert not unnamed_running(study, 10)  # nor for one that never named its architecture
+    study.tell(twin, 1.0)
+    study.tell(unnamed, 1.0)
+
+
+def test_a_journal_without_a_grace_period_is_not_stamped_and_has_no_twins(tmp_path):
+    journal = tmp_path / "journal.log"
+    study = optuna.create_study(storage=journal_storage(str(journal), grace_period=None).storage)
+    trial = study.ask()
+    trial.set_user_attr("arch", "a")
+    with stamped_while_running(study._storage, trial._trial_id):
+        time.sleep(0.3)
+    assert running_twin(study, "a", 10) is None and ALIVE_AT not in journal.read_text()
+
+
+@pytest.mark.parametrize("grace", [0, -1, 10**20, "soon", True])
+def test_a_journal_grace_period_that_is_not_seconds_is_refused_in_one_line(tmp_path, grace):
+    from nasutil.errors import NasutilError
+
+    with pytest.raises(NasutilError, match="^storage.grace_period must be a number of seconds above 0"):
+        journal_storage(str(tmp_path / "journal.log"), grace_period=grace)
+    assert not (tmp_path / "journal.log").exists()
 
 
 def test_a_stale_check_within_half_a_heartbeat_interval_queries_nothing(tmp_path):

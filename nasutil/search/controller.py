@@ -54,7 +54,8 @@ from nasutil.search.prune import PrunePolicy, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
 from nasutil.search.storage import (fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts,
-                                    stopped_mid_search, write_user_attrs)
+                                    stopped_mid_search, tells_dead_workers, unnamed_running, worker_alive,
+                                    write_user_attrs)
 from nasutil.search.record import (FINISHED, PRUNED_CONSTRAINT, Counts, TrialRecord, hardware_figures,
                                    outcome, predicted_figures, with_accuracy)
 from nasutil.search.trainers import Trainer
@@ -205,9 +206,12 @@ class Search:
         self._budget: int | None = None  # n_trials of the run under way
         self._started = datetime.datetime.now()  # when it began (Optuna stamps trials in local time)
         self._heartbeats = has_heartbeats(study)
+        self._tells_dead = tells_dead_workers(study)  # by heartbeats, or by a journal's stamps
         self._runner: TrialRunner | None = None
         # a trial whose architecture another trial is training waits this long for that result
         self.twin_wait_s, self.twin_poll_s = 6 * 3600.0, 1.0
+        # and this long for a trial asked before it to name its architecture (it is about to: it may be a twin)
+        self.unnamed_wait_s, self.unnamed_poll_s = 10.0, 0.02
         self.anchors = list(anchors or [])  # trial parameters a fresh study runs first (nasutil.search.anchors)
         # trials asked with no result yet (no rung reached, not ended), and results this run has had
         self._unanswered: set[int] = set()
@@ -352,10 +356,11 @@ class Search:
         """Another trial (this process's or another worker's) numbered before this one is training the same
         architecture right now: wait for it and reuse its result, rather than train it twice. None where
         there is no such trial, it ended without a full training, or its worker died (then this trial
-        trains), and where the storage keeps no heartbeats (a dead worker's trial would be waited for)."""
-        if not self._heartbeats:  # a twin whose worker died would stay RUNNING: nothing tells it from a slow one
+        trains), and where the storage cannot tell a dead worker's trial from a live one (a journal opened
+        without a grace period: a dead worker's trial would be waited for)."""
+        if not self._tells_dead:  # a twin whose worker died would stay RUNNING: nothing tells it from a slow one
             return None
-        waiting = running_twin(self.study, text, trial.number)
+        waiting = self._running_twin(trial, text)
         if waiting is None:
             return None
         deadline = time.monotonic() + self.twin_wait_s
@@ -365,7 +370,22 @@ class Search:
             now = self.study._storage.get_trial(waiting)
             if now.state != TrialState.RUNNING:
                 return now if outcome(now) in ("trained", "repeat") else None
+            if not worker_alive(self.study, now):  # a journal's twin whose stamps stopped: this trial trains
+                return None
         return None  # it runs on past the wait: train this one after all
+
+    def _running_twin(self, trial: optuna.Trial, text: str) -> int | None:
+        """The running twin `running_twin` finds. A trial asked before this one that has not named its
+        architecture yet may be one (workers with one seed ask at the same moment, and the first pair was
+        trained twice): this waits until every such trial has, for up to `unnamed_wait_s`. Each look asks
+        whether one is unnamed before it looks for twins, so a trial named in between is not missed."""
+        deadline = time.monotonic() + self.unnamed_wait_s
+        while True:
+            pending = unnamed_running(self.study, trial.number)
+            twin = running_twin(self.study, text, trial.number)
+            if twin is not None or not pending or time.monotonic() >= deadline:
+                return twin
+            time.sleep(self.unnamed_poll_s)
 
     def _train(self, trial: optuna.Trial, text: str, record: TrialRecord) -> None:
         curve: dict[str, float] = {}

@@ -12,7 +12,8 @@ turn on only when it could ask, so a population's hundreds of idle threads do no
 interpreter and read the budget at every end; one of them (the poller) looks again every `poll_s`.
 
 A trial's heartbeat (where the storage keeps them) runs while its objective runs, and stale trials of
-dead workers are failed before each ask, as `optimize` does.
+dead workers are failed before each ask, as `optimize` does; on a study journal, the trial is stamped
+instead (`nasutil.search.liveness`).
 
 A trial's own failure is recorded as FAIL and the run goes on; anything else that goes wrong in a trial
 thread (the storage refusing an ask or a tell, a callback raising) ends the run: the other threads ask no
@@ -33,6 +34,7 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from nasutil.search.liveness import stamped_while_running
 from nasutil.search.storage import fail_stale_and_orphaned_trials
 
 _logger = logging.getLogger(__name__)
@@ -183,7 +185,8 @@ class TrialRunner:
                 self._wait_for_turn(seen)
                 continue
             self._wake()  # the budget had room for this one: the next in line may find room too
-            with get_heartbeat_thread(trial._trial_id, self.study._storage):
+            with get_heartbeat_thread(trial._trial_id, self.study._storage), \
+                    stamped_while_running(self.study._storage, trial._trial_id):
                 values, state, failure = self._call(trial, begun, failure)
             with self._recording:
                 frozen = None if self._left_running else self._tell(trial, values, state, failure)

@@ -4,7 +4,9 @@ shared file system and no database server).
 
 A trial whose process dies stops sending heartbeats; once `grace_period` seconds pass, the next
 process that touches the study marks it failed and queues a retry with the same parameters
-(RDB storages only: Optuna's journal keeps no heartbeats).
+(RDB storages only: Optuna's journal keeps no heartbeats). On a journal, each process stamps its running
+trials instead (`nasutil.search.liveness`): a dead worker's trial stays RUNNING, but once its stamps stop
+for `grace_period` seconds no worker waits for its result.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from typing import Any
 
 import optuna
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial
 
 from nasutil.databases import (connect_args, first_line, refuse_another_programs_sqlite, safe_url,
                                sqlalchemy_url)
 from nasutil.errors import DISK_REFUSALS, NasutilError, NasutilNotice
+from nasutil.search import liveness
 
 
 URL_VARIABLE = "NASUTIL_STORAGE_URL"
@@ -65,11 +69,14 @@ def postgresql_storage(url: str | None = None, heartbeat_interval: int | None = 
     return rdb_storage(sqlalchemy_url(url), heartbeat_interval, grace_period, max_retry, connect_timeout_s)
 
 
-def journal_storage(path: str) -> StudyStorage:
+def journal_storage(path: str, grace_period: float | None = 30) -> StudyStorage:
     """The `journal` config option: Optuna's JournalStorage on a file that every worker can reach
-    (appends with file locks; no heartbeats, so a dead worker's trial stays RUNNING)."""
+    (appends with file locks; no heartbeats, so a dead worker's trial stays RUNNING). Its running trials
+    are stamped every `grace_period / 3` seconds, so that a trial silent for `grace_period` is told from
+    a live one (None: not stamped, and no trial waits for another's result)."""
     from optuna.storages.journal import JournalFileSymlinkLock
 
+    check_seconds("grace_period", grace_period)
     file = Path(str(path)).expanduser()
     if not file.parent.is_dir():
         raise NasutilError(f"cannot open study journal {str(file)!r}: folder {str(file.parent)!r} does not exist")
@@ -85,6 +92,7 @@ def journal_storage(path: str) -> StudyStorage:
             storage = optuna.storages.JournalStorage(backend)
     except (OSError, ValueError) as exc:
         raise NasutilError(f"cannot open study journal {str(file)!r}: {exc}") from None
+    liveness.set_grace_period(storage, grace_period)
     return StudyStorage(storage, f"journal {file}", str(file))
 
 
@@ -218,15 +226,22 @@ def _retry_callback(max_retry: int | None) -> tuple[str, Any]:
 MAX_HEARTBEAT_S = 86_400
 
 
+def check_seconds(name: str, value: float | None) -> None:
+    """A heartbeat interval or grace period: seconds above 0 and up to a day (10**20 overflowed in the
+    heartbeat threads), or None."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if value is not None and not (number and 0 < value <= MAX_HEARTBEAT_S):
+        raise NasutilError(f"storage.{name} must be a number of seconds above 0 and up to {MAX_HEARTBEAT_S}, "
+                           f"or null, got {value}")
+
+
 def open_storage(url: str, heartbeat_interval: int | None = 10, grace_period: int | None = 30,
                  max_retry: int | None = 2, connect_timeout_s: float | None = None) -> optuna.storages.RDBStorage:
     """Connect (creating the schema where needed); a one-line NasutilError if the URL cannot be used."""
     if not isinstance(url, str) or "://" not in url:
         raise NasutilError(f"storage.url must be an SQLAlchemy URL such as sqlite:///study.db, got {url!r}")
-    for name, value in (("heartbeat_interval", heartbeat_interval), ("grace_period", grace_period)):
-        if value is not None and not 0 < value <= MAX_HEARTBEAT_S:  # 10**20 overflowed in the heartbeat threads
-            raise NasutilError(f"storage.{name} must be a number of seconds above 0 and up to {MAX_HEARTBEAT_S}, "
-                               f"or null, got {value}")
+    check_seconds("heartbeat_interval", heartbeat_interval)
+    check_seconds("grace_period", grace_period)
     if max_retry is not None and max_retry < 0:
         raise NasutilError(f"storage.max_retry must be >= 0 or null, got {max_retry}")
     kwargs: dict[str, Any] = {}
@@ -400,6 +415,28 @@ def refused_write_in(folder: Path, name: str) -> OSError | None:
     return None
 
 
+def _storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
+    """The study's storage: an RDB storage from behind Optuna's cache, a journal as it is (its own `_backend`
+    is its file)."""
+    storage = study._storage
+    if isinstance(storage, optuna.storages.JournalStorage):
+        return storage
+    return getattr(storage, "_backend", storage)
+
+
+def tells_dead_workers(study: optuna.Study) -> bool:
+    """Whether the study's storage tells a dead worker's running trial from a live one: by heartbeats (an RDB
+    storage), or by the stamps of a journal opened with a grace period."""
+    return has_heartbeats(study) or liveness.grace_period(_storage_of(study)) is not None
+
+
+def worker_alive(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Whether a RUNNING trial's worker still shows signs of life: on a journal, a stamp within its grace period;
+    elsewhere True (heartbeats get a dead worker's trial failed, which ends it)."""
+    grace_s = liveness.grace_period(_storage_of(study))
+    return grace_s is None or liveness.alive(trial, grace_s)
+
+
 def has_heartbeats(study: optuna.Study) -> bool:
     """Whether the study's storage records heartbeats, so that a dead worker's trials get failed."""
     storage = getattr(study._storage, "_backend", study._storage)
@@ -474,10 +511,13 @@ def state_counts(study: optuna.Study) -> dict[optuna.trial.TrialState, int] | No
 def running_twin(study: optuna.Study, arch: str, before: int) -> int | None:
     """The id of a RUNNING trial numbered before `before` that trains `arch` (its `arch` user attribute)
     and was not pruned before training, or None. One query on an RDB storage, where reading the study's
-    trials would load every running trial with all its attributes; None on any other storage."""
+    trials would load every running trial with all its attributes; on a journal, only a trial whose worker
+    shows signs of life (`worker_alive`); None on any other storage."""
     import json
 
-    storage = getattr(study._storage, "_backend", study._storage)
+    storage = _storage_of(study)
+    if isinstance(storage, optuna.storages.JournalStorage):
+        return _running_journal_twin(study, storage, arch, before)
     if not isinstance(storage, optuna.storages.RDBStorage):
         return None
     from optuna.storages._rdb import models
@@ -495,6 +535,41 @@ def running_twin(study: optuna.Study, arch: str, before: int) -> int | None:
         pruned = {trial_id for (trial_id,) in session.query(attrs.trial_id)
                   .filter(attrs.trial_id.in_(found), attrs.key == "prune_stage")} if found else set()
     return next((trial_id for trial_id in found if trial_id not in pruned), None)
+
+
+def unnamed_running(study: optuna.Study, before: int) -> bool:
+    """Whether a RUNNING trial numbered before `before` has not named its architecture yet (its `arch` user
+    attribute): asked a moment before, it may turn out a twin. One query on an RDB storage; on a journal, only
+    a trial whose worker shows signs of life counts; False on any other storage."""
+    storage = _storage_of(study)
+    running = optuna.trial.TrialState.RUNNING
+    if isinstance(storage, optuna.storages.JournalStorage):
+        return liveness.grace_period(storage) is not None and any(
+            t.number < before and "arch" not in t.user_attrs and worker_alive(study, t)
+            for t in storage.get_all_trials(study._study_id, deepcopy=False, states=(running,)))
+    if not isinstance(storage, optuna.storages.RDBStorage):
+        return False
+    from optuna.storages._rdb import models
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    attrs = models.TrialUserAttributeModel
+    with _create_scoped_session(storage.scoped_session) as session:
+        return session.query(models.TrialModel.trial_id).filter(
+            models.TrialModel.study_id == study._study_id, models.TrialModel.state == running,
+            models.TrialModel.number < before, ~models.TrialModel.user_attributes.any(attrs.key == "arch")
+        ).first() is not None
+
+
+def _running_journal_twin(study: optuna.Study, storage: optuna.storages.JournalStorage, arch: str,
+                          before: int) -> int | None:
+    """`running_twin` on a journal, which holds the study in memory: a twin whose stamps stopped is not one
+    (its worker died, and its trial stays RUNNING for ever); a journal opened without a grace period has none."""
+    if liveness.grace_period(storage) is None:
+        return None
+    running = storage.get_all_trials(study._study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    twins = [t for t in running if t.number < before and t.user_attrs.get("arch") == arch
+             and "prune_stage" not in t.user_attrs and worker_alive(study, t)]
+    return min(twins, key=lambda t: t.number)._trial_id if twins else None
 
 
 def _upsert_user_attrs(storage: optuna.storages.RDBStorage, session: Any, trial_id: int,
@@ -533,7 +608,7 @@ def write_user_attrs(study: optuna.Study, trial_id: int, attrs: dict[str, Any]) 
     one write per attribute."""
     if not attrs:
         return
-    storage = getattr(study._storage, "_backend", study._storage)
+    storage = _storage_of(study)
     try:
         if isinstance(storage, optuna.storages.RDBStorage):
             from optuna.storages._rdb import models
