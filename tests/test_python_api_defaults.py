@@ -54,3 +54,20 @@ def test_the_readmes_evaluator_snippet_runs_as_a_script(tmp_path):
 def test_the_readmes_python_api_snippet_runs_as_a_script(tmp_path):
     arch, flops, digest, shape = _run_readme_snippet("### Python API", tmp_path, timeout=300).split()
     assert arch.startswith("|") and int(flops) > 0 and len(digest) == 32 and shape == "(30,)"
+
+
+def test_a_script_that_measures_without_a_main_guard_is_told_what_to_change(tmp_path):
+    """The evaluator's workers import the script that started them; one that measures as it is imported made
+    each worker try to start workers of its own, and the script ended in Python's bootstrapping RuntimeError
+    (from the worker) and an EOFError traceback (from the script). It ends in one error that says what to do."""
+    script = tmp_path / "unguarded.py"
+    script.write_text("from nasutil.evaluator import Candidate, Evaluator, MeasureConfig\n\n"
+                      "with Evaluator(MeasureConfig(device='cpu')) as ev:\n"
+                      "    print(ev.measure(Candidate('nb201', '|skip_connect~0|+|none~0|skip_connect~1|+"
+                      "|none~0|none~1|skip_connect~2|')).latency_ms)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode != 0
+    assert 'if __name__ == "__main__":' in result.stderr, result.stderr[-2000:]
+    assert "EOFError" not in result.stderr and "bootstrapping phase" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith("nasutil.errors.NasutilError: measurement worker could "
+                                                             "not start"), result.stderr[-2000:]

@@ -172,6 +172,33 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
             return
 
 
+#: the exit status of a worker process that was asked to start workers of its own while it imported the script
+#: that started it (a script without `if __name__ == "__main__":`): told apart from any other early death
+UNGUARDED_SCRIPT_EXIT = 87
+
+UNGUARDED_SCRIPT = ("the evaluator's worker processes import the script that started them, and this script "
+                    "starts measuring as it is imported: put its work under `if __name__ == \"__main__\":` "
+                    "(Python's rule for the processes it starts by spawning)")
+
+
+def _refuse_to_start_while_importing_the_script() -> None:
+    """In a worker that is importing its parent's script (Python does so before a spawned process runs
+    anything), a measurement started by that import would start workers of its own, endlessly; Python
+    refuses with a long RuntimeError and the parent then read an EOFError traceback. Here the worker ends
+    quietly with an exit status the parent recognises, and the parent says what to change."""
+    if getattr(mp.process.current_process(), "_inheriting", False):
+        os._exit(UNGUARDED_SCRIPT_EXIT)
+
+
+def _start_failure(exitcode: int | None) -> str:
+    """Why a worker process ended before it said hello, in one line."""
+    if exitcode == UNGUARDED_SCRIPT_EXIT:
+        return f"measurement worker could not start: {UNGUARDED_SCRIPT}"
+    how = f"exit status {exitcode}" if exitcode is not None and exitcode >= 0 else (
+        f"signal {-exitcode}" if exitcode is not None else "no exit status yet")
+    return f"measurement worker ended while starting ({how}); its own error, if any, is printed above"
+
+
 class IsolatedWorker:
     """One long-lived worker process that runs tasks; restarted after a hang or crash. It repeats this
     process's run-time registrations of every plugin kind (`nasutil.plugins`) as it starts."""
@@ -192,6 +219,7 @@ class IsolatedWorker:
         from nasutil.errors import NasutilError
         from nasutil.plugins import runtime_registrations
 
+        _refuse_to_start_while_importing_the_script()
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_worker_main, daemon=True,
                                       args=(child, self.device, self.turns, self.threads, runtime_registrations()))
@@ -201,7 +229,13 @@ class IsolatedWorker:
         if not parent.poll(self.start_timeout_s):
             self.stop()
             raise NasutilError(f"measurement worker did not start within {self.start_timeout_s:.0f} s")
-        kind, payload = parent.recv()
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):  # it ended before saying hello
+            self._proc.join(timeout=5)
+            exitcode = self._proc.exitcode
+            self.stop()
+            raise NasutilError(_start_failure(exitcode)) from None
         if kind != "hello":
             self.stop()
             raise NasutilError(f"measurement worker could not start: {payload}")
