@@ -106,8 +106,8 @@ def relu_conv_bn_ops(c_in: int, c_out: int, size: int, kernel: int, stride: int)
 def _reduction(c_in: int, c_out: int, size: int) -> list[Op]:
     half = conv_out(size, 3, 2, 1)
     return (relu_conv_bn_ops(c_in, c_out, size, 3, 2) + relu_conv_bn_ops(c_out, c_out, half, 3, 1)
-            + [Op("pool", c_in, size, size, c_in, size // 2, size // 2, kernel=2, stride=2, variant="avg"),
-               _conv(c_in, c_out, size // 2, 1, 1), _map("add", c_out, half)])
+            + [Op("pool", c_in, size, size, c_in, half, half, kernel=2, stride=2, variant="avg"),  # rounds up
+               _conv(c_in, c_out, half, 1, 1), _map("add", c_out, half)])
 
 
 def _cell_ops(arch: NB201Arch, c: int, size: int) -> list[Op]:

@@ -167,7 +167,7 @@ class FusedReduction(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         main = self.conv_b(torch.relu(self.conv_a(torch.relu(x))))
-        return self.shortcut(F.avg_pool2d(x, 2, 2)) + main
+        return self.shortcut(F.avg_pool2d(x, 2, 2, ceil_mode=True)) + main
 
 
 class FusedNB201Group(nn.Module):

@@ -46,13 +46,16 @@ class Cell(nn.Module):
 
 
 class ResidualReduction(nn.Module):
-    """The fixed reduction block: a stride-2 basic residual block with an avgpool+1x1 shortcut."""
+    """The fixed reduction block: a stride-2 basic residual block with an avgpool+1x1 shortcut. The pool
+    rounds up, as the stride-2 convolution does: an odd size (a 28x28 input's 7 after two halvings, or 30's
+    15) gives both paths one size; rounding down, their sum failed. An even size is halved either way."""
 
     def __init__(self, c_in: int, c_out: int) -> None:
         super().__init__()
         self.conv_a = ReLUConvBN(c_in, c_out, 3, 2, 1)
         self.conv_b = ReLUConvBN(c_out, c_out, 3, 1, 1)
-        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2), nn.Conv2d(c_in, c_out, 1, bias=False))
+        self.downsample = nn.Sequential(nn.AvgPool2d(2, stride=2, ceil_mode=True),
+                                        nn.Conv2d(c_in, c_out, 1, bias=False))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.downsample(x) + self.conv_b(self.conv_a(x))

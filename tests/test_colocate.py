@@ -222,12 +222,22 @@ def test_cli_colocate_slo_search_stops_at_the_memory_budget(cli):
     assert "over the memory budget of 0.007 GiB: the search for the largest batch stops there" in r.stderr
 
 
-def test_cli_colocate_in_process_fails_a_broken_group_in_one_row(cli):
-    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--input-size", "9", "--in-process",
+def test_cli_colocate_in_process_fails_a_broken_group_in_one_row(cli, installed_plugin):
+    """A candidate that raises as it is built (the test plugin's `raise`) fails its group's row, in process."""
+    r = cli("colocate", "tiny", "w8", "raise", "--device", "cpu", "--in-process",
             "--no-counters", "--no-cache", "--strategy", "sequential", "--json")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     row = json.loads(r.stdout.splitlines()[0])
-    assert row["status"] == "failed" and "RuntimeError" in row["error"]
+    assert row["status"] == "failed" and "RuntimeError: this candidate cannot be built" in row["error"]
+
+
+def test_cli_colocate_runs_cells_at_an_odd_input_size(cli):
+    """At input size 9 a reduction block halves 9 (and then 5): its pool rounds up as its convolution does, where
+    the two paths once disagreed by one and the group failed."""
+    r = cli("colocate", "nb201", CELL, CELL, "--device", "cpu", "--input-size", "9", "--in-process",
+            "--no-counters", "--no-cache", "--strategy", "sequential", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[0])["status"] == "ok"
 
 
 def test_measure_group_counts_networks_of_a_space_without_an_op_listing(installed_plugin):

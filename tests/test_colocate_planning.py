@@ -79,10 +79,10 @@ def test_plan_groups_with_the_shipped_profile():
     assert groups[0].predicted_latency_ms <= groups[1].predicted_latency_ms
 
 
-def test_a_group_that_breaks_in_process_is_a_failed_row_and_a_user_error_is_raised():
+def test_a_group_that_breaks_in_process_is_a_failed_row_and_a_user_error_is_raised(installed_plugin):
     cpu = MeasureConfig(device="cpu", dtype="fp32", batch_size=1, mode="eager", channels_last=False, repeats=2,
                         min_window_ms=1.0, warmup=1, input_size=9, counters=False)
-    row = measure_group_in_process([Candidate("nb201", CELL)] * 2, cpu, "sequential")
+    row = measure_group_in_process([Candidate("tiny", "w8"), Candidate("tiny", "raise")], cpu, "sequential")
     assert isinstance(row, GroupMeasurement) and row.status == "failed" and row.error.startswith("RuntimeError")
     with pytest.raises(NasutilError):
         measure_group_in_process([Candidate("nb201", "not an arch")], cpu, "sequential")
