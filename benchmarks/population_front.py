@@ -11,8 +11,9 @@ package (`nb201_h200`, batch 256). The search asks through Optuna's TPE configur
 `ahead` default): P train at once and each holds its place for the share of a training it takes (1 to
 the end, the rung's fraction if cut), and a trial is told when its training ends, in that order. Ways
 may also let the sampler learn from rung results (`informed`, the search's `RungInformedSampler`), hold
-the asks to the results (`gG`, `halving.ask_ahead`) and train the predicted fast end first (`aA`,
-`anchors`, on the shipped H200 predictor).
+the asks to the results (`gG`, `halving.ask_ahead`), train the predicted fast end first (`aA`,
+`anchors`, on the shipped H200 predictor) and prune before training (`qW`, `prune=dominated_throughput`
+with `warmup_trials=W`, each decision counted by how it ended: `prune_checks`).
 
 What it shows is the front's hypervolume (accuracy, throughput divided by the largest in the table,
 reference (0, 0)) of the trials trained to the end, over the same-seed search one at a time with no
@@ -30,6 +31,7 @@ import heapq
 import json
 import re
 import statistics
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from nasutil.data.nasbench201 import accuracy_table
 from nasutil.pareto import hypervolume_2d
 from nasutil.registry import get_space
 from nasutil.search.halving import ParetoHalving
+from nasutil.search.prune import DominatedThroughput, History, Seen
 from nasutil.search.rung_informed import RUNG_VALUES, RungInformedSampler
 
 DIRECTIONS = ["maximize", "maximize"]
@@ -64,6 +67,7 @@ class Way:
     anchors: int = 0  # the predicted fast end trained first (nasutil.search.anchors)
     predicted: bool = False  # rungs cut on the predictor's throughput, as the search does (else the measured one)
     tolerance: float = 0.0  # `halving.hardware_tolerance`: throughputs within this fraction not told apart at a rung
+    prune_warmup: int | None = None  # `prune=dominated_throughput` with this `warmup_trials` (None: no pruning)
 
     @property
     def asked_at_once(self) -> int:
@@ -72,27 +76,29 @@ class Way:
 
 WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
                  r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?"
-                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?$")
+                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?(?:-q(?P<q>\d+))?$")
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT]`: P at once;
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT][-qW]`: P at once;
     halving with reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
     cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
     (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
     `halving.ask_ahead`); `aA` trains the A predicted-fastest cells first (as `anchors`); `pred` cuts at
     rungs on the shipped H200 predictor's throughput, as the search does, where the others cut on the
     measured one (the front is scored on the measured one either way); `tT` compares throughputs within T%
-    as equal at a rung (`halving.hardware_tolerance`); `other-seed` is one at a time on another seed (the
-    noise floor)."""
+    as equal at a rung (`halving.hardware_tolerance`); `qW` prunes before training as
+    `prune=dominated_throughput prune.warmup_trials=W` does (on the shipped predictor's figures, judged
+    against the trained cells' measured throughput, as with `evaluator=auto`); `other-seed` is one at a time
+    on another seed (the noise floor)."""
     match = WAY.match(name)
     if match is None:
         raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed]"
-                         f"[-gG][-aA][-pred][-tT], e.g. p16-pareto-informed-g16")
+                         f"[-gG][-aA][-pred][-tT][-qW], e.g. p16-pareto-informed-g16")
     return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
                float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]),
                bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0), bool(match["pred"]),
-               int(match["t"] or 0) / 100)
+               int(match["t"] or 0) / 100, int(match["q"]) if match["q"] is not None else None)
 
 
 DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-tellcut",
@@ -112,6 +118,7 @@ class Tables:
         self.top = max(self.throughput.values())
         self._anchors: dict[tuple[int, int], list[dict]] = {}
         self._predicted: dict[str, float] = {}
+        self.predictions: dict[str, object] = {}  # each cell's whole `Prediction`, for the prune policy
 
     def predicted(self, arch: str) -> float:
         """The shipped H200 predictor's throughput for a cell, what the search's rungs compare (every cell
@@ -123,6 +130,7 @@ class Tables:
             cells = sorted(self.final)
             scored = predictor.predict_many("nb201", cells, predictor.target())
             self._predicted = {cell: p.throughput_per_s for cell, p in zip(cells, scored)}
+            self.predictions = dict(zip(cells, scored))
         return self._predicted[arch]
 
     def anchors(self, count: int, seed: int) -> list[dict]:
@@ -152,7 +160,10 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     spread = _spread_start(space, tables, seed, min(trials, way.asked_at_once)) if way.spread else []
     for params in first + [_params(space, arch) for arch in spread]:
         study.enqueue_trial(params)
-    asked, clock, spent = 0, 0.0, 0.0
+    policy = DominatedThroughput(warmup_trials=way.prune_warmup) if way.prune_warmup is not None else None
+    seen: list[Seen] = []  # what the prune policy knows at an ask: every trial ended so far, oldest first
+    asked, clock, spent, pruned = 0, 0.0, 0.0, 0
+    checks: Counter[str] = Counter()  # how each prune decision ended: pruned, or the first check that stopped it
     waiting: list[tuple[optuna.Trial, str]] = []  # asked, not yet training
     events: list[tuple[float, int, int, optuna.Trial, str, float]] = []  # (when, number, rung, trial, arch, start)
     done: dict[str, tuple[float, float]] = {}
@@ -176,6 +187,19 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
                 study.tell(trial, list(done[arch]))
                 answers += 1
                 continue
+            if policy is not None:
+                tables.predicted(arch)  # every cell predicted, once
+                prediction = tables.predictions[arch]
+                history = History(list(seen))
+                checks[_why(policy, prediction, history)] += 1
+                if policy.decide(prediction, history) is not None:
+                    trial.set_user_attr("prune_stage", "before_training")
+                    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                    seen.append(Seen(prediction.throughput_per_s, prediction.latency_ms, prediction.utilization,
+                                     arch=arch))
+                    pruned += 1
+                    answers += 1
+                    continue
             waiting.append((trial, arch))
             unanswered.add(trial.number)
         while waiting and len(events) < way.population:
@@ -196,6 +220,8 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
                 else:
                     trial.set_user_attr("prune_stage", "during_training")
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                if policy is not None:
+                    seen.append(_seen(tables, arch, None))
                 spent += clock - start
                 continue
             after = rungs[rung + 1] if rung + 1 < len(rungs) else 1.0
@@ -204,11 +230,35 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
         values = (tables.final[arch], tables.throughput[arch])
         done[arch] = values
         study.tell(trial, list(values))
+        if policy is not None:
+            seen.append(_seen(tables, arch, values[0]))
         spent += clock - start
     points = [(a, t / tables.top) for a, t in done.values()]
     return {"way": way.name, "seed": seed, "trials": trials, "trained": len(done), "trainings_spent": spent,
+            "pruned_before_training": pruned, "prune_checks": dict(checks),
             "makespan": clock, "hypervolume": hypervolume_2d(points, (0.0, 0.0)),
             "fastest_trained": max((t for _, t in done.values()), default=0.0)}
+
+
+def _why(policy: DominatedThroughput, candidate, history: History) -> str:
+    """How the policy's decision on `candidate` ends, by its own checks in their order: `pruned`, or the first
+    that stopped it (too few trained to the end, too few trained neighbours of its throughput, no front member
+    surely faster, or neighbours that reach that member's accuracy)."""
+    if len(history.trained) < max(1, policy.warmup_trials):
+        return "warm-up"
+    if len(policy._neighbours(candidate, history)) < policy.min_neighbours:
+        return "neighbours"
+    if not policy._faster(candidate, history):
+        return "no faster front member"
+    return "pruned" if policy.decide(candidate, history) is not None else "bound not beaten"
+
+
+def _seen(tables: Tables, arch: str, accuracy: float | None) -> Seen:
+    """A trial as the prune policy's history holds it: predicted figures, and where trained to the end its
+    accuracy and the throughput it was scored on (measured)."""
+    prediction = tables.predictions[arch]
+    return Seen(prediction.throughput_per_s, prediction.latency_ms, prediction.utilization, accuracy,
+                tables.throughput[arch] if accuracy is not None else None, arch)
 
 
 def _spread_start(space, tables: Tables, seed: int, count: int) -> list[str]:
@@ -270,6 +320,8 @@ def main() -> int:
                 "mean_ratio_to_first_budget": statistics.fmean(to_first),
                 "worst_ratio_to_first_budget": min(to_first),
                 "trainings_spent": statistics.fmean(r["trainings_spent"] for r in mine),
+                "pruned_before_training": statistics.fmean(r["pruned_before_training"] for r in mine),
+                "prune_checks": dict(sum((Counter(r["prune_checks"]) for r in mine), Counter())),
                 "trained": statistics.fmean(r["trained"] for r in mine)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()},
@@ -278,7 +330,7 @@ def main() -> int:
         print(f"{key:28s} hv ratio mean {s['mean_hypervolume_ratio']:.3f} worst {s['worst_hypervolume_ratio']:.3f} "
               f"below 0.95: {s['seeds_below_0.95']:2d}  to p1 at the first budget {s['mean_ratio_to_first_budget']:.3f} "
               f"(worst {s['worst_ratio_to_first_budget']:.3f})  trained {s['trained']:.1f}  "
-              f"trainings {s['trainings_spent']:.1f}")
+              f"trainings {s['trainings_spent']:.1f}  pruned {s['pruned_before_training']:.1f}")
     return 0
 
 

@@ -130,6 +130,24 @@ def test_the_front_replay_can_cut_on_predictions_within_a_tolerance():
     assert done.returncode == 2 and "expected pP" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_the_front_replay_prunes_before_training_as_the_search_does():
+    """`-qW` prunes at each ask with `DominatedThroughput(warmup_trials=W)` on what has ended by then: one at a
+    time it prunes, and every decision is counted by how it ended."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import population_front as replay
+
+    assert replay.parse_way("p1-a4-q10").prune_warmup == 10 and replay.parse_way("p1").prune_warmup is None
+    tables = replay.Tables()
+    alone = replay.search(replay.parse_way("p1-q2"), 2000, 40, tables)
+    plain = replay.search(replay.parse_way("p1"), 2000, 40, tables)
+    assert alone["pruned_before_training"] > 0 and plain["pruned_before_training"] == 0 and not plain["prune_checks"]
+    assert alone["prune_checks"]["pruned"] == alone["pruned_before_training"]
+    judged = sum(alone["prune_checks"].values())  # every ask but a repeat of a trained cell
+    assert alone["trained"] + alone["pruned_before_training"] <= judged <= 40
+
+
 def test_a_population_run_may_have_a_trial_budget_of_its_own():
     import sys
 
@@ -256,7 +274,7 @@ def test_the_host_turns_table_and_notes_are_their_result_files():
 def test_the_informed_replay_tables_are_their_result_files():
     folder = ROOT / "benchmarks" / "results" / "cpu" / "population_front"
     text = (ROOT / "BENCHMARKS.md").read_text()
-    section = text[text.index("**The replay with the sampler informed"):text.index("### A search with a population, before")]
+    section = text[text.index("**The replay with the sampler informed"):text.index("**Pruning before training inside a")]
     tables = section.split("| way | trials |")[1:]
     names = ("population_front_informed", "population_front_anchors", "population_front_rungs_screen",
              "population_front_rungs_fresh")
@@ -1524,3 +1542,29 @@ def test_the_h100_note_on_pruning_before_training_is_the_result_files():
     preparing = [sum(float(r[f"mean_{phase}_ms"]) for phase in phases) / 1000 for rows in runs.values() for r in rows
                  if r["run"] != "p1" and r["mean_build_ms"]]
     assert f"capture: {min(preparing):.1f}-{max(preparing):.1f} s of host work a candidate on average" in text
+
+
+def test_the_pruning_replay_table_and_notes_are_its_result_file():
+    """Pruning before training inside a population, replayed on NAS-Bench-201's tables: the table and the counts
+    of why decisions did not prune, from the committed JSON."""
+    summary = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "population_front" /
+                          "population_front_prune.json").read_text())["summary"]
+    expected = []
+    for key, v in summary.items():
+        way, trials = key.rsplit("/t", 1)
+        expected.append([way, trials, f"{v['mean_hypervolume_ratio']:.3f}", f"{v['worst_hypervolume_ratio']:.3f}",
+                         str(v["seeds_below_0.95"]), f"{v['trained']:.1f}", f"{v['trainings_spent']:.1f}",
+                         f"{v['pruned_before_training']:.1f}"])
+    assert _table_after("**Pruning before training inside a population") == expected
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    together = summary["p16-pareto-informed-g16-a4-pred-t10-q2/t48"]["prune_checks"]
+    alone = summary["p1-a4-q2/t48"]["prune_checks"]
+    assert (f"stopped by the warm-up at {together['warm-up']} of its {sum(together.values())} asks") in flat
+    assert (f"too few neighbours of the candidate's throughput ({alone['neighbours']} of its {sum(alone.values())} "
+            f"asks) and pruned {alone['pruned']} times") in flat
+    p1, p16 = summary["p1-a4-q10/t48"], summary["p16-pareto-informed-g16-a4-pred-t10/t48"]
+    assert (f"16 at once spends {p16['trainings_spent']:.1f} trainings against one at a time's "
+            f"{p1['trainings_spent']:.1f}") in flat
+    assert f"one at a time prunes {p1['pruned_before_training']:.1f} of 48 trials" in flat
+    pruned = [v["pruned_before_training"] for k, v in summary.items() if k.startswith(("p16", "p64"))]
+    assert max(pruned) < 1 and f"at `warmup_trials` 5 or 2 a population still prunes 0.0-{max(pruned):.1f}" in flat
