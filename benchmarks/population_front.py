@@ -190,9 +190,9 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             if policy is not None:
                 tables.predicted(arch)  # every cell predicted, once
                 prediction = tables.predictions[arch]
-                history = History(list(seen))
-                checks[_why(policy, prediction, history)] += 1
-                if policy.decide(prediction, history) is not None:
+                kept_by = policy.stopped_by(prediction, History(list(seen)))
+                checks[kept_by or "pruned"] += 1
+                if kept_by is None:
                     trial.set_user_attr("prune_stage", "before_training")
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
                     seen.append(Seen(prediction.throughput_per_s, prediction.latency_ms, prediction.utilization,
@@ -238,19 +238,6 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             "pruned_before_training": pruned, "prune_checks": dict(checks),
             "makespan": clock, "hypervolume": hypervolume_2d(points, (0.0, 0.0)),
             "fastest_trained": max((t for _, t in done.values()), default=0.0)}
-
-
-def _why(policy: DominatedThroughput, candidate, history: History) -> str:
-    """How the policy's decision on `candidate` ends, by its own checks in their order: `pruned`, or the first
-    that stopped it (too few trained to the end, too few trained neighbours of its throughput, no front member
-    surely faster, or neighbours that reach that member's accuracy)."""
-    if len(history.trained) < max(1, policy.warmup_trials):
-        return "warm-up"
-    if len(policy._neighbours(candidate, history)) < policy.min_neighbours:
-        return "neighbours"
-    if not policy._faster(candidate, history):
-        return "no faster front member"
-    return "pruned" if policy.decide(candidate, history) is not None else "bound not beaten"
 
 
 def _seen(tables: Tables, arch: str, accuracy: float | None) -> Seen:

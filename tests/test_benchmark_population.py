@@ -1431,6 +1431,19 @@ def test_the_h100_gpu_test_notes_are_their_log():
             f"after, {100 * (1 - float(fast.group(1)) / min(alone)):.1f}% faster") in flat
 
 
+#: seeds 99, 100 and 101 on the H100s at batch 64, one at a time beside the populations in one process each
+H100_SEED_FILES = ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
+                   "s101/population_search_b64_measured_s101.csv")
+
+
+def _h100_seeds() -> list[dict[str, dict]]:
+    """Each of seeds 99-101's runs by name."""
+    import csv
+
+    population = ROOT / "benchmarks" / "results" / "h100" / "population"
+    return [{r["run"]: r for r in csv.DictReader((population / name).open())} for name in H100_SEED_FILES]
+
+
 def test_the_h100_seed_101_table_and_notes_are_their_result_files():
     """Seed 101 on an H100: the table from the three processes' CSVs, the notes' ratios and the three-seed
     summary from the same rows as seeds 99 and 100, the crash from its log, the GPU tests from theirs."""
@@ -1472,9 +1485,7 @@ def test_the_h100_seed_101_table_and_notes_are_their_result_files():
     assert (f"256 at once ran {p256[0]:,.0f} and {p256[1]:,.0f} candidates per GPU-hour in the other two processes, "
             f"against this process's one at a time at {rate(third['p1']):,.0f}") in flat
 
-    seeds = [{r["run"]: r for r in rows(name)} for name in
-             ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
-              "s101/population_search_b64_measured_s101.csv")]
+    seeds = _h100_seeds()
     over = {run: [rate(s[run]) / rate(s["p1"]) for s in seeds] for run in ("p16-pareto", "p64-pareto")}
     fronts = {run: [float(s[run]["hypervolume_ratio"]) for s in seeds] for run in ("p16-pareto", "p64-pareto")}
     assert (f"16 at once {over['p16-pareto'][0]:.2f}x, {over['p16-pareto'][1]:.2f}x and {over['p16-pareto'][2]:.2f}x "
@@ -1503,12 +1514,7 @@ def test_the_h100_seed_101_table_and_notes_are_their_result_files():
 
 
 def test_readmes_figures_for_the_h100_seeds_99_to_101_are_the_result_files():
-    import csv
-
-    population = ROOT / "benchmarks" / "results" / "h100" / "population"
-    seeds = [{r["run"]: r for r in csv.DictReader((population / name).open())} for name in
-             ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
-              "s101/population_search_b64_measured_s101.csv")]
+    seeds = _h100_seeds()
 
     def spread(run: str, field: str, fmt: str) -> str:
         values = [float(s[run][field]) for s in seeds] if field else \
@@ -1526,8 +1532,7 @@ def test_the_h100_note_on_pruning_before_training_is_the_result_files():
     import csv
 
     population = ROOT / "benchmarks" / "results" / "h100" / "population"
-    names = ("population_search_b64_measured_s99.csv", "transfer_s100/s100_packed_1.csv",
-             "s101/population_search_b64_measured_s101.csv", "s101/first_process_s101.csv", "s101/repro_s101.csv",
+    names = (*H100_SEED_FILES, "s101/first_process_s101.csv", "s101/repro_s101.csv",
              "population_search_b256_measured_s99.csv")
     runs = {name: list(csv.DictReader((population / name).open())) for name in names}
     assert all(r["pruned_before_training"] == "0" for rows in runs.values() for r in rows if r["run"] != "p1")

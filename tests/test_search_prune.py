@@ -69,6 +69,22 @@ def test_dominated_prunes_a_slow_candidate_whose_speed_class_is_beaten_by_a_fast
     assert DominatedThroughput(warmup_trials=4, margin=10.0).decide(cand(1000.0), History(trained)) is None
 
 
+def test_dominated_says_which_check_kept_a_candidate():
+    """`stopped_by` names the first check that keeps a candidate, and None exactly where `decide` prunes."""
+    trained = [Seen(2000.0, 1.0, 0.02, 92.0), Seen(1000.0, 1.0, 0.02, 85.0), Seen(1010.0, 1.0, 0.02, 86.0),
+               Seen(990.0, 1.0, 0.02, 84.0)]
+    policy = DominatedThroughput(warmup_trials=4, band=0.05, min_neighbours=3)
+    cases = [(policy, cand(1000.0), trained[:3], "warm-up"),
+             (DominatedThroughput(warmup_trials=4, min_neighbours=4), cand(1000.0), trained, "neighbours"),
+             (policy, cand(2500.0), trained + [Seen(2480.0, 1.0, 0.02, 80.0), Seen(2490.0, 1.0, 0.02, 81.0),
+                                               Seen(2470.0, 1.0, 0.02, 82.0)], "no faster front member"),
+             (DominatedThroughput(warmup_trials=4, margin=10.0), cand(1000.0), trained, "bound not beaten"),
+             (policy, cand(1000.0), trained, None)]
+    for judge, candidate, seen, check in cases:
+        assert judge.stopped_by(candidate, History(seen)) == check
+        assert (judge.decide(candidate, History(seen)) is None) == (check is not None)
+
+
 def test_dominated_estimate_is_the_neighbours_bound_capped_by_the_dominating_front_member():
     trained = [Seen(2000.0, 1.0, 0.02, 92.0), Seen(1000.0, 1.0, 0.02, 85.0), Seen(1010.0, 1.0, 0.02, 86.0),
                Seen(990.0, 1.0, 0.02, 84.0)]

@@ -266,22 +266,33 @@ class DominatedThroughput(PrunePolicy):
         return min(max(neighbours), max(faster))
 
     def decide(self, candidate: Prediction, history: History) -> str | None:
+        return self._judge(candidate, history)[1]
+
+    def stopped_by(self, candidate: Prediction, history: History) -> str | None:
+        """The first of the policy's checks that keeps the candidate (`warm-up`: too few trained to the end;
+        `neighbours`: too few trained of about its throughput; `no faster front member`; `bound not beaten`:
+        its neighbours reach the faster member's accuracy), or None where it is pruned: why a search pruned
+        little, counted."""
+        return self._judge(candidate, history)[0]
+
+    def _judge(self, candidate: Prediction, history: History) -> tuple[str | None, str | None]:
+        """(the check that kept the candidate, None) or (None, the reason it is pruned)."""
         if len(history.trained) < max(1, self.warmup_trials):
-            return None
+            return "warm-up", None
         neighbours = self._neighbours(candidate, history)
         if len(neighbours) < self.min_neighbours:
-            return None
+            return "neighbours", None
         bound = max(neighbours)
         faster = self._faster(candidate, history)
         if not faster:
-            return None
+            return "no faster front member", None
         best = max(faster, key=lambda s: s.accuracy)
         if best.accuracy >= bound + self.margin:
             t = candidate.throughput_per_s
-            return (f"predicted dominated: {best.accuracy:.2f}% at {best.scored:,.0f}/s on the front "
-                    f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{self.band:.0%}"
-                    f" (throughput error allowed {self._error(candidate, history):.1%})")
-        return None
+            return None, (f"predicted dominated: {best.accuracy:.2f}% at {best.scored:,.0f}/s on the front "
+                          f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{self.band:.0%}"
+                          f" (throughput error allowed {self._error(candidate, history):.1%})")
+        return "bound not beaten", None
 
 
 def history_from(records: Sequence[dict]) -> History:
