@@ -140,12 +140,12 @@ def test_bad_configs_end_with_one_line_and_exit_2(tmp_path, capsys, args, messag
 
 
 @pytest.mark.parametrize("args, message", [
-    (["+objectives.metircs=[accuracy]"], "objectives: unknown setting 'metircs', did you mean 'metrics'? (known: "
+    (["+objectives.metircs=[accuracy]"], "objectives: unknown setting 'metircs', did you mean objectives.metrics? (known: "
                                          "latency_slo_ms, metrics, min_accuracy, name, scored_on)"),
-    (["+objectives.scored=measured"], "objectives: unknown setting 'scored', did you mean 'scored_on'?"),
-    (["+target.batchsize=64"], "target: unknown setting 'batchsize', did you mean 'batch_size'? (known: batch_size, "
+    (["+objectives.scored=measured"], "objectives: unknown setting 'scored', did you mean objectives.scored_on?"),
+    (["+target.batchsize=64"], "target: unknown setting 'batchsize', did you mean target.batch_size? (known: batch_size, "
                                "device, dtype, mode)"),
-    (["+search_space.setings.nodes=4"], "search_space: unknown setting 'setings', did you mean 'settings'?"),
+    (["+search_space.setings.nodes=4"], "search_space: unknown setting 'setings', did you mean search_space.settings?"),
     (["+halving.reduction_factor=2"], "halving=none is off and reads no reduction_factor: choose an option that "
                                       "takes it (halving=accuracy, halving=pareto), or a class of your own with "
                                       "+halving._target_=..."),

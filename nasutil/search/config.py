@@ -140,14 +140,11 @@ def refuse_unknown_keys(node: Any, group: str, known: Sequence[str], note: str =
     """A key of a group whose settings nasutil reads itself (not a class's constructor arguments) that it does
     not know is refused, naming the closest known one: `+objectives.metircs=[accuracy]`, the form Hydra's own
     hint gives a misspelt key, once ran with the key ignored."""
-    import difflib
-
     names = sorted(known)
     for key in node:
         if key in names:
             continue
-        close = difflib.get_close_matches(str(key), names, n=1)
-        hint = f", did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean([str(key)], names, prefix=f"{group}.")
         raise NasutilError(f"{group}: unknown setting {str(key)!r}{hint} (known: {', '.join(names)}"
                            f"{'; ' + note if note else ''})")
 
