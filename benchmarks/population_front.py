@@ -68,6 +68,10 @@ class Way:
     predicted: bool = False  # rungs cut on the predictor's throughput, as the search does (else the measured one)
     tolerance: float = 0.0  # `halving.hardware_tolerance`: throughputs within this fraction not told apart at a rung
     prune_warmup: int | None = None  # `prune=dominated_throughput` with this `warmup_trials` (None: no pruning)
+    prune_fidelity: str = "final"  # and this `fidelity`: final, rung (the first rung's accuracies) or auto
+    prune_margin: float = 0.0  # and this `margin` (accuracy points)
+    rung_neighbours: int = 4  # and at the first rung, a bound from this many cells (`rung_min_neighbours`)
+    rung_band: float = 0.1  # within this fraction of the candidate's predicted throughput (`rung_band`)
 
     @property
     def asked_at_once(self) -> int:
@@ -76,11 +80,11 @@ class Way:
 
 WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
                  r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?"
-                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?(?:-q(?P<q>\d+))?$")
+                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?(?:-q(?P<q>\d+)(?P<qf>[ra])?(?:m(?P<qm>\d+))?(?:n(?P<qn>\d+))?(?:b(?P<qb>\d+))?)?$")
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT][-qW]`: P at once;
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]]`: P at once;
     halving with reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
     cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
     (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
@@ -89,16 +93,22 @@ def parse_way(name: str) -> Way:
     measured one (the front is scored on the measured one either way); `tT` compares throughputs within T%
     as equal at a rung (`halving.hardware_tolerance`); `qW` prunes before training as
     `prune=dominated_throughput prune.warmup_trials=W` does (on the shipped predictor's figures, judged
-    against the trained cells' measured throughput, as with `evaluator=auto`); `other-seed` is one at a time
+    against the trained cells' measured throughput, as with `evaluator=auto`), judged on final accuracies, or with
+    `r` on the first rung's (`prune.fidelity=rung`), or with `a` on the first rung's until W were trained to the end
+    (`prune.fidelity=auto`), with `mM` a margin of M accuracy points (`prune.margin=M`), and at the first rung a
+    bound from N cells (`nN`, `prune.rung_min_neighbours`; 4) within B% (`bB`, `prune.rung_band`; 10);
+    `other-seed` is one at a time
     on another seed (the noise floor)."""
     match = WAY.match(name)
     if match is None:
         raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed]"
-                         f"[-gG][-aA][-pred][-tT][-qW], e.g. p16-pareto-informed-g16")
+                         f"[-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]], e.g. p16-pareto-informed-g16")
     return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
                float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]),
                bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0), bool(match["pred"]),
-               int(match["t"] or 0) / 100, int(match["q"]) if match["q"] is not None else None)
+               int(match["t"] or 0) / 100, int(match["q"]) if match["q"] is not None else None,
+               {"r": "rung", "a": "auto"}.get(match["qf"] or "", "final"), float(match["qm"] or 0),
+               int(match["qn"] or 4), int(match["qb"] or 10) / 100)
 
 
 DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-tellcut",
@@ -160,9 +170,12 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     spread = _spread_start(space, tables, seed, min(trials, way.asked_at_once)) if way.spread else []
     for params in first + [_params(space, arch) for arch in spread]:
         study.enqueue_trial(params)
-    policy = DominatedThroughput(warmup_trials=way.prune_warmup) if way.prune_warmup is not None else None
-    seen: list[Seen] = []  # what the prune policy knows at an ask: every trial ended so far, oldest first
+    policy = DominatedThroughput(warmup_trials=way.prune_warmup, fidelity=way.prune_fidelity, margin=way.prune_margin,
+                                 rung_min_neighbours=way.rung_neighbours, rung_band=way.rung_band) \
+        if way.prune_warmup is not None else None
+    seen: dict[int, Seen] = {}  # what the prune policy knows at an ask, by trial: first rung reached or ended
     asked, clock, spent, pruned = 0, 0.0, 0.0, 0
+    started = 0  # trainings begun: each prepared first (built, moved, warmed up, captured), whatever its end
     checks: Counter[str] = Counter()  # how each prune decision ended: pruned, or the first check that stopped it
     waiting: list[tuple[optuna.Trial, str]] = []  # asked, not yet training
     events: list[tuple[float, int, int, optuna.Trial, str, float]] = []  # (when, number, rung, trial, arch, start)
@@ -190,13 +203,13 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             if policy is not None:
                 tables.predicted(arch)  # every cell predicted, once
                 prediction = tables.predictions[arch]
-                kept_by = policy.stopped_by(prediction, History(list(seen)))
+                kept_by = policy.stopped_by(prediction, History(list(seen.values())))
                 checks[kept_by or "pruned"] += 1
                 if kept_by is None:
                     trial.set_user_attr("prune_stage", "before_training")
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                    seen.append(Seen(prediction.throughput_per_s, prediction.latency_ms, prediction.utilization,
-                                     arch=arch))
+                    seen[trial.number] = Seen(prediction.throughput_per_s, prediction.latency_ms,
+                                              prediction.utilization, arch=arch)
                     pruned += 1
                     answers += 1
                     continue
@@ -204,6 +217,7 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             unanswered.add(trial.number)
         while waiting and len(events) < way.population:
             trial, arch = waiting.pop(0)
+            started += 1
             first_stop = rungs[0] if rungs else 1.0
             heapq.heappush(events, (clock + first_stop, trial.number, 0, trial, arch, clock))
         if not events:
@@ -214,14 +228,14 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             values = [tables.rung[arch], tables.predicted(arch) if way.predicted else tables.throughput[arch]]
             if way.informed:
                 trial.set_user_attr(RUNG_VALUES, values)
+            if policy is not None and rung == 0:
+                seen[number] = _seen(tables, arch, None, rung_accuracy=tables.rung[arch])
             if halving.decide(rung, number, values, DIRECTIONS) is not None:
                 if way.tell_cut:
                     study.tell(trial, values)
                 else:
                     trial.set_user_attr("prune_stage", "during_training")
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-                if policy is not None:
-                    seen.append(_seen(tables, arch, None))
                 spent += clock - start
                 continue
             after = rungs[rung + 1] if rung + 1 < len(rungs) else 1.0
@@ -231,21 +245,21 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
         done[arch] = values
         study.tell(trial, list(values))
         if policy is not None:
-            seen.append(_seen(tables, arch, values[0]))
+            seen[number] = _seen(tables, arch, values[0], rung_accuracy=tables.rung[arch] if rungs else None)
         spent += clock - start
     points = [(a, t / tables.top) for a, t in done.values()]
     return {"way": way.name, "seed": seed, "trials": trials, "trained": len(done), "trainings_spent": spent,
-            "pruned_before_training": pruned, "prune_checks": dict(checks),
+            "prepared": started, "pruned_before_training": pruned, "prune_checks": dict(checks),
             "makespan": clock, "hypervolume": hypervolume_2d(points, (0.0, 0.0)),
             "fastest_trained": max((t for _, t in done.values()), default=0.0)}
 
 
-def _seen(tables: Tables, arch: str, accuracy: float | None) -> Seen:
-    """A trial as the prune policy's history holds it: predicted figures, and where trained to the end its
-    accuracy and the throughput it was scored on (measured)."""
+def _seen(tables: Tables, arch: str, accuracy: float | None, rung_accuracy: float | None = None) -> Seen:
+    """A trial as the prune policy's history holds it: predicted figures, its accuracy at the first rung where
+    it reached it, and where trained to the end its accuracy and the throughput it was scored on (measured)."""
     prediction = tables.predictions[arch]
     return Seen(prediction.throughput_per_s, prediction.latency_ms, prediction.utilization, accuracy,
-                tables.throughput[arch] if accuracy is not None else None, arch)
+                tables.throughput[arch] if accuracy is not None else None, arch, rung_accuracy)
 
 
 def _spread_start(space, tables: Tables, seed: int, count: int) -> list[str]:
@@ -308,6 +322,7 @@ def main() -> int:
                 "worst_ratio_to_first_budget": min(to_first),
                 "trainings_spent": statistics.fmean(r["trainings_spent"] for r in mine),
                 "pruned_before_training": statistics.fmean(r["pruned_before_training"] for r in mine),
+                "prepared": statistics.fmean(r["prepared"] for r in mine),
                 "prune_checks": dict(sum((Counter(r["prune_checks"]) for r in mine), Counter())),
                 "trained": statistics.fmean(r["trained"] for r in mine)}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -317,7 +332,7 @@ def main() -> int:
         print(f"{key:28s} hv ratio mean {s['mean_hypervolume_ratio']:.3f} worst {s['worst_hypervolume_ratio']:.3f} "
               f"below 0.95: {s['seeds_below_0.95']:2d}  to p1 at the first budget {s['mean_ratio_to_first_budget']:.3f} "
               f"(worst {s['worst_ratio_to_first_budget']:.3f})  trained {s['trained']:.1f}  "
-              f"trainings {s['trainings_spent']:.1f}  pruned {s['pruned_before_training']:.1f}")
+              f"trainings {s['trainings_spent']:.1f}  prepared {s['prepared']:.1f}  pruned {s['pruned_before_training']:.1f}")
     return 0
 
 

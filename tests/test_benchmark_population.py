@@ -148,6 +148,24 @@ def test_the_front_replay_prunes_before_training_as_the_search_does():
     assert alone["trained"] + alone["pruned_before_training"] <= judged <= 40
 
 
+def test_the_front_replay_prunes_a_population_at_the_first_rung():
+    """`-qWa` judges at the first rung until W candidates ended: a population of 16 with halving, which prunes
+    nothing on final accuracies at this budget, prunes there, and prepares fewer candidates."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import population_front as replay
+
+    way = "p16-pareto-informed-g16-a4-pred-t10-q10"
+    assert replay.parse_way(way + "a").prune_fidelity == "auto" and replay.parse_way(way).prune_fidelity == "final"
+    assert replay.parse_way(way + "rm2").prune_margin == 2.0
+    tables = replay.Tables()
+    final = replay.search(replay.parse_way(way), 3000, 64, tables)
+    rung = replay.search(replay.parse_way(way + "a"), 3000, 64, tables)
+    assert rung["pruned_before_training"] > final["pruned_before_training"]
+    assert rung["prepared"] < final["prepared"] and rung["prepared"] + rung["pruned_before_training"] <= 64
+
+
 def test_a_population_run_may_have_a_trial_budget_of_its_own():
     import sys
 
@@ -165,6 +183,8 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p16-pareto-l8")["lead_rounds"] == 8 and "lead_rounds" not in parse_run("p16-pareto")
     assert parse_run("p64-pareto-a4")["ahead"] == 4 and "ahead" not in parse_run("p64-pareto")
     assert parse_run("p64-pareto-l8-a4.2") == {**parse_run("p64-pareto-l8"), "ahead": 4}
+    assert [parse_run(f"p16-pareto-q{x}")["prune_fidelity"] for x in "fra"] == ["final", "rung", "auto"]
+    assert "prune_fidelity" not in parse_run("p16-pareto")
     with pytest.raises(SystemExit, match="@TRIALS"):
         parse_run("p16@x")
     with pytest.raises(SystemExit, match="needs a halving"):
@@ -1573,3 +1593,33 @@ def test_the_pruning_replay_table_and_notes_are_its_result_file():
     assert f"one at a time prunes {p1['pruned_before_training']:.1f} of 48 trials" in flat
     pruned = [v["pruned_before_training"] for k, v in summary.items() if k.startswith(("p16", "p64"))]
     assert max(pruned) < 1 and f"at `warmup_trials` 5 or 2 a population still prunes 0.0-{max(pruned):.1f}" in flat
+
+
+def test_the_first_rung_replay_table_and_notes_are_its_result_files():
+    """Pruning at the first rung, replayed: the fresh seeds' table, and the notes' figures from both files."""
+    folder = ROOT / "benchmarks" / "results" / "cpu" / "population_front"
+    fresh = json.loads((folder / "population_front_rung.json").read_text())["summary"]
+    tuning = json.loads((folder / "population_front_rung_tuning.json").read_text())["summary"]
+    expected = []
+    for key, v in fresh.items():
+        way, trials = key.rsplit("/t", 1)
+        expected.append([way, trials, f"{v['mean_hypervolume_ratio']:.3f}", f"{v['worst_hypervolume_ratio']:.3f}",
+                         str(v["seeds_below_0.95"]), f"{v['trained']:.1f}", f"{v['trainings_spent']:.1f}",
+                         f"{v['prepared']:.1f}", f"{v['pruned_before_training']:.1f}"])
+    assert _table_after("Fresh seeds 3000-3019 (`population_front_rung.json`)") == expected
+    flat = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    w = "p16-pareto-informed-g16-a4-pred-t10"
+    auto48, plain48 = fresh[f"{w}-q10a/t48"], fresh[f"{w}/t48"]
+    auto64, plain64 = fresh[f"{w}-q10a/t64"], fresh[f"{w}/t64"]
+    assert (f"16 at once prepared {auto48['prepared']:.1f} candidates of 48 against {plain48['prepared']:.1f} without "
+            f"pruning ({1 - auto48['prepared'] / plain48['prepared']:.0%} fewer) and {auto64['prepared']:.1f} of 64 "
+            f"against {plain64['prepared']:.1f} ({1 - auto64['prepared'] / plain64['prepared']:.0%} fewer)") in flat
+    assert (f"worst 0.953 at both budgets) and pruned most of those that held: "
+            f"{tuning[f'{w}-q10a/t48']['pruned_before_training']:.1f} of 48 and "
+            f"{tuning[f'{w}-q10a/t64']['pruned_before_training']:.1f} of 64") in flat
+    assert tuning[f"{w}-q10a/t48"]["worst_hypervolume_ratio"] >= tuning[f"{w}/t48"]["worst_hypervolume_ratio"] - 1e-9
+    for budget in (48, 64):
+        assert round(tuning[f"{w}-q10an2b5/t{budget}"]["worst_hypervolume_ratio"], 3) == 0.887
+        assert round(tuning[f"{w}-q10a/t{budget}"]["worst_hypervolume_ratio"], 3) == 0.953
+    held = [tuning[f"{w}-q10a{x}/t{b}"]["pruned_before_training"] for x in ("n4b5", "n6b5", "n6b10") for b in (48, 64)]
+    assert f"held the front and pruned {min(held):.1f}-{max(held):.1f}" in flat

@@ -58,7 +58,7 @@ def test_a_predictor_of_your_own_is_named_by_target(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("+prune.bandwidth=0.1", "prune 'dominated_throughput' takes no option bandwidth, did you mean prune.band? (takes: band, degenerate_fraction, error_band, error_quantile, margin, "),
+    ("+prune.bandwidth=0.1", "prune 'dominated_throughput' takes no option bandwidth, did you mean prune.band? (takes: band, degenerate_fraction, error_band, error_quantile, fidelity, margin, "),
     ("predictor.kind=oracle", "unknown predictor 'oracle'"),
     ("+trainer.epochz=3", "trainer 'tabular' takes no option epochz"),
 ])
@@ -117,7 +117,8 @@ def test_an_option_a_part_does_not_take_is_named_with_the_closest_it_takes(tmp_p
                              "trainer=codes or trainer=torch)")),
     (["+prune.quantile=0.3", "+prune.threshold=0.1", "+prune.bogus=1"],
      ("prune 'dominated_throughput' takes no option bogus, quantile, threshold (takes: band, degenerate_fraction, "
-      "error_band, error_quantile, margin, min_neighbours, throughput_error, top_band, warmup_trials; quantile "
+      "error_band, error_quantile, fidelity, margin, min_neighbours, rung_band, rung_min_neighbours, throughput_error, "
+      "top_band, warmup_trials; quantile "
       "comes with prune=utilization_quantile; threshold comes with prune=utilization_threshold)")),
     (["evaluator._target_=nasutil.search.measurer.TableMeasurer"],
      ("evaluator._target_=nasutil.search.measurer.TableMeasurer takes no option counters, device, measure, "

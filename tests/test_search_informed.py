@@ -250,3 +250,41 @@ def test_the_fast_end_of_a_latency_objective_is_its_lowest_latency():
     sample = predictor.predict_many("nb201", space.sample_many(64, seed=1), target)
     assert max(chosen) <= np.median([p.latency_ms for p in sample])
     assert chosen == sorted(chosen)  # best first
+
+
+def test_a_prune_policy_at_the_first_rung_sees_candidates_still_training(tmp_path):
+    """The controller hands the policy this run's trials that reached the first rung while they train on, and
+    a finished trial once, from its record."""
+    from nasutil.search.build import build_search
+
+    (tmp_path / "run").mkdir()
+    setup = build_search(_config(tmp_path, "halving=pareto", "trainer.population=4", "prune=dominated_throughput",
+                                 "prune.fidelity=rung"), tmp_path / "run")
+    search = setup.search
+    first = search.halving.rungs[0]
+    record = {"predicted_throughput_per_s": 1000.0, "predicted_latency_ms": 0.5, "predicted_utilization": 0.1}
+    search._remember_first_rung(0, "a", record, first, 55.0)
+    search._remember_first_rung(1, "b", record, first, 65.0)
+    running = search._history([]).seen
+    assert [(s.arch, s.rung_accuracy, s.accuracy) for s in running] == [("a", 55.0, None), ("b", 65.0, None)]
+    search.study.add_trial(optuna.trial.create_trial(
+        state=TrialState.COMPLETE, values=[70.0, 1000.0],
+        user_attrs={**record, "arch": "a", "accuracy": 70.0, "rungs": {f"{first:.6g}": 55.0}}))
+    history = search._history(search.study.get_trials())
+    assert sorted((s.arch, s.rung_accuracy, s.accuracy) for s in history.seen) == [("a", 55.0, 70.0),
+                                                                                   ("b", 65.0, None)]
+
+
+def test_a_population_search_pruning_at_the_first_rung_runs_its_whole_budget(tmp_path):
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    code = main(["study_name=rung", f"hydra.run.dir={run_dir}", "n_trials=12", "predictor=analytical", "plots=false",
+                 "prune=dominated_throughput", "prune.fidelity=rung", "prune.warmup_trials=2", "trainer=torch",
+                 "trainer.dataset=digits", "trainer.epochs=3", "trainer.batch_size=64",
+                 "trainer.max_batches_per_epoch=9", "trainer.threads=1", "progress=false", "halving=pareto",
+                 "trainer.population=4"])
+    study = optuna.load_study(study_name="rung", storage=f"sqlite:///{run_dir / 'study.db'}")
+    assert code == 0
+    assert len([t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]) == 12
+    assert not [t for t in study.trials if t.state == TrialState.FAIL]

@@ -148,6 +148,9 @@ def test_latency_slo_policy_uses_predicted_latency():
     ({"name": "dominated_throughput", "error_quantile": 1.5}, "error_quantile must be a fraction"),
     ({"name": "dominated_throughput", "error_quantile": float("nan")},
      "prune.error_quantile must be a number, got nan"),
+    ({"name": "dominated_throughput", "fidelity": "rungs"}, "prune.fidelity must be one of final, rung, auto"),
+    ({"name": "dominated_throughput", "rung_min_neighbours": 0}, "prune.rung_min_neighbours must be a whole number"),
+    ({"name": "dominated_throughput", "rung_band": -0.1}, "prune.rung_band must be a fraction"),
 ])
 def test_bad_policy_configs_are_one_line_errors(cfg, message):
     with pytest.raises(NasutilError, match=message):
@@ -178,6 +181,55 @@ def test_history_from_stored_records_keeps_order_and_accuracy():
     assert [s.accuracy for s in h.trained] == [90.0]
     front = History([Seen(10.0, 1, None, 90.0), Seen(20.0, 1, None, 80.0), Seen(15.0, 1, None, 70.0)]).front()
     assert [(s.throughput_per_s, s.accuracy) for s in front] == [(20.0, 80.0), (10.0, 90.0)]
+
+
+def test_history_from_stored_records_reads_the_first_rungs_accuracy():
+    base = {"predicted_throughput_per_s": 10.0, "predicted_latency_ms": 1.0, "predicted_utilization": 0.1}
+    records = [{**base, "rungs": {"0.111111": 40.0, "0.333333": 60.0}}, {**base, "rungs": {"0.333333": 61.0}},
+               {**base, "rungs": {"0.111111": "text"}}, {**base, "accuracy": 90.0}]
+    assert [s.rung_accuracy for s in history_from(records, 0.111111).seen] == [40.0, None, None, None]
+    assert [s.rung_accuracy for s in history_from(records).seen] == [None] * 4
+
+
+def _at_rung(throughput: float, rung: float, final: float | None = None, measured: float | None = None) -> Seen:
+    return Seen(throughput, 1.0, 0.02, final, measured, f"cell{throughput:g}", rung_accuracy=rung)
+
+
+def test_dominated_at_the_first_rung_judges_candidates_still_training():
+    """In a population nothing has ended yet when most candidates are asked: at the first rung there is evidence.
+    A fast candidate ahead at the first rung dominates a slow one's neighbours there."""
+    rungs = [_at_rung(2000.0, 60.0), _at_rung(1000.0, 40.0), _at_rung(1010.0, 42.0), _at_rung(990.0, 41.0)]
+    final = DominatedThroughput(warmup_trials=4, min_neighbours=3, fidelity="final")
+    assert final.stopped_by(cand(1000.0), History(rungs)) == "warm-up"  # none trained to the end
+    # a rung's accuracies are noisier: by default a bound there takes 4 cells (within 10%), where these are 3
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=3, fidelity="rung").stopped_by(
+        cand(1000.0), History(rungs)) == "neighbours"
+    for fidelity in ("rung", "auto"):
+        policy = DominatedThroughput(warmup_trials=4, fidelity=fidelity, rung_min_neighbours=3)
+        reason = policy.decide(cand(1000.0), History(rungs))
+        assert reason is not None and reason.startswith("predicted dominated at the first rung: 60.00%")
+        assert policy.decide(cand(2500.0), History(rungs)) is None  # it could be the fastest
+        assert policy.estimate(cand(1000.0), History(rungs)) is None  # a rung's accuracy is no final estimate
+    assert DominatedThroughput(warmup_trials=5, fidelity="rung").stopped_by(cand(1000.0), History(rungs)) == "warm-up"
+
+
+def test_dominated_auto_judges_on_final_accuracies_once_warm():
+    """At the first rung the slow cells trail the fast one; trained to the end, one of them beats it: `auto`
+    follows the final accuracies once `warmup_trials` ended, where `rung` keeps to the first rung's."""
+    seen = [_at_rung(2000.0, 60.0, 90.0, 2000.0), _at_rung(1000.0, 40.0, 85.0, 1000.0),
+            _at_rung(995.0, 42.0, 93.0, 995.0), _at_rung(990.0, 41.0, 84.0, 990.0)]
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=3, fidelity="auto").decide(cand(1000.0), History(seen)) \
+        is None
+    assert DominatedThroughput(warmup_trials=4, min_neighbours=3, fidelity="final").decide(cand(1000.0),
+                                                                                           History(seen)) is None
+    assert DominatedThroughput(warmup_trials=4, fidelity="rung", rung_min_neighbours=3).decide(cand(1000.0),
+                                                                                              History(seen)) is not None
+
+
+def test_at_the_first_rung_a_candidate_keeps_its_measurement_only_with_a_rung_accuracy():
+    seen = [_at_rung(10.0, 50.0, 80.0, 12.0), Seen(20.0, 1.0, None, 70.0, 25.0, "b")]
+    view = History(seen).at_first_rung().seen
+    assert [(s.accuracy, s.scored_throughput_per_s) for s in view] == [(50.0, 12.0), (None, None)]
 
 
 def test_two_objective_fronts_agree_however_they_are_asked():

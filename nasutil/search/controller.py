@@ -50,7 +50,7 @@ from nasutil.predictor import Predictor, PredictTarget
 from nasutil.search.halving import Halving
 from nasutil.search.measurer import HardwareMeasurer, MeasurementQueue, NoMeasurement
 from nasutil.search.objectives import Objectives
-from nasutil.search.prune import PrunePolicy, history_from
+from nasutil.search.prune import History, PrunePolicy, Seen, history_from
 from nasutil.search.rung_informed import RUNG_VALUES
 from nasutil.search.runner import TrialRunner
 from nasutil.search.storage import (fail_stale_and_orphaned_trials, has_heartbeats, running_twin, state_counts,
@@ -217,6 +217,9 @@ class Search:
         self._unanswered: set[int] = set()
         self._answers = 0
         self._answers_lock = threading.Lock()
+        # trials of this run that reached the first rung, by number, with their accuracy there: what a prune
+        # policy judging at that rung knows of candidates still training (a finished trial's record has it)
+        self._at_first_rung: dict[int, Seen] = {}
 
     def _rung_values(self, trials: list[FrozenTrial]) -> list[tuple[int, int, list[float]]]:
         """(rung, trial, objective values there) of earlier trials, for the halving policy to rank against."""
@@ -305,7 +308,7 @@ class Search:
         trial.set_user_attr("arch", text)
         with self.trainer.host_turn():  # where candidates train together, the launching thread comes first
             scored = self.predictor.predict_many(self.space_spec, [arch], self.target)[0]
-            history = history_from([with_accuracy(t) for t in earlier])
+            history = self._history(earlier)
             reason = self.policy.decide(scored, history)
         record.update(predicted_figures(scored))
         if reason is not None:
@@ -374,6 +377,16 @@ class Search:
                 return None
         return None  # it runs on past the wait: train this one after all
 
+    def _history(self, earlier: list[FrozenTrial]) -> History:
+        """What the prune policy judges a candidate against: the finished trials, and this run's trials still
+        training past the first rung (with their accuracy there)."""
+        first = self.halving.rungs[0] if self.halving.rungs else None
+        history = history_from([with_accuracy(t) for t in earlier], first)
+        finished = {t.number for t in earlier}
+        with self._answers_lock:
+            running = [s for n, s in self._at_first_rung.items() if n not in finished]
+        return History(history.seen + running)
+
     def _running_twin(self, trial: optuna.Trial, text: str) -> int | None:
         """The running twin `running_twin` finds. A trial asked before this one that has not named its
         architecture yet may be one (workers with one seed ask at the same moment, and the first pair was
@@ -393,6 +406,8 @@ class Search:
         def at_rung(fraction: float, accuracy: float) -> None:
             rung = self.halving.rungs.index(fraction)
             values = self._rung_objectives(record, accuracy)
+            if rung == 0:
+                self._remember_first_rung(trial.number, text, record, fraction, accuracy)
             if self.halving.inform_sampler:  # what the sampler learns from while this candidate trains on
                 trial.set_user_attr(RUNG_VALUES, values)
             self._answered(trial.number)
@@ -421,6 +436,12 @@ class Search:
                       accuracy_detail=result.extra)
         if reporter.rung_accuracy:
             record["rungs"] = reporter.rung_accuracy
+
+    def _remember_first_rung(self, number: int, text: str, record: TrialRecord, fraction: float,
+                             accuracy: float) -> None:
+        seen = history_from([{**record, "arch": text, "rungs": {f"{fraction:.6g}": accuracy}}], fraction).seen
+        with self._answers_lock:
+            self._at_first_rung.update({number: s for s in seen})
 
     def _end_pruned(self, trial: optuna.Trial, record: TrialRecord, reason: str) -> list[float]:
         """Store what the pruned trial learned, then end it as the sampler should learn of it: PRUNED,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import numpy as np
@@ -30,6 +30,7 @@ class Seen:
     accuracy: float | None = None  # None: pruned before training, stopped early or failed
     scored_throughput_per_s: float | None = None  # what a trained one was scored on (measured, where measured)
     arch: str | None = None  # the cell, where known: a cell the sampler proposed again is one cell, not two
+    rung_accuracy: float | None = None  # its validation accuracy at the search's first rung, where it reached it
 
     @property
     def scored(self) -> float:
@@ -67,6 +68,14 @@ class History:
         """Trained candidates that no other trained one beats on both accuracy and the throughput they
         were scored on (measured where measured, else predicted), fastest first."""
         return front_2d(self.trained, x=lambda s: s.scored, y=lambda s: s.accuracy)
+
+    def at_first_rung(self) -> History:
+        """The same candidates judged at the first rung: each one's accuracy there in place of its final one
+        (None where it did not reach it), its measured throughput kept where it was measured. Every candidate
+        is compared at one fidelity, and in a population many reach the first rung long before any ends."""
+        return History([replace(s, accuracy=s.rung_accuracy,
+                                scored_throughput_per_s=s.scored_throughput_per_s if s.rung_accuracy is not None
+                                else None) for s in self.seen])
 
 
 class PrunePolicy(ABC):
@@ -181,14 +190,33 @@ class DominatedThroughput(PrunePolicy):
     cannot rank the fastest cells (on nb201 the 30 cells predicted fastest, above 461,000 images/s on the
     H200, measure anywhere from 473,000 to 609,000), and guarding that end lets a lower `error_quantile`
     prune elsewhere. A fixed `throughput_error` replaces both errors.
+
+    `fidelity` says which accuracies are compared: `final` (trained to the end), `rung` (every candidate's
+    validation accuracy at the search's first rung, with `halving`), or `auto`: final ones once
+    `warmup_trials` candidates were trained to the end, the first rung's until then. A population with
+    halving asks nearly its whole budget before its first candidates end, so judged on final accuracies it
+    never prunes; at the first rung it has evidence early, and a candidate it prunes there costs nothing
+    where one cut at that rung costs its preparation and a share of its training. A rung's accuracies tell
+    candidates of one speed apart less surely than final ones, so there a bound takes `rung_min_neighbours`
+    cells within `rung_band` (4 within 10%, where final ones take 2 within 5%: on NAS-Bench-201's tables
+    fewer let a population prune cells of the final front; BENCHMARKS.md, "Pruning at the first rung").
     """
 
     name = "dominated_throughput"
+    FIDELITIES = ("final", "rung", "auto")
 
     def __init__(self, warmup_trials: int = 10, band: float = 0.05, min_neighbours: int = 2,
                  margin: float = 0.0, degenerate_fraction: float = 0.5,
                  throughput_error: float | str = "auto", error_band: float = 0.2,
-                 error_quantile: float = 0.75, top_band: float = 0.0) -> None:
+                 error_quantile: float = 0.75, top_band: float = 0.0, fidelity: str = "auto",
+                 rung_min_neighbours: int = 4, rung_band: float = 0.1) -> None:
+        if fidelity not in self.FIDELITIES:
+            raise NasutilError(f"prune.fidelity must be one of {', '.join(self.FIDELITIES)}, got {fidelity!r}")
+        if isinstance(rung_min_neighbours, bool) or not isinstance(rung_min_neighbours, int) or rung_min_neighbours < 1:
+            raise NasutilError(f"prune.rung_min_neighbours must be a whole number >= 1, got {rung_min_neighbours!r}")
+        if isinstance(rung_band, bool) or not isinstance(rung_band, (int, float)) or not 0 <= rung_band < 10:
+            raise NasutilError(f"prune.rung_band must be a fraction >= 0, got {rung_band!r}")
+        self.fidelity, self.rung_min_neighbours, self.rung_band = fidelity, int(rung_min_neighbours), float(rung_band)
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
         if not 0 <= degenerate_fraction < 1:
@@ -212,10 +240,10 @@ class DominatedThroughput(PrunePolicy):
             raise NasutilError(f"prune.top_band must be a fraction in [0, 1), got {top_band!r}")
         self.top_band = float(top_band)
 
-    def _neighbours(self, candidate: Prediction, history: History) -> list[float]:
+    def _neighbours(self, candidate: Prediction, history: History, band: float | None = None) -> list[float]:
         """Accuracies of the working trained candidates of about the candidate's predicted throughput."""
-        t = candidate.throughput_per_s
-        lo, hi = t / (1 + self.band), t * (1 + self.band)
+        t, band = candidate.throughput_per_s, self.band if band is None else band
+        lo, hi = t / (1 + band), t * (1 + band)
         trained = history.trained_cells()
         floor = self.degenerate_fraction * max((s.accuracy for s in trained), default=0.0)
         return [s.accuracy for s in trained if lo <= s.throughput_per_s <= hi and s.accuracy >= floor]
@@ -258,7 +286,10 @@ class DominatedThroughput(PrunePolicy):
     def estimate(self, candidate: Prediction, history: History) -> float | None:
         """The bound `decide` prunes on (the best accuracy of the candidate's throughput neighbours),
         capped at the best accuracy of the front members faster than it: the sampler then sees the
-        candidate as what the policy predicted, dominated by that front member."""
+        candidate as what the policy predicted, dominated by that front member. Only from final accuracies:
+        a rung's accuracy is not what the sampler compares it with."""
+        if self._judged_at_rung(history):
+            return None
         neighbours = self._neighbours(candidate, history)
         faster = [s.accuracy for s in self._faster(candidate, history)]
         if len(neighbours) < self.min_neighbours or not faster:
@@ -275,12 +306,22 @@ class DominatedThroughput(PrunePolicy):
         little, counted."""
         return self._judge(candidate, history)[0]
 
+    def _judged_at_rung(self, history: History) -> bool:
+        """Whether the candidate is judged on first-rung accuracies (see `fidelity`)."""
+        if self.fidelity == "auto":
+            return len(history.trained) < max(1, self.warmup_trials)
+        return self.fidelity == "rung"
+
     def _judge(self, candidate: Prediction, history: History) -> tuple[str | None, str | None]:
         """(the check that kept the candidate, None) or (None, the reason it is pruned)."""
+        at_rung = self._judged_at_rung(history)
+        band, wanted = (self.rung_band, self.rung_min_neighbours) if at_rung else (self.band, self.min_neighbours)
+        if at_rung:
+            history = history.at_first_rung()
         if len(history.trained) < max(1, self.warmup_trials):
             return "warm-up", None
-        neighbours = self._neighbours(candidate, history)
-        if len(neighbours) < self.min_neighbours:
+        neighbours = self._neighbours(candidate, history, band)
+        if len(neighbours) < wanted:
             return "neighbours", None
         bound = max(neighbours)
         faster = self._faster(candidate, history)
@@ -289,14 +330,16 @@ class DominatedThroughput(PrunePolicy):
         best = max(faster, key=lambda s: s.accuracy)
         if best.accuracy >= bound + self.margin:
             t = candidate.throughput_per_s
-            return None, (f"predicted dominated: {best.accuracy:.2f}% at {best.scored:,.0f}/s on the front "
-                          f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{self.band:.0%}"
+            where = " at the first rung" if at_rung else ""
+            return None, (f"predicted dominated{where}: {best.accuracy:.2f}% at {best.scored:,.0f}/s on the front "
+                          f"vs <= {bound:.2f}% for {len(neighbours)} working trained at {t:,.0f}/s +-{band:.0%}"
                           f" (throughput error allowed {self._error(candidate, history):.1%})")
         return "bound not beaten", None
 
 
-def history_from(records: Sequence[dict]) -> History:
-    """History from stored trial records (user attributes), oldest first."""
+def history_from(records: Sequence[dict], first_rung: float | None = None) -> History:
+    """History from stored trial records (user attributes), oldest first; with `first_rung` (the fraction
+    of the training the search's first rung is at), each one's validation accuracy there too."""
     seen = []
     for r in records:
         if r.get("predicted_throughput_per_s") is None:
@@ -305,5 +348,14 @@ def history_from(records: Sequence[dict]) -> History:
         seen.append(Seen(float(r["predicted_throughput_per_s"]), float(r["predicted_latency_ms"]),
                          r.get("predicted_utilization"), r.get("accuracy"),
                          float(scored) if scored is not None and r.get("accuracy") is not None else None,
-                         r.get("arch")))
+                         r.get("arch"), rung_accuracy_at(r, first_rung)))
     return History(seen)
+
+
+def rung_accuracy_at(record: dict, fraction: float | None) -> float | None:
+    """A record's validation accuracy at the rung at `fraction` of the training (its `rungs`), if it has one."""
+    rungs = record.get("rungs")
+    if fraction is None or not isinstance(rungs, dict):
+        return None
+    value = rungs.get(f"{fraction:.6g}")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
