@@ -6,6 +6,9 @@ without one cannot appear in a space with reduction cells), how to list it for t
 (`nasutil.ops.Op`s for one image, so a generated space predicts without building anything; without a
 listing the space traces the built network instead), whether it has parameters, and whether its
 output is all zeros (`none`): a cell with no path of non-zero ops from input to output is degenerate.
+A space's size is bounded before anything is built: an op that is not built in is built (and its stride-2
+form) once per width the space needs on PyTorch's meta device, which holds shapes but no memory, and its
+parameters and module outputs counted there, so its build and forward must work on that device.
 
 A package adds ops by naming `CellOp` values in its pyproject.toml::
 

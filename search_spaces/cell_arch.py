@@ -17,6 +17,7 @@ from nasutil.cell_ops import cell_op
 from nasutil.errors import NasutilError
 from nasutil.files import nesting_depth, read_text
 from nasutil.space import MAX_FORWARD_VALUES, MAX_MAP_VALUES, MAX_NETWORK_PARAMS
+from nasutil_search_spaces.cell_op_sizes import is_builtin, op_maps, op_params, OpMaps
 from nasutil_search_spaces.darts import OPS as DARTS_OPS
 from nasutil_search_spaces.darts import (DartsArch, GenotypeShape)
 from nasutil_search_spaces.nb201 import OPS as NB201_OPS
@@ -33,7 +34,7 @@ MAX_CONFIG_BYTES = 64 * 1024
 def edge_params_bound(c: int) -> int:
     """The most parameters one edge's built-in op holds at width `c`, at stride 1 or 2: a 3x3 convolution with
     its batch norm (9c^2 + 2c), or where c is small DARTS's 5x5 separable convolution (2c^2 + 54c). A plugin's
-    op is taken to hold no more."""
+    op is counted as built instead (`CellConfig._edge_params`)."""
     return max(9 * c * c + 2 * c, 2 * c * c + 54 * c)
 
 
@@ -41,7 +42,7 @@ def edge_params_bound(c: int) -> int:
 #: (a ReLU, a convolution and a batch norm: three; DARTS's separable convolution: eight)
 OP_MAPS = {"none": 1, "skip_connect": 4, "avg_pool_3x3": 1, "max_pool_3x3": 1, "nor_conv_1x1": 3,
            "nor_conv_3x3": 3, "dil_conv_3x3": 4, "dil_conv_5x5": 4, "sep_conv_3x3": 8, "sep_conv_5x5": 8}
-#: what a plugin's op is taken to output: as many as the most of the built-in ops
+#: the most a built-in op outputs (a plugin's op is counted as built: `cell_op_sizes.op_maps`)
 MOST_OP_MAPS = max(OP_MAPS.values())
 
 
@@ -127,8 +128,13 @@ class CellConfig:
         """Refuse, before anything is built, a network far larger than a search could train: the settings'
         ranges alone allow convolutions 131,072 channels wide, and feature maps of 4096 channels at 1024x1024
         (17 GB for one image)."""
-        self._refuse_many_params(where, num_classes)
-        self._refuse_large_maps(where, self.input_size if input_size is None else input_size, num_classes)
+        try:
+            self._refuse_many_params(where, num_classes)
+            self._refuse_large_maps(where, self.input_size if input_size is None else input_size, num_classes)
+        except NasutilError as exc:
+            if str(exc).startswith(f"{where}: "):
+                raise
+            raise NasutilError(f"{where}: {exc}") from None  # a plugin's op that could not be sized
         return self
 
     def _refuse_many_params(self, where: str, num_classes: int) -> None:
@@ -136,27 +142,31 @@ class CellConfig:
         bound = self.params_bound(num_classes)
         if bound > MAX_NETWORK_PARAMS:
             classes = "" if num_classes == 10 else f" with {num_classes:,} classes"
+            heavy = self._heaviest_op()
             raise NasutilError(f"{where}: these settings allow networks of up to about {bound:.2g} parameters"
-                               f"{classes}, over the {MAX_NETWORK_PARAMS:.2g} a cell space may build (fewer "
-                               f"channels, stages, nodes or cells{', or classes' if classes else ''})")
+                               f"{classes}, over the {MAX_NETWORK_PARAMS:.2g} a cell space may build{heavy} (fewer "
+                               f"channels, stages, nodes or cells{', or classes' if classes else ''}"
+                               f"{', or a smaller op' if heavy else ''})")
 
     def _refuse_large_maps(self, where: str, size: int, num_classes: int) -> None:
         """One image's feature maps: one too large for memory fails at once, many at once fail a training."""
         values, widest = self.forward_values(size, num_classes), self.widest_map(size)
         if widest > MAX_MAP_VALUES:
-            raise NasutilError(f"{where}: {self._widest_settings(size)} make feature maps of {widest:.2g} values "
+            raise NasutilError(f"{where}: {self._widest_source(size)} feature maps of {widest:.2g} values "
                                f"({4 * widest / 1e9:.2g} GB in fp32 for one image), over the {MAX_MAP_VALUES:.2g} "
-                               f"a cell space's may hold (fewer channels or a smaller input_size)")
+                               f"a cell space's may hold (fewer channels or a smaller input_size"
+                               f"{'' if widest <= self._skeleton_widest(size) else ', or a smaller op'})")
         if values > MAX_FORWARD_VALUES:
+            busy = self._busiest_op(size)
             raise NasutilError(f"{where}: a forward pass of one {size}x{size} image through these networks computes "
                                f"about {values:.2g} values ({4 * values / 1e9:.2g} GB in fp32), over the "
-                               f"{MAX_FORWARD_VALUES:.2g} a cell space's may: {self._widest_settings(size)} make "
-                               f"maps of {widest:.2g} values, and {self._multipliers()} multiply them (fewer "
-                               f"channels or a smaller input_size, or fewer of those)")
+                               f"{MAX_FORWARD_VALUES:.2g} a cell space's may: {self._widest_source(size)} "
+                               f"maps of {widest:.2g} values, and {self._multipliers()} multiply them{busy} (fewer "
+                               f"channels or a smaller input_size, or fewer of those{', or a smaller op' if busy else ''})")
 
     def params_bound(self, num_classes: int = 10) -> float:
         """An upper bound on a network's parameters, counted as the builder builds it: the stem, each cell's
-        edges at their largest op (`edge_params_bound`), the blocks or cells that halve the resolution, the
+        edges at their largest op (`_edge_params`), the blocks or cells that halve the resolution, the
         two 1x1 convolutions a reduction-cell network's cells begin with, the head and its classifier."""
         if self.chosen:
             return float(self._chosen_params_bound(num_classes))
@@ -166,7 +176,7 @@ class CellConfig:
             if stage:  # ResidualReduction(c, 2c): 3x3 convolutions c->2c and 2c->2c, their batch norms, a 1x1 shortcut
                 total += 56 * c * c + 8 * c
                 c *= 2
-            total += self.cells_per_stage * len(self.edges) * edge_params_bound(c)
+            total += self.cells_per_stage * len(self.edges) * self._edge_params(c)
         return float(total + 2 * c + c * num_classes + num_classes)
 
     def _chosen_params_bound(self, num_classes: int) -> int:
@@ -179,25 +189,35 @@ class CellConfig:
         for layer in range(self.layers):
             if layer in (self.layers // 3, 2 * self.layers // 3):
                 c *= 2
-            total += (c_prev_prev + c_prev) * c + 4 * c + self.nodes * int(self.inputs) * edge_params_bound(c)
+            total += (c_prev_prev + c_prev) * c + 4 * c + self.nodes * int(self.inputs) * self._edge_params(c)
             c_prev_prev, c_prev = c_prev, self.nodes * c
         return total + c_prev * num_classes + num_classes
 
+    def _edge_params(self, c: int) -> int:
+        """The most parameters one edge holds at width `c`: the built-in ops' `edge_params_bound`, or what a
+        plugin's op holds built (at stride 1, and 2 where the space has reduction cells), whichever is more."""
+        strides = (1, 2) if self.chosen else (1,)
+        return max([edge_params_bound(c)] + [op_params(op, c, s) for op in self._plugin_ops() for s in strides])
+
+    def _plugin_ops(self) -> tuple[str, ...]:
+        """This space's ops that are not built in: sized as built (`cell_op_sizes`), not by formula."""
+        return tuple(op for op in self.ops if not is_builtin(op))
+
     def forward_values(self, input_size: int, num_classes: int = 10) -> float:
         """An upper bound on the values a forward pass of one image computes, counted as the builder builds
-        the network: every module's output (`OP_MAPS` per edge) and every sum's. Memory grows with it, and no
-        network need be built to know it."""
+        the network: every module's output (`OP_MAPS` per edge, a plugin's op as built) and every sum's.
+        Memory grows with it, and no network need be built to know it."""
         if self.chosen:
             return float(self._chosen_forward_values(input_size, num_classes))
         size, c = input_size, self.channels
         total = 2 * c * size * size  # the stem's convolution and batch norm
-        per_cell = len(self.edges) * (self._op_maps() + 1)  # each edge's modules, and one sum per edge
         for stage in range(self.stages):
             if stage:  # ResidualReduction(c, 2c): a ReLU at the input, then 15 maps of at most c x half the size
                 half = -(-size // 2)
                 total += c * size * size + 15 * c * half * half
                 c, size = 2 * c, half
-            total += self.cells_per_stage * per_cell * c * size * size
+            per_cell = len(self.edges) * (self._edge_maps(c, size, False).values + c * size * size)  # and a sum each
+            total += self.cells_per_stage * per_cell
         return float(total + 2 * c * size * size + 2 * c + num_classes)  # the head
 
     def _chosen_forward_values(self, size: int, num_classes: int) -> int:
@@ -209,22 +229,81 @@ class CellConfig:
         c_prev_prev, c_prev, size_prev_prev, size_prev = stem, stem, size, size
         edges = self.nodes * int(self.inputs)
         for layer in range(self.layers):
-            out = size_prev
-            if layer in (self.layers // 3, 2 * self.layers // 3):
+            out, reduce = size_prev, layer in (self.layers // 3, 2 * self.layers // 3)
+            if reduce:
                 c, out = 2 * c, -(-size_prev // 2)
             total += (c_prev_prev + 2 * c) * size_prev_prev ** 2 + (c_prev + 2 * c) * size_prev ** 2
-            total += edges * self._op_maps() * c * size_prev ** 2 + (edges + self.nodes) * c * out * out
+            total += edges * self._edge_maps(c, size_prev, reduce).values + (edges + self.nodes) * c * out * out
             c_prev_prev, c_prev, size_prev_prev, size_prev = c_prev, self.nodes * c, size_prev, out
         return total + c_prev + num_classes  # the pooling and the classifier
 
-    def _op_maps(self) -> int:
-        """The most feature maps an edge's modules output among this space's ops (a plugin's op: `MOST_OP_MAPS`)."""
-        return max(OP_MAPS.get(op, MOST_OP_MAPS) for op in self.ops)
+    def _edge_maps(self, c: int, size: int, reduce: bool) -> OpMaps:
+        """The most values one edge's modules output, and the largest of its maps, at width `c` on a
+        `size`x`size` input: the built-in ops' `OP_MAPS` maps of c x size x size, or a plugin's op as built (in
+        a reduction cell at stride 2 on this input, and at stride 1 on its half)."""
+        plugins = self._plugin_ops()
+        maps = max((OP_MAPS[op] for op in self.ops if op not in plugins), default=0)
+        found = [OpMaps(maps * c * size * size, 0)]
+        for op in plugins:
+            found += self._plugin_maps(op, c, size, reduce)
+        return OpMaps(max(m.values for m in found), max(m.widest for m in found))
+
+    @staticmethod
+    def _plugin_maps(op: str, c: int, size: int, reduce: bool) -> list[OpMaps]:
+        """A plugin's op at every stride and size an edge of width `c` runs it at, from a `size` input."""
+        if not reduce:
+            return [op_maps(op, c, 1, size)]
+        return [op_maps(op, c, 1, size), op_maps(op, c, 2, size), op_maps(op, c, 1, -(-size // 2))]
+
+    def _edge_runs(self, input_size: int) -> list[tuple[int, int, bool]]:
+        """The widths, input sizes and kinds (a reduction cell's or not) the cells' edges run at."""
+        runs: list[tuple[int, int, bool]] = []
+        c, size = self.channels, input_size
+        for layer in range(self.layers if self.chosen else self.stages):
+            reduce = self.chosen and layer in (self.layers // 3, 2 * self.layers // 3)
+            if reduce or (not self.chosen and layer):
+                c *= 2
+            if not self.chosen and layer:
+                size = -(-size // 2)
+            if (c, size, reduce) not in runs:
+                runs.append((c, size, reduce))
+            if reduce:
+                size = -(-size // 2)
+        return runs
+
+    def _heaviest_op(self) -> str:
+        """Where a plugin's op holds more than any built-in op at the widest cells, a note naming it."""
+        c = self._edge_runs(self.input_size)[-1][0]
+        strides = (1, 2) if self.chosen else (1,)
+        held = [(op_params(op, c, s), op) for op in self._plugin_ops() for s in strides]
+        if not held or max(held)[0] <= edge_params_bound(c):
+            return ""
+        params, op = max(held)
+        return (f": op {op!r} holds {params:,} parameters per edge at {c} channels, more than a built-in op's "
+                f"{edge_params_bound(c):,}")
+
+    def _busiest_op(self, size: int) -> str:
+        """Where a plugin's op outputs more values than any built-in op, a note naming it."""
+        for c, run_size, reduce in self._edge_runs(size):
+            most = MOST_OP_MAPS * c * run_size * run_size
+            out = [(max(m.values for m in self._plugin_maps(op, c, run_size, reduce)), op)
+                   for op in self._plugin_ops()]
+            if out and max(out)[0] > most:
+                values, op = max(out)
+                return (f", and op {op!r} outputs {values:.2g} values per edge at {c} channels on {run_size}x"
+                        f"{run_size}, more than a built-in op's {most:.2g}")
+        return ""
 
     def widest_map(self, input_size: int) -> float:
         """The values of the largest feature map a forward pass of one image computes: the stem's with the
         residual block (each stage halves the size as it doubles the width); with reduction cells the
-        largest of the stem's, a cell's inputs brought to its width, and its concatenated nodes."""
+        largest of the stem's, a cell's inputs brought to its width, and its concatenated nodes; or a
+        plugin op's largest map, where larger."""
+        plugin = self._widest_op(input_size)
+        return max(self._skeleton_widest(input_size), float(plugin[0]) if plugin else 0.0)
+
+    def _skeleton_widest(self, input_size: int) -> float:
+        """The largest map but the plugin ops' own."""
         if not self.chosen:
             return float(self.channels * input_size ** 2)
         c, size = self.channels, input_size
@@ -237,6 +316,22 @@ class CellConfig:
             widest = max(widest, max(c_prev, c) * size * size, self.nodes * c * out * out)
             c_prev, size = self.nodes * c, out
         return float(widest)
+
+    def _widest_op(self, input_size: int) -> tuple[int, str, int, int] | None:
+        """A plugin op's largest map, its name, and the width and input size it is made at; None where the
+        space has no plugin op."""
+        found = [(m.widest, op, c, size) for c, size, reduce in self._edge_runs(input_size)
+                 for op in self._plugin_ops() for m in self._plugin_maps(op, c, size, reduce)]
+        return max(found) if found else None
+
+    def _widest_source(self, size: int) -> str:
+        """What makes the largest feature map, with its verb, for the errors that refuse it: the settings, or
+        a plugin's op where its own maps are larger."""
+        plugin = self._widest_op(size)
+        if plugin and plugin[0] > self._skeleton_widest(size):
+            _, op, c, run_size = plugin
+            return f"op {op!r} at {c} channels on {run_size}x{run_size} makes"
+        return f"{self._widest_settings(size)} make"
 
     def _widest_settings(self, size: int) -> str:
         """The settings that make the largest feature map, for the errors that refuse it."""

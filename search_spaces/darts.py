@@ -28,7 +28,7 @@ import numpy as np
 
 from nasutil.errors import NasutilError
 from nasutil.lazy_imports import lazy_attributes
-from nasutil.space import MAX_NETWORK_PARAMS, SearchSpace
+from nasutil.space import MAX_FORWARD_VALUES, MAX_MAP_VALUES, MAX_NETWORK_PARAMS, SearchSpace
 from nasutil_search_spaces.darts_arch import (  # noqa: F401 (this module is their face)
     Cell, CELLS, DARTS_OPS, DARTS_SHAPE, DartsArch, Edge, genotype_count, genotype_encoding_size, GenotypeShape,
     input_sets, Node, NUM_NODES, OPS, parse_genotype, sample_cells, suggest_cells,
@@ -77,6 +77,7 @@ class DartsSpace(SearchSpace[DartsArch]):
                                f"over the {MAX_NETWORK_PARAMS:.2g} a space may build (fewer channels or layers)")
         self.C = C
         self.layers = layers
+        self.check_maps(self.default_input_size)
 
     @classmethod
     def from_option(cls, option: str) -> DartsSpace:
@@ -111,8 +112,29 @@ class DartsSpace(SearchSpace[DartsArch]):
     def parse(self, text: str) -> DartsArch:
         return parse_genotype(text)
 
+    def check_maps(self, input_size: int, num_classes: int = 10) -> None:
+        """Refuse, unbuilt, networks whose feature maps for one image are too large at `input_size`: the
+        parameters do not grow with it, but the maps do (C=64 at 1024x1024 makes 1 GB maps, and a forward pass
+        of one image tens of GB). Bounded as the `cell:darts` preset's networks, which these are."""
+        from dataclasses import replace
+
+        from nasutil_search_spaces.cell_arch import DARTS_PRESET
+
+        config = replace(DARTS_PRESET, channels=self.C, layers=self.layers, in_channels=self.in_channels)
+        values, widest = config.forward_values(input_size, num_classes), config.widest_map(input_size)
+        where = f"darts:C={self.C},layers={self.layers} at input size {input_size}"
+        if widest > MAX_MAP_VALUES:
+            raise NasutilError(f"{where} makes feature maps of {widest:.2g} values ({4 * widest / 1e9:.2g} GB in fp32 "
+                               f"for one image), over the {MAX_MAP_VALUES:.2g} a space's may hold (fewer channels "
+                               f"or a smaller input size)")
+        if values > MAX_FORWARD_VALUES:
+            raise NasutilError(f"{where}: a forward pass of one image computes about {values:.2g} values "
+                               f"({4 * values / 1e9:.2g} GB in fp32), over the {MAX_FORWARD_VALUES:.2g} a space's "
+                               f"may (fewer channels or layers, or a smaller input size)")
+
     def build(self, arch: DartsArch, num_classes: int = 10, input_size: int | None = None) -> nn.Module:
         num_classes = self.check_num_classes(num_classes)
+        self.check_maps(self.default_input_size if input_size is None else input_size, num_classes)
         from nasutil_search_spaces.darts_network import DartsNetwork
 
         # The network pools globally, so it runs at any input size; `input_size` needs no change to it.

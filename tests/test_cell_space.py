@@ -269,6 +269,84 @@ def test_the_forward_bound_holds_every_networks_feature_maps():
         assert max(sizes) <= config.widest_map(config.input_size), config
 
 
+WIDE = "tiny_wide_conv_11x11"  # the test plugin's 11x11 convolution through a hidden layer 8x as wide
+
+
+@pytest.mark.parametrize("config, message", [
+    ("channels: 64\nstages: 3\nnodes: 3\ncells_per_stage: 5\n",
+     (f"parameters, over the 2e+09 a cell space may build: op '{WIDE}' holds 126,882,304 parameters per edge at 256 "
+      "channels, more than a built-in op's 590,336")),
+    ("channels: 64\nstages: 1\nnodes: 1\ncells_per_stage: 1\ninput_size: 1024\n",
+     f"op '{WIDE}' at 64 channels on 1024x1024 makes feature maps of 5.4e+08 values"),
+    ("channels: 16\nstages: 1\nnodes: 8\ncells_per_stage: 40\ninput_size: 256\n",
+     (f"over the 1.7e+10 a cell space's may: op '{WIDE}' at 16 channels on 256x256 makes maps of 8.4e+06 values, and "
+      f"nodes 8, cells_per_stage 40 and stages 1 multiply them, and op '{WIDE}' outputs 2.9e+07 values per edge at 16 "
+      "channels on 256x256, more than a built-in op's 8.4e+06")),
+    ("inputs: 2\nreduction: cell\nchannels: 64\nlayers: 8\nnodes: 4\n", f"op '{WIDE}' holds"),
+])
+def test_a_plugins_op_larger_than_the_built_in_ones_is_bounded_as_built(cli, tmp_path, installed_plugin, config,
+                                                                         message):
+    """A plugin's op was taken to hold no more than a 3x3 convolution and to output no more maps than the
+    busiest built-in op: an 11x11 one with a wide hidden layer passed at sizes far over the limits. The same
+    settings with built-in ops pass."""
+    path = tmp_path / "space.yaml"
+    path.write_text(config + f"ops: [nor_conv_3x3, {WIDE}]\n")
+    result = cli("sample", f"cell:{path}", "-n", "1", env=installed_plugin)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    path.write_text(config + "ops: [nor_conv_3x3, sep_conv_5x5]\n")
+    result = cli("sample", f"cell:{path}", "-n", "1", env=installed_plugin)
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_bounds_hold_the_networks_built_with_a_plugins_op(installed_plugin):
+    """Counted on meta-built networks, the parameters and every module's output of one image stay within the
+    bounds where an edge may be a plugin's op, its stride-2 form included; the parameter bound is close."""
+    from nasutil_search_spaces.cell import CellSpace
+    from nasutil_search_spaces.cell_arch import CellConfig
+
+    from nasutil.counting import leaf_modules
+
+    configs = [CellConfig(nodes=nodes, ops=ops, channels=channels, stages=stages, cells_per_stage=2, input_size=size)
+               for ops in ((WIDE,), (WIDE, "tiny_max_pool_3x3")) for stages in (1, 3) for channels in (1, 6)
+               for nodes in (1, 3) for size in (8, 11)]
+    configs += [CellConfig(nodes=nodes, ops=(WIDE,), inputs=inputs, reduction="cell", channels=channels,
+                           layers=layers, stem_multiplier=2, input_size=size)
+                for layers in (1, 2, 5) for channels in (1, 6) for nodes, inputs in ((1, 1), (3, 2)) for size in (8, 11)]
+    for config in configs:
+        space = CellSpace(config)
+        with torch.device("meta"):
+            model = space.build(space.sample(0), num_classes=7).eval()
+        params = sum(p.numel() for p in model.parameters())
+        assert params <= config.params_bound(7), config
+        if config.ops == (WIDE,) and not config.chosen:
+            assert params > 0.9 * config.params_bound(7), config
+        sizes: list[int] = []
+        for _, module in leaf_modules(model):
+            module.register_forward_hook(lambda m, args, out, sizes=sizes: sizes.append(out[0].numel()))
+        with torch.no_grad():
+            model(torch.zeros(1, 3, config.input_size, config.input_size, device="meta"))
+        assert sum(sizes) <= config.forward_values(config.input_size, 7), config
+        assert max(sizes) <= config.widest_map(config.input_size), config
+
+
+def test_a_plugins_op_that_cannot_be_sized_is_named_in_one_line():
+    """An op is sized by building it on PyTorch's meta device; one whose code cannot be is refused, named."""
+    from nasutil_search_spaces.cell_arch import CellConfig
+
+    from nasutil.cell_ops import CellOp, register_cell_op
+    from nasutil.errors import NasutilError
+
+    def build(channels):
+        raise ValueError("needs real weights")
+
+    register_cell_op(CellOp("unsizable_op", build, None, has_params=True))
+    with pytest.raises(NasutilError) as error:
+        CellConfig.from_dict({"ops": ["nor_conv_3x3", "unsizable_op"]}, "space.yaml")
+    assert str(error.value) == ("space.yaml: cell op 'unsizable_op' could not be sized: it must be built on PyTorch's "
+                                "meta device, without memory, to bound a space's networks (ValueError: needs real "
+                                "weights)")
+
+
 def test_a_build_is_checked_at_its_own_input_size_and_classes(cli):
     """A config checked at its input size and ten classes is built for others: checked again, unbuilt."""
     settings = 'cell:{"channels": 512, "stages": 1, "nodes": 1, "cells_per_stage": 1}'

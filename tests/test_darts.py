@@ -197,6 +197,26 @@ def test_the_size_bound_holds_and_refuses_only_networks_too_large_to_build() -> 
     DartsSpace(256, 20)  # the paper's evaluation network made 7 times wider still fits
 
 
+def test_feature_maps_too_large_at_an_input_size_are_refused_unbuilt(cli) -> None:
+    """The parameters were bounded, the feature maps not: `describe darts:C=64,layers=3 --input-size 1024` ran
+    a forward pass of about 2e10 values (87 GB). Refused before building, as a cell space's are; the default
+    network and the paper's stay within at the sizes they are used at."""
+    space = DartsSpace(64, 3)
+    with torch.device("meta"):
+        space.build(space.parse(DARTS_V2), input_size=512)
+        with pytest.raises(NasutilError) as error:
+            space.build(space.parse(DARTS_V2), input_size=1024)
+        DartsSpace(16, 8).build(space.parse(DARTS_V2), input_size=1024)
+        DartsSpace(36, 20).build(space.parse(DARTS_V2), input_size=224)
+    assert str(error.value) == ("darts:C=64,layers=3 at input size 1024: a forward pass of one image computes about "
+                                "2.2e+10 values (87 GB in fp32), over the 1.7e+10 a space's may (fewer channels or "
+                                "layers, or a smaller input size)")
+    result = cli("describe", "darts:C=256,layers=20", DARTS_V2, "--input-size", "1024")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-2000:]
+    assert ("darts:C=256,layers=20 at input size 1024 makes feature maps of 1.1e+09 values (4.3 GB in fp32 for one "
+            "image), over the 2.7e+08") in result.stderr
+
+
 def test_suggest_with_optuna(space: DartsSpace) -> None:
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     names = None

@@ -82,7 +82,10 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["no_such_key=1"], "no_such_key"),
     (["objectives.metrics=[accuracy,speed]"], "unknown objective 'speed'"),
     (["trainer._target_=collections.OrderedDict"], "made a OrderedDict, not a nasutil.search.trainers.Trainer"),
-    (["+n_trails=5"], "+n_trails=5: nasutil-search has no setting 'n_trails' (did you mean n_trials?)"),
+    (["+n_trails=5"], ("+n_trails=5: nasutil-search has no setting 'n_trails', did you mean n_trials? (a '+' override "
+                       "adds a key that nothing reads, so the search would run without it)")),
+    (["+zzzz=5"], ("+zzzz=5: nasutil-search has no setting 'zzzz' (a '+' override adds a key that nothing reads, so "
+                   "the search would run without it)")),
     (["timeout_s=nan"], "timeout_s must be positive or null, got nan"),
     (["evaluator.timeout_s=nan"], "evaluator.timeout_s must be a number, got nan"),
     (["prune.band=nan"], "prune.band must be a number, got nan"),  # every comparison false: pruning was off
@@ -174,7 +177,7 @@ def test_a_key_added_from_python_that_nothing_reads_is_refused():
     from nasutil.search.build import build_search
     from nasutil.search.config import compose
 
-    with pytest.raises(NasutilError, match="has no setting 'n_trails' \\(did you mean n_trials\\?\\)"):
+    with pytest.raises(NasutilError, match="has no setting 'n_trails', did you mean n_trials\\? \\(a '\\+' override"):
         compose(["+n_trails=5"])
     with pytest.raises(NasutilError, match="objectives: unknown setting 'metircs'"):
         build_search(compose(["+objectives.metircs=[accuracy]", "storage=url", "storage.url=sqlite://"]), "unused")

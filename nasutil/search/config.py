@@ -470,8 +470,6 @@ def refuse_added_keys(overrides: list[str]) -> None:
     """`+key=value` adds a key Hydra did not know, which is how Hydra's own hint answers a typo
     (`n_trails=5`): nasutil reads no such key, so the search would run as if the setting were not
     there. Any key a `+` override adds outside the shipped settings is refused, naming the closest one."""
-    import difflib
-
     known = shipped_keys()
     for override in overrides:
         if not override.startswith("+") or override.startswith("++"):
@@ -480,10 +478,8 @@ def refuse_added_keys(overrides: list[str]) -> None:
         top = key.split(".", 1)[0].split("@", 1)[0]
         if top in known:
             continue  # a setting or group it has; inside a group, its reader or its class names what it does not know
-        close = difflib.get_close_matches(top, sorted(known), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise NasutilError(f"{override}: nasutil-search has no setting {top!r}{hint}; a '+' override adds a key "
-                           f"that nothing reads, so the search would run without it")
+        raise NasutilError(f"{override}: nasutil-search has no setting {top!r}{did_you_mean([top], known)} (a '+' "
+                           f"override adds a key that nothing reads, so the search would run without it)")
 
 
 def compose(overrides: Sequence[str] = ()) -> DictConfig:
