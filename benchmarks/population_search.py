@@ -173,6 +173,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")
             row["mean_turn_wait_ms"] = activity.get("mean_turn_wait_ms")
             row["mean_paused_wait_ms"] = activity.get("mean_paused_wait_ms")
+            row["quiet_s"] = activity.get("quiet_s")  # held quiet for measurements of survivors
             for phase in HOST_PHASES:  # a candidate's host work, phase by phase (the trainer's HostTimes)
                 row[f"mean_{phase}_ms"] = activity.get(f"mean_{phase}_ms")
             if base is not None:
@@ -221,7 +222,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
-               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms",
+               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms", "quiet_s",
                *(f"mean_{phase}_ms" for phase in HOST_PHASES), "survivors_shared", "survivor_ratio_min",
                "survivor_ratio_max", "survivors_within_1pct"]
     with path.open("w", newline="") as fh:

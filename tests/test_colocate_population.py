@@ -413,6 +413,7 @@ def test_quiet_holds_every_launch_back():
         time.sleep(0.1)
         during = member.taken - before
     assert during == 0
+    assert population.activity()["quiets"] == 1 and population.activity()["quiet_s"] >= 0.1  # counted, and timed
     assert _wait_until(lambda: member.taken > before + 10)  # and it trains on afterwards
     member.steps = member.taken + 1  # end it
     for thread in threads:

@@ -196,6 +196,8 @@ class Population:
         self.paused_wait_s = 0.0
         self.driving_s = 0.0  # the driver's time with someone training
         self.waiting_s = 0.0  # of that, the time it waited for the device to catch up (the device was busy)
+        self.quiets = 0  # times the population was held quiet (a measurement on its device)
+        self.quiet_s = 0.0  # the time it was held so, the wait for its queued work included
 
     # -- a member's thread -----------------------------------------------------------------------
 
@@ -353,13 +355,19 @@ class Population:
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
         """No launches from this population (rounds, preparing, host work in `launching()`) inside the
-        block, and whatever was queued has run on the device when it begins."""
-        with self.gate.closed():
-            if self.device is not None and getattr(self.device, "type", str(self.device)) == "cuda":
-                import torch
+        block, and whatever was queued has run on the device when it begins. Its time is counted (`quiet_s`):
+        what measuring on the device the population trains on costs the population."""
+        started = time.perf_counter()
+        try:
+            with self.gate.closed():
+                if self.device is not None and getattr(self.device, "type", str(self.device)) == "cuda":
+                    import torch
 
-                torch.cuda.synchronize(self.device)
-            yield
+                    torch.cuda.synchronize(self.device)
+                yield
+        finally:
+            self.quiets += 1
+            self.quiet_s += time.perf_counter() - started
 
     # -- admission -------------------------------------------------------------------------------
 
@@ -454,15 +462,16 @@ class Population:
     def activity(self) -> dict[str, float]:
         """How the population trained so far: rounds, members a round on average and at most, members paused
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
-        for its turn (all, and a paused member's alone), and the share of the driver's time spent waiting for
-        the device (near 1: the device, not the host, sets the pace)."""
+        for its turn (all, and a paused member's alone), the share of the driver's time spent waiting for
+        the device (near 1: the device, not the host, sets the pace), and how often and how long it was held
+        quiet for measurements."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
                 "mean_turn_wait_ms": 1e3 * self.turn_wait_s / self.turn_waits if self.turn_waits else 0.0,
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
-                "driving_s": round(self.driving_s, 3),
+                "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0}
 
     @staticmethod

@@ -358,6 +358,8 @@ class TorchTrainer(Trainer):
                              f"{done['most_together']}; {done['mean_paused']:.1f} paused for host work, "
                              f"{done['mean_unjoined']:.1f} reserved but not yet training), waiting for the device "
                              f"{done['device_bound']:.0%} of the time")
+                if done.get("quiets"):
+                    together += f"; held quiet for measurements {done['quiet_s']:.1f} s ({done['quiets']} times)"
                 phases = [f"{label} {done[f'mean_{key}_ms']:.0f} ms" for key, label in HOST_PHASES
                           if f"mean_{key}_ms" in done]
                 if phases:
