@@ -1623,3 +1623,6 @@ def test_the_first_rung_replay_table_and_notes_are_its_result_files():
         assert round(tuning[f"{w}-q10a/t{budget}"]["worst_hypervolume_ratio"], 3) == 0.953
     held = [tuning[f"{w}-q10a{x}/t{b}"]["pruned_before_training"] for x in ("n4b5", "n6b5", "n6b10") for b in (48, 64)]
     assert f"held the front and pruned {min(held):.1f}-{max(held):.1f}" in flat
+    fewer = f"{1 - auto48['prepared'] / plain48['prepared']:.0%}"[:-1] + f"-{1 - auto64['prepared'] / plain64['prepared']:.0%}"
+    for doc in ("README.md", "docs/search.md", "BENCHMARKS.md"):
+        assert f"{fewer} fewer" in " ".join((ROOT / doc).read_text().split()), doc
