@@ -59,6 +59,18 @@ def test_default_study_name_follows_the_settings_that_change_the_search():
     assert _study_name("study_name=mine") == "mine"
 
 
+def test_prune_settings_that_act_only_at_rungs_name_a_new_study_only_with_halving():
+    """`prune.fidelity` and its rung settings change nothing without halving: the default name stays what it
+    was before they existed (so a study made then resumes); with halving they choose what trains, and name
+    the study."""
+    base = _study_name()
+    assert base == "nb201-tpe-dominated_throughput-s0-4cdab4b0"  # the name before the settings existed
+    assert _study_name("prune.fidelity=final") == _study_name("prune.rung_band=0.2") == base
+    halving = {_study_name("halving=pareto", o) for o in ("prune.fidelity=auto", "prune.fidelity=final",
+                                                           "prune.rung_min_neighbours=2")}
+    assert len(halving) == 3 and base not in halving
+
+
 def test_rerunning_the_same_command_resumes_under_the_default_name(tmp_path, capsys):
     args = [f"hydra.run.dir={tmp_path}", "predictor=analytical", "plots=false", "progress=false"]
     assert main([*args, "n_trials=5"]) == 0

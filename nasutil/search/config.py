@@ -103,6 +103,23 @@ def space_key(node: Any) -> Any:
     return node if fingerprint is None else {"name": space_label(spec), "fingerprint": fingerprint}
 
 
+#: prune settings that act only with halving (judging at its first rung): without it they change nothing
+HALVING_PRUNE_KEYS = ("fidelity", "rung_min_neighbours", "rung_band")
+
+
+def prune_key(node: Any, halving: Any) -> Any:
+    """The `prune` group as the default study name's digest reads it: without halving, the settings that
+    act only at halving's rungs are left out, so a study named before they existed resumes under the same
+    name (it searches as it did); with halving they are read, since they change which candidates train."""
+    plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain_node, dict) or halving_suffix(halving):
+        return node
+    return {k: v for k, v in plain_node.items() if k not in HALVING_PRUNE_KEYS}
+
+
+OmegaConf.register_new_resolver("nasutil.prune_key", prune_key, replace=True)
+
+
 def file_space(node: Any) -> str | None:
     """The `NAME:OPTION` of a space whose option names a file (its `option_version` tells), configured by its
     name alone; None for any other."""
