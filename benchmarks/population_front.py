@@ -199,6 +199,9 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
             if arch in done:  # a repeat of a trained architecture: its result, no training
                 study.tell(trial, list(done[arch]))
                 answers += 1
+                if policy is not None:  # in the search's history as its record is: trained, the result reused
+                    tables.predicted(arch)
+                    seen[trial.number] = _seen(tables, arch, done[arch][0])
                 continue
             if policy is not None:
                 tables.predicted(arch)  # every cell predicted, once

@@ -12,7 +12,7 @@ A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-qf|-qr|-qa][@TRIALS][.
 and 1/4), `-rR` at most R of them stepping in one round (`trainer.round_size=R`), `-lL` L rounds queued ahead of
 the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared while the places are full
 (`trainer.ahead=A`; the default P/4), `-qf`/`-qr`/`-qa` the prune policy of `--settings` judging on final
-accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough candidates ended (`auto`), `.K` a repeat of the same
+accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough were trained to the end (`auto`), `.K` a repeat of the same
 run in the same call (`p16-pareto.2`: within one seed, what the halving chooses to train moves a run's rate
 by a third), `@TRIALS` a trial budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less
 per trial, so compare where the work is alike). `p1` is the project's default: one candidate at a time,

@@ -112,6 +112,8 @@ def _one_line_exit_2(capsys, *args: str) -> str:
     (["objectives.metrics=accuracy"], "objectives.metrics must be a list, e.g. [accuracy,throughput], got 'accuracy'"),
     (["trainer.fidelities=200"], "trainer.fidelities must be an increasing subset of [12, 200], got 200"),
     (["verbose=maybe"], "verbose must be true or false, got 'maybe'"),  # progress and plots: as verbose
+    (["prune.fidelity=rung"], "prune.fidelity=rung judges candidates at halving's first rung, and with no halving "
+                              "there is none"),
     (["trainer=torch", "trainer.channels_last=maybe"], "trainer.channels_last must be true or false, got 'maybe'"),
     (["evaluator=cpu"], "nasutil ships no predictor for a CPU (profile build times ops on CUDA): use evaluator=none"),
     (["trainer=torch", "halving=pareto", "halving.inform_sampler=1"], "halving.inform_sampler must be true or false"),

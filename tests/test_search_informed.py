@@ -275,6 +275,45 @@ def test_a_prune_policy_at_the_first_rung_sees_candidates_still_training(tmp_pat
                                                                                    ("b", 65.0, None)]
 
 
+def _trial_past_the_first_rung(tmp_path, monkeypatch, then):
+    """A search whose training reports the first rung, records the prune policy's history, then `then()`."""
+    from nasutil.search.build import build_search
+    from nasutil.search.trainers.base import TrainResult
+
+    (tmp_path / "run").mkdir()
+    search = build_search(_config(tmp_path, "halving=pareto", "trainer.population=4", "evaluator=none"),
+                          tmp_path / "run").search
+    during: list = []
+
+    def train(space, text, reporter, trial_number=0):
+        reporter.report_rung(search.halving.rungs[0], 55.0)
+        during.extend((s.arch == text, s.rung_accuracy, s.accuracy) for s in search._history([]).seen)
+        then()
+        return TrainResult(70.0, 3.0, {})
+
+    monkeypatch.setattr(search.trainer, "train", train)
+    return search, during
+
+
+def test_a_trial_past_the_first_rung_is_in_the_prune_policys_history_while_it_trains(tmp_path, monkeypatch):
+    search, during = _trial_past_the_first_rung(tmp_path, monkeypatch, lambda: None)
+    trial = search.study.ask()
+    search.objective(trial)
+    assert during == [(True, 55.0, None)]
+
+
+def test_a_trial_that_fails_past_the_first_rung_leaves_the_history_and_keeps_its_rungs(tmp_path, monkeypatch):
+    def fail():
+        raise RuntimeError("the device fell over")
+
+    search, during = _trial_past_the_first_rung(tmp_path, monkeypatch, fail)
+    trial = search.study.ask()
+    with pytest.raises(RuntimeError):
+        search.objective(trial)
+    assert during == [(True, 55.0, None)] and search._history([]).seen == []
+    assert search.study.get_trials()[0].user_attrs["rungs"] == {f"{search.halving.rungs[0]:.6g}": 55.0}
+
+
 def test_a_population_search_pruning_at_the_first_rung_runs_its_whole_budget(tmp_path):
     from nasutil.cli.search_command import main
 

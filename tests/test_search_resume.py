@@ -69,6 +69,8 @@ def test_prune_settings_that_act_only_at_rungs_name_a_new_study_only_with_halvin
     halving = {_study_name("halving=pareto", o) for o in ("prune.fidelity=auto", "prune.fidelity=final",
                                                            "prune.rung_min_neighbours=2")}
     assert len(halving) == 3 and base not in halving
+    own = "prune._target_=nasutil.search.prune.NoPruning"  # a class of the user's own may mean anything by them
+    assert _study_name("prune=none", own, "+prune.rung_band=0.3") != _study_name("prune=none", own, "+prune.rung_band=0.9")
 
 
 def test_rerunning_the_same_command_resumes_under_the_default_name(tmp_path, capsys):

@@ -154,6 +154,9 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     if pruner is not None:
         check_pruner(pruner, trainer.max_step, {k: v for k, v in early.items() if k not in ("name", "_target_")})
     halving = halving_for(plain(cfg.get("halving")) if cfg.get("halving") is not None else {}, trainer)
+    if getattr(policy, "fidelity", None) == "rung" and not halving.rungs:
+        raise NasutilError("prune.fidelity=rung judges candidates at halving's first rung, and with no halving there is "
+                           "none: nothing would ever be pruned (use prune.fidelity=auto or final, or halving=pareto)")
     evaluator_node = plain(cfg.evaluator)
     check_one_target(split_target(plain(cfg.predictor))[0], evaluator_node)
     if device is not None and "device" in evaluator_node:

@@ -103,8 +103,10 @@ def space_key(node: Any) -> Any:
     return node if fingerprint is None else {"name": space_label(spec), "fingerprint": fingerprint}
 
 
-#: prune settings that act only with halving (judging at its first rung): without it they change nothing
+#: `dominated_throughput`'s settings that act only with halving (judging at its first rung): without it they
+#: change nothing (`fidelity=rung` without halving is refused)
 HALVING_PRUNE_KEYS = ("fidelity", "rung_min_neighbours", "rung_band")
+HALVING_PRUNE_CLASS = "nasutil.search.prune.DominatedThroughput"
 
 
 def prune_key(node: Any, halving: Any) -> Any:
@@ -112,8 +114,8 @@ def prune_key(node: Any, halving: Any) -> Any:
     act only at halving's rungs are left out, so a study named before they existed resumes under the same
     name (it searches as it did); with halving they are read, since they change which candidates train."""
     plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    if not isinstance(plain_node, dict) or halving_suffix(halving):
-        return node
+    if not isinstance(plain_node, dict) or plain_node.get("_target_") != HALVING_PRUNE_CLASS or halving_suffix(halving):
+        return node  # a class of the user's own may mean anything by these keys
     return {k: v for k, v in plain_node.items() if k not in HALVING_PRUNE_KEYS}
 
 

@@ -273,6 +273,8 @@ class Search:
         except _Pruned as pruned:
             return self._end_pruned(trial, record, str(pruned))
         except Exception as exc:
+            with self._answers_lock:  # a failed trial is not training on, and no record of it is evidence
+                self._at_first_rung.pop(trial.number, None)
             self._store(trial, record)
             reason = f"{type(exc).__name__}: {exc}" if not isinstance(exc, NasutilError) else str(exc)
             trial.set_user_attr("fail_reason", reason.splitlines()[0] if reason else type(exc).__name__)
@@ -429,6 +431,8 @@ class Search:
         except BaseException:
             reporter.finish(None)
             record.update(training_epochs=float(reporter.last_step), curve=curve)
+            if reporter.rung_accuracy:
+                record["rungs"] = reporter.rung_accuracy
             self._store(trial, record)
             raise
         reporter.finish(result.accuracy)
