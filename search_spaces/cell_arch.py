@@ -18,8 +18,8 @@ from nasutil.errors import NasutilError
 from nasutil.files import nesting_depth, read_text
 from nasutil.space import MAX_FORWARD_VALUES, MAX_MAP_VALUES, MAX_NETWORK_PARAMS
 from nasutil_search_spaces.cell_op_sizes import is_builtin, op_maps, op_params, OpMaps
-from nasutil_search_spaces.darts import OPS as DARTS_OPS
-from nasutil_search_spaces.darts import (DartsArch, GenotypeShape)
+from nasutil_search_spaces.darts_arch import OPS as DARTS_OPS
+from nasutil_search_spaces.darts_arch import (DartsArch, GenotypeShape)
 from nasutil_search_spaces.nb201 import OPS as NB201_OPS
 from nasutil_search_spaces.nb201 import cell_string, parse_cell_string
 
