@@ -217,6 +217,21 @@ def _meta_params(space, num_classes: int) -> int:
         return sum(p.numel() for p in space.build(space.sample(0), num_classes=num_classes).parameters())
 
 
+def _meta_forward(space, input_size: int, num_classes: int) -> tuple[int, list[int]]:
+    """A sampled network built on the meta device (no memory): its parameters, and the size of every leaf
+    module's output in a forward pass of one image."""
+    from nasutil.counting import leaf_modules
+
+    with torch.device("meta"):
+        model = space.build(space.sample(0), num_classes=num_classes).eval()
+    sizes: list[int] = []
+    for _, module in leaf_modules(model):
+        module.register_forward_hook(lambda m, args, out: sizes.append(out[0].numel()))
+    with torch.no_grad():
+        model(torch.zeros(1, 3, input_size, input_size, device="meta"))
+    return sum(p.numel() for p in model.parameters()), sizes
+
+
 PARAM_OPS = ("nor_conv_3x3", "nor_conv_1x1", "sep_conv_3x3", "sep_conv_5x5", "dil_conv_5x5", "skip_connect")
 
 
@@ -246,7 +261,6 @@ def test_the_parameter_bound_holds_every_network_the_builder_builds():
 def test_the_forward_bound_holds_every_networks_feature_maps():
     """Every module's output in a forward pass of one image (on the meta device) is within `forward_values`, and
     none wider than `widest_map`."""
-    from nasutil.counting import leaf_modules
     from nasutil_search_spaces.cell import CellSpace
     from nasutil_search_spaces.cell_arch import CellConfig
 
@@ -257,14 +271,7 @@ def test_the_forward_bound_holds_every_networks_feature_maps():
                            stem_multiplier=multiplier, input_size=size)
                 for op in ops for layers in (1, 2, 5) for nodes in (1, 3) for multiplier in (1, 3) for size in (8, 12)]
     for config in configs:
-        space = CellSpace(config)
-        with torch.device("meta"):
-            model = space.build(space.sample(0), num_classes=7).eval()
-        sizes: list[int] = []
-        for _, module in leaf_modules(model):
-            module.register_forward_hook(lambda m, args, out, sizes=sizes: sizes.append(out[0].numel()))
-        with torch.no_grad():
-            model(torch.zeros(1, 3, config.input_size, config.input_size, device="meta"))
+        _, sizes = _meta_forward(CellSpace(config), config.input_size, 7)
         assert sum(sizes) <= config.forward_values(config.input_size, 7), config
         assert max(sizes) <= config.widest_map(config.input_size), config
 
@@ -304,8 +311,6 @@ def test_the_bounds_hold_the_networks_built_with_a_plugins_op(installed_plugin):
     from nasutil_search_spaces.cell import CellSpace
     from nasutil_search_spaces.cell_arch import CellConfig
 
-    from nasutil.counting import leaf_modules
-
     configs = [CellConfig(nodes=nodes, ops=ops, channels=channels, stages=stages, cells_per_stage=2, input_size=size)
                for ops in ((WIDE,), (WIDE, "tiny_max_pool_3x3")) for stages in (1, 3) for channels in (1, 6)
                for nodes in (1, 3) for size in (8, 11)]
@@ -313,18 +318,10 @@ def test_the_bounds_hold_the_networks_built_with_a_plugins_op(installed_plugin):
                            layers=layers, stem_multiplier=2, input_size=size)
                 for layers in (1, 2, 5) for channels in (1, 6) for nodes, inputs in ((1, 1), (3, 2)) for size in (8, 11)]
     for config in configs:
-        space = CellSpace(config)
-        with torch.device("meta"):
-            model = space.build(space.sample(0), num_classes=7).eval()
-        params = sum(p.numel() for p in model.parameters())
+        params, sizes = _meta_forward(CellSpace(config), config.input_size, 7)
         assert params <= config.params_bound(7), config
         if config.ops == (WIDE,) and not config.chosen:
             assert params > 0.9 * config.params_bound(7), config
-        sizes: list[int] = []
-        for _, module in leaf_modules(model):
-            module.register_forward_hook(lambda m, args, out, sizes=sizes: sizes.append(out[0].numel()))
-        with torch.no_grad():
-            model(torch.zeros(1, 3, config.input_size, config.input_size, device="meta"))
         assert sum(sizes) <= config.forward_values(config.input_size, 7), config
         assert max(sizes) <= config.widest_map(config.input_size), config
 
