@@ -1166,3 +1166,19 @@ def test_a_stale_figure_fails(check, pattern):
     planted = stale(text, pattern)  # outside the raises below: a pattern that finds nothing fails here
     with pytest.raises(AssertionError):
         check(planted)
+
+
+def test_readmes_word_on_what_fast_trades_is_the_two_devices_result_files():
+    """README's --fast note: the H200's 200 fresh cells (8 workers) and the H100's pass of 16 workers."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    h200_pass = load(H200 / "rate" / "fresh_s91" / "nb201_rate.json")
+    h200 = h200_pass["agreement"]["default vs fast"]
+    assert next(p["workers"] for p in h200_pass["passes"] if p["pass"] == "fast") == 8
+    h100 = load(RESULTS / "h100" / "rate" / "rate_s98" / "nb201_rate.json")
+    both, again = h100["agreement"]["default vs fast"], h100["agreement"]["fast vs fast again"]
+    workers = next(p["workers"] for p in h100["passes"] if p["pass"] == "fast")
+    assert h100["machine"]["device"].startswith("NVIDIA H100")
+    assert (f"on {h200['cells']} fresh cells it read within {pct(h200['max']):.2f}% of the default settings on an "
+            f"H200 (8 workers), but on an H100 with {workers} workers single cells of {both['cells']} differed by up "
+            f"to {pct(both['max']):.1f}% ({pct(both['median']):.2f}% at the median; fast against fast again up to "
+            f"{pct(again['max']):.1f}%") in readme

@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--fast", action="store_true",
                    help="settings for measuring a whole space: 5 windows of >= 2 ms, no counters, graphs captured "
-                        "without eager warm-up (BENCHMARKS.md: repeats within 0.2%% of the defaults)")
+                        "without eager warm-up; it trades some repeatability (BENCHMARKS.md: within 0.74%% of the defaults on an "
+                        "H200, single cells up to 18%% off on an H100 at 16 workers)")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
