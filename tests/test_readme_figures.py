@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from test_benchmark_population import H100_SEED_FILES  # seeds 99-101 on the H100s, one at a time beside them
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,45 +105,134 @@ def test_the_packing_figures_are_the_colocation_experiments():
             f"batch 32") in readme()
 
 
-def test_the_population_line_quotes_its_runs():
-    folder = ROOT / "benchmarks" / "results" / "h200" / "population"
+POPULATION = {device: ROOT / "benchmarks" / "results" / device / "population" for device in ("h200", "h100")}
+H200_CALLS = {seed: (f"population_search_b64_s{seed}.csv",) for seed in (80, 84)}
+H200_CALLS[96] = ("population_search_b64_wakes_s96.csv", "population_search_b64_wakes_p1_s96.csv")  # p1: a later call
+H200_CALLS[82] = ("population_search_b256_s82.csv",)
+H200_CALLS.update({seed: (f"population_search_b64_measured_s{seed}.csv",) for seed in (81, 83, 85)})
+H100_CALLS = {seed: (name,) for seed, name in zip((99, 100, 101), H100_SEED_FILES)}
+H100_CALLS["99 at batch 256"] = ("population_search_b256_measured_s99.csv",)
+#: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
+POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
+                   ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
+                   ("h200", (85,), (16, 64)), ("h100", (99, 100, 101), (16,)), ("h100", (99, 100, 101), (64, 256)),
+                   ("h100", ("99 at batch 256",), (16, 64)))
+GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
-    def rows_of(name: str) -> list[dict]:
-        with (folder / name).open() as fh:
-            return list(csv.DictReader(fh))
 
-    runs = rows_of("population_search_b64_informed.csv")
-    eager = {r["seed"]: float(r["candidates_per_gpu_hour_span"]) for r in rows_of("population_search_b64_eager_s41-43.csv")}
-    text = " ".join(readme().split())
-    populations = ("p16-pareto", "p64-pareto", "p256-pareto")
-    over = {run: [float(r["speedup_over_baseline"]) for r in runs if r["run"] == run] for run in populations}
-    spans = ", ".join(f"{min(v):.2f}-{max(v):.2f}x" for v in list(over.values())[:2])
-    assert f"ended {spans} and {min(over['p256-pareto']):.2f}-{max(over['p256-pareto']):.2f}x as many" in text
-    ratios = [float(r["candidates_per_gpu_hour"]) / eager[r["seed"]] for r in runs if r["run"] in populations]
-    assert f"{min(ratios):.1f}-{max(ratios):.1f}x a plain eager loop" in text
-    fronts = [float(r["hypervolume_ratio"]) for r in runs if r["run"] in populations]
-    assert f"hypervolume was {min(fronts):.3f}-{max(fronts):.3f} of one-at-a-time's on every seed" in text
-    assert sum(int(r["failed"]) for r in runs) == 0 and sorted({r["seed"] for r in runs}) == ["41", "42", "43"]
-    mean = {run: sum(v) / len(v) for run, v in over.items()}
-    assert (f"({mean['p64-pareto']:.2f}x and {mean['p256-pareto']:.2f}x against {mean['p16-pareto']:.2f}x on the "
-            f"mean)") in text
-    wide = {r["run"]: float(r["speedup_over_baseline"]) for r in rows_of("population_search_b256_informed_s44.csv")}
-    assert f"16 at once read {wide['p16-pareto']:.2f}x and 64 at once {wide['p64-pareto']:.2f}x" in text
-    same_run = [r for r in rows_of("population_search_b64_eager_s54-55.csv") if r["run"] in populations]
-    plain = [float(r["speedup_over_plain_loop"]) for r in same_run]
-    own = [float(r["speedup_over_eager"]) for r in same_run]
-    assert (f"read {min(plain):.1f}-{max(plain):.1f}x a textbook PyTorch loop training the same cells "
-            f"(`benchmarks/plain_eager.py`) and {min(own):.1f}-{max(own):.1f}x the search's own eager step") in text
-    wide_runs = [r for r in rows_of("population_search_b256_s56-58.csv") if r["seed"] != "58"]
-    wide_runs += rows_of("population_search_b256_s58_rerun.csv")
-    together = [float(r["mean_together"]) for r in wide_runs + same_run if r["mean_together"]]
-    assert f"trained {min(together):.1f}-{max(together):.1f} candidates at once on average" in text
-    spans = [[float(r["speedup_over_baseline"]) for r in wide_runs if r["run"] == run] for run in populations[:2]]
-    assert (f"16 and 64 at once read {min(spans[0]):.2f}-{max(spans[0]):.2f}x and {min(spans[1]):.2f}-"
-            f"{max(spans[1]):.2f}x one at a time (seeds 56-58") in text
-    full = {r["run"]: r for r in rows_of("population_search_b64_defaults_s45.csv")}
-    assert (f"16 at once read {float(full['p16-pareto']['speedup_over_baseline']):.2f}x, hypervolume "
-            f"{float(full['p16-pareto']['hypervolume_ratio']):.3f}") in text
+def population_runs(device: str, call: int | str) -> list[dict]:
+    """A seed's population runs of the plain `pP-pareto` kind (repeats included, variants such as `-a4` not),
+    each with its rate over one at a time in the same seed's calls (`x`), over the mean of the seed's 16-place
+    runs (`of16`), over a plain eager loop and its front over one at a time's where that call measured them,
+    and its settings from the call's JSON."""
+    calls = []
+    for name in (H200_CALLS if device == "h200" else H100_CALLS)[call]:
+        path = POPULATION[device] / name
+        settings = json.loads(path.with_suffix(".json").read_text())["settings"]
+        calls.append((settings, list(csv.DictReader(path.open()))))
+    p1 = next(float(r["candidates_per_gpu_hour"]) for _, rows in calls for r in rows if r["run"] == "p1")
+    runs = [(settings, rows, r) for settings, rows in calls for r in rows
+            if re.fullmatch(r"p(16|64|256)-pareto(\.\d+)?", r["run"])]
+    sixteen = statistics.fmean(float(r["candidates_per_gpu_hour"]) for _, _, r in runs if r["run"].startswith("p16-"))
+    found = []
+    for settings, rows, r in runs:
+        rate, beside_p1 = float(r["candidates_per_gpu_hour"]), any(x["run"] == "p1" for x in rows)
+        if beside_p1:  # the call's own ratio, where one at a time was its baseline
+            assert abs(rate / p1 - float(r["speedup_over_baseline"])) < 1e-3, r
+        found.append({"seed": r["seed"], "size": int(r["run"][1:].split("-")[0]), "x": rate / p1,
+                      "of16": rate / sixteen, "failed": int(r["failed"]), "batch": settings["batch_size"],
+                      "trials": settings["trials"], "settings": settings["settings"],
+                      "plain": float(r["speedup_over_plain_search"]) if r["speedup_over_plain_search"] else None,
+                      "front": float(r["hypervolume_ratio"]) if beside_p1 else None,
+                      "p1_pruned": next((int(x["pruned_before_training"]) for x in rows if x["run"] == "p1"), None),
+                      "pruned": int(r["pruned_before_training"]), "together": r["mean_together"]})
+    return found
+
+
+def spread(values: list[float], fmt: str, suffix: str = "") -> str:
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return f"{low}{suffix}" if low == high else f"{low}-{high}{suffix}"
+
+
+def population_row(device: str, calls: tuple, sizes: tuple[int, ...]) -> tuple[list[str], list[dict]]:
+    """One row of README's end-to-end table: its cells from the calls' result files, and the runs it read."""
+    runs = [r for call in calls for r in population_runs(device, call) if r["size"] in sizes]
+    assert {r["size"] for r in runs} == set(sizes)
+    batch, trials = {r["batch"] for r in runs}, {r["trials"] for r in runs}
+    settings = {tuple(r["settings"]) for r in runs}
+    assert len(batch) == len(trials) == len(settings) == 1 and "anchors=4" in next(iter(settings))
+    pruning = {"prune=dominated_throughput", "evaluator=auto"} <= set(next(iter(settings)))
+    at_once = " and ".join(str(s) for s in sizes) + " at once"
+    seeds = sorted({r["seed"] for r in runs}, key=int)
+    named = ", ".join(seeds)
+    for size in sizes:
+        some = sorted({r["seed"] for r in runs if r["size"] == size}, key=int)
+        if some != seeds:
+            named += f" ({size} at once: {', '.join(some)})"
+    x = [r["x"] for r in runs]
+    larger = [r["of16"] for r in runs if r["size"] != 16]
+    over = spread(x, ".2f", "x")
+    if larger:
+        over += f" ({f'{sizes[1]}: ' if sizes[0] == 16 else ''}{spread(larger, '.2f', 'x')} of 16)"
+    plain = [r["plain"] for r in runs if r["plain"] is not None]
+    plain_cell = spread(plain, ".1f", "x") if plain else ""
+    if plain and len(plain) < len(runs):
+        plain_cell += f" ({', '.join(sorted({r['seed'] for r in runs if r['plain'] is not None}, key=int))})"
+    fronts = [r["front"] for r in runs if r["front"] is not None]
+    front_cell = spread(fronts, ".3f") if fronts else ""
+    if len(fronts) == 1 < len(runs):
+        front_cell += " (one run)"
+    assert len(fronts) in (0, 1, len(runs))
+
+    # each goal: whether each of the row's runs met it (None where its figure was not measured); a goal that
+    # does not apply to the row (5x at batch 256, 64 at once against 16 in a row of 16 alone) is left out
+    judged = {"5x": [v >= 5 for v in x] if batch == {64} else [], "3x": [v >= 3 for v in x] if batch == {256} else [],
+              "40x": [None if r["plain"] is None else r["plain"] >= 40 for r in runs],
+              "fronts": [None if r["front"] is None else r["front"] >= 0.95 for r in runs],
+              "as fast as 16": [v >= 1 for v in larger], "no failures": [r["failed"] == 0 for r in runs]}
+    met = [goal for goal in GOALS if judged[goal] and all(v is True for v in judged[goal])]
+    missed = [goal for goal in GOALS if False in judged[goal]]
+    cells = [f"**{device.upper()}**" if device == "h100" else device.upper(), str(batch.pop()),
+             f"{'`prune=dominated_throughput evaluator=auto`' if pruning else 'no pruning'}, {trials.pop()} trials, "
+             f"{at_once}", named, over, plain_cell, front_cell, str(sum(r["failed"] for r in runs)),
+             ", ".join(met) or "none", ", ".join(missed) or "none"]
+    return cells, runs
+
+
+def test_the_population_table_is_its_runs():
+    """README's end-to-end bullet: the table rebuilt row by row from the result files of the seeds each row
+    names, the goals each row meets from its figures, and the sentences around it from the same runs."""
+    text = readme()
+    rows = [population_row(*row) for row in POPULATION_ROWS]
+    lines = ["| device | batch | settings | seeds | over one at a time (graphs) | over a plain eager loop | "
+             "hypervolume / one at a time | failed trials | goals met | goals missed |",
+             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+    for cells, _ in rows:
+        line = " ".join(("| " + " | ".join(cells) + " |").split())
+        assert line in text, line
+        lines.append(line)
+    assert " ".join(lines) in text  # in this order, and no other row between them
+    assert text.count("| device | batch | settings | seeds |") == 1
+
+    first = rows[0][0]
+    assert (f"16 candidates at once ended {first[4]} as many candidates per GPU-hour as the project's default, one "
+            f"candidate at a time with each step a CUDA graph (`p1`), and {first[5]} as many as a plain eager PyTorch "
+            f"loop training one candidate at a time, with fronts {first[6]} of one at a time's hypervolume and no "
+            f"failed trial (seeds {' and '.join(first[3].split(', '))})") in text
+    assert first[7] == "0"
+    sample = [json.loads((POPULATION["h200"] / H200_CALLS[seed][0]).with_suffix(".json").read_text())["settings"]
+              ["plain_sample"] for seed in (80, 84)]
+    assert f"the plain loop (`benchmarks/plain_eager.py`) on {min(sample)}-{max(sample)} of `p1`'s cells" in text
+    seed96 = [r for cells, runs in rows if cells[3] == "96" for r in runs]
+    assert sum(r["front"] is not None for r in seed96) == 1  # "the only run of that seed scored against it"
+    together = [float(r["together"]) for call in (80, 82, 84) for r in population_runs("h200", call)]
+    assert (f"on seeds 80, 82 and 84 populations of 16 to 256 places trained {min(together):.1f}-{max(together):.1f} "
+            "candidates at once on average") in text
+    pruned = [(cells, runs) for cells, runs in rows if cells[2].startswith("`prune=")]
+    alone = [r["p1_pruned"] for _, runs in pruned for r in runs]
+    assert all(r["pruned"] == 0 for _, runs in pruned for r in runs) and None not in alone
+    assert all(", 48 trials, " in cells[2] for cells, _ in pruned)
+    assert f"one at a time pruned {min(alone)}-{max(alone)} of its 48 trials before training and no population" in text
 
 
 def test_the_command_costs_are_the_measured_ones():
@@ -233,30 +323,6 @@ def test_the_h100_command_costs_are_the_measured_ones():
     assert f"load averages {min(loads):.2f}-{max(loads):.1f} when the commands started" in " ".join(text.split())
 
 
-def test_readmes_figures_for_seed_96_are_the_result_files():
-    population = ROOT / "benchmarks" / "results" / "h200" / "population"
-    first = list(csv.DictReader((population / "population_search_b64_wakes_s96.csv").open()))
-    second = list(csv.DictReader((population / "population_search_b64_wakes_p1_s96.csv").open()))
-    runs = first + second
-    rate = {id(r): float(r["epochs_trained"]) / float(r["wall_s"]) for r in runs}
-    larger = [rate[id(r)] for r in runs if r["run"].startswith(("p64-", "p256-"))]
-    sixteen = [rate[id(r)] for r in first if r["run"].startswith("p16-")]
-    mean16 = sum(float(r["candidates_per_gpu_hour"]) for r in first if r["run"].startswith("p16-")) / len(sixteen)
-    over16 = [float(r["candidates_per_gpu_hour"]) / mean16 for r in runs if r["run"].startswith(("p64-", "p256-"))]
-    p1 = float(next(r for r in second if r["run"] == "p1")["candidates_per_gpu_hour"])
-    over1 = [float(r["candidates_per_gpu_hour"]) / p1 for r in runs if r["run"] != "p1"]
-    flat = " ".join(readme().split())
-    assert (f"64 and 256 at once trained {min(larger):.2f}-{max(larger):.2f} epochs a second against 16's "
-            f"{sixteen[0]:.2f} and {sixteen[1]:.2f}, and ended {min(over16):.2f}-{max(over16):.2f}x of 16's "
-            f"candidates per GPU-hour; the populations read {min(over1):.2f}-{max(over1):.2f}x one at a time") in flat
-    assert all(r["failed"] == "0" for r in runs)
-    state = (ROOT / "benchmarks" / "results" / "h200" / "rate" / "state_s95" / "measurement_state.log").read_text()
-    skip = state[state.index("after burst {"):]
-    steady = float(re.search(r"'steady': ([0-9.]+)", skip).group(1))
-    burst = float(re.search(r"'after burst 0': ([0-9.]+)", skip).group(1))
-    assert f"the fastest cell reads {100 * (1 - burst / steady):.1f}% faster" in flat
-
-
 def test_the_held_out_prediction_line_quotes_architectures_no_fit_saw():
     """nb201 from the full pass's unfitted cells, darts and nb101 from a fresh seed with fitted archs left
     out, mbconv from the benchmark's own split (the shipped profile saw every measured mbconv network)."""
@@ -284,7 +350,8 @@ PLANTED = [  # (check, a pattern whose one group is a figure README.md quotes fr
     (test_the_nb201_study_line_quotes_its_data, r"all ([0-9,]+) NAS-Bench-201 cells measured"),
     (test_the_pruning_line_quotes_the_measured_scoring, r"NSGA-II and TPE save only ([0-9]+)-"),
     (test_the_packing_figures_are_the_colocation_experiments, r"once ([0-9.]+x) faster than random groups"),
-    (test_the_population_line_quotes_its_runs, r"([0-9.]+)-[0-9.]+x a plain eager loop"),
+    (test_the_population_table_is_its_runs, r"\| 80, 84 \| ([0-9.]+)-[0-9.]+x \|"),
+    (test_the_population_table_is_its_runs, r"\| 85 \| [0-9.x-]+ \(64: ([0-9.]+)x of 16\)"),
     (test_the_command_costs_are_the_measured_ones, r"\| `nasutil-search` \| ([0-9]+) s \("),
     (test_the_command_costs_are_the_measured_ones, r"about ([0-9]+) s on an idle [0-9]+-core CPU machine"),
     (test_the_other_command_costs_are_the_measured_ones, r"\| `nasutil-codes k=4 [^|]*` \| ([0-9]+) s \|"),
