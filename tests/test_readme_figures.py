@@ -215,10 +215,11 @@ def test_the_population_table_is_its_runs():
     assert text.count("| device | batch | settings | seeds |") == 1
 
     first = rows[0][0]
+    assert len(first[3].split(", ")) == 2  # "two seeds only"
     assert (f"16 candidates at once ended {first[4]} as many candidates per GPU-hour as the project's default, one "
             f"candidate at a time with each step a CUDA graph (`p1`), and {first[5]} as many as a plain eager PyTorch "
             f"loop training one candidate at a time, with fronts {first[6]} of one at a time's hypervolume and no "
-            f"failed trial (seeds {' and '.join(first[3].split(', '))})") in text
+            f"failed trial (seeds {' and '.join(first[3].split(', '))}, two seeds only") in text
     assert first[7] == "0"
     sample = [json.loads((POPULATION["h200"] / H200_CALLS[seed][0]).with_suffix(".json").read_text())["settings"]
               ["plain_sample"] for seed in (80, 84)]
