@@ -444,8 +444,9 @@ class Search:
     def _remember_first_rung(self, number: int, text: str, record: TrialRecord, fraction: float,
                              accuracy: float) -> None:
         seen = history_from([{**record, "arch": text, "rungs": {f"{fraction:.6g}": accuracy}}], fraction).seen
-        with self._answers_lock:
-            self._at_first_rung.update({number: s for s in seen})
+        if seen:  # one record: one candidate, or none where the record holds no prediction to judge by
+            with self._answers_lock:
+                self._at_first_rung[number] = seen[0]
 
     def _end_pruned(self, trial: optuna.Trial, record: TrialRecord, reason: str) -> list[float]:
         """Store what the pruned trial learned, then end it as the sampler should learn of it: PRUNED,

@@ -215,7 +215,7 @@ class DominatedThroughput(PrunePolicy):
         if isinstance(rung_min_neighbours, bool) or not isinstance(rung_min_neighbours, int) or rung_min_neighbours < 1:
             raise NasutilError(f"prune.rung_min_neighbours must be a whole number >= 1, got {rung_min_neighbours!r}")
         if isinstance(rung_band, bool) or not isinstance(rung_band, (int, float)) or not 0 <= rung_band < 10:
-            raise NasutilError(f"prune.rung_band must be a fraction >= 0, got {rung_band!r}")
+            raise NasutilError(f"prune.rung_band must be a fraction from 0 to below 10, got {rung_band!r}")
         self.fidelity, self.rung_min_neighbours, self.rung_band = fidelity, int(rung_min_neighbours), float(rung_band)
         if warmup_trials < 0 or min_neighbours < 1 or band < 0:
             raise NasutilError("prune: need warmup_trials >= 0, min_neighbours >= 1 and band >= 0")
