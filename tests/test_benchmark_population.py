@@ -1452,3 +1452,76 @@ def test_the_first_rung_replay_table_and_notes_are_its_result_files():
     fewer = f"{1 - auto48['prepared'] / plain48['prepared']:.0%}"[:-1] + f"-{1 - auto64['prepared'] / plain64['prepared']:.0%}"
     for doc in ("README.md", "docs/search.md", "BENCHMARKS.md"):
         assert f"{fewer} fewer" in " ".join((ROOT / doc).read_text().split()), doc
+
+
+def test_the_h100_seed_102_table_and_notes_are_their_result_files():
+    """Seed 102 on an H100: first-rung pruning against final inside a population, the table and notes from the
+    CSV, and the validation-cost note from validation_cost.json (whose counts must agree on every cell)."""
+    import csv
+
+    results = ROOT / "benchmarks" / "results" / "h100"
+    rows = list(csv.DictReader((results / "population" / "rung_s102" / "population_search_b64_rung_s102.csv").open()))
+    expected = []
+    for r in rows:
+        population = r["run"] != "p1"
+        expected.append([r["run"], _cell(r["wall_s"], ".1f"), r["trained"], r["cut_at_rung"],
+                         r["pruned_before_training"], r["failed"], f"{float(r['candidates_per_gpu_hour']):,.0f}",
+                         _cell(r["speedup_over_baseline"], ".2f", "x") if population else "",
+                         _cell(r["speedup_over_plain_search"], ".2f", "x"),
+                         _cell(r["hypervolume_ratio"], ".3f") if population else "",
+                         _cell(r["mean_together"], ".1f"), _cell(r["quiet_s"], ".1f")])
+        assert r["failed"] == "0"
+    assert _table_after("**Seed 102 on an H100") == expected
+
+    run = {r["run"]: r for r in rows}
+
+    def get(name: str, key: str) -> float:
+        return float(run[name][key])
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**Seed 102 on an H100"):text.index("**Seeds 99 and 100 on an H100")].split())
+    auto, final, wide = "p16-pareto-qa", "p16-pareto-qf", "p64-pareto-qa"
+    assert run[final]["pruned_before_training"] == "0" and int(run[auto]["pruned_before_training"]) > 0
+    assert (f"16 at once pruned {run[auto]['pruned_before_training']} of its 48 candidates before training with "
+            f"`fidelity=auto` and none with `final`") in flat
+    assert (f"64 at once pruned {run[wide]['pruned_before_training']}, one at a time "
+            f"{run['p1']['pruned_before_training']}") in flat
+    assert (f"16 at once ran {get(auto, 'candidates_per_gpu_hour'):,.0f} candidates per GPU-hour against "
+            f"{get(final, 'candidates_per_gpu_hour'):,.0f} with `final` "
+            f"({get(auto, 'candidates_per_gpu_hour') / get(final, 'candidates_per_gpu_hour'):.2f}x)") in flat
+    assert (f"{get(auto, 'hypervolume_ratio'):.3f} of one at a time's against {get(final, 'hypervolume_ratio'):.3f}"
+            ) in flat
+    assert get(auto, "speedup_over_baseline") < 5 and get(auto, "speedup_over_plain_search") < 40
+    assert (f"16 at once {get(auto, 'speedup_over_baseline'):.2f}x one at a time (goal 5x) and "
+            f"{get(auto, 'speedup_over_plain_search'):.2f}x the plain eager loop (goal 40x; one at a time's search ran "
+            f"{get('p1', 'speedup_over_plain_search'):.2f}x it); 64 at once "
+            f"{get(wide, 'candidates_per_gpu_hour') / get(auto, 'candidates_per_gpu_hour'):.2f}x of 16") in flat
+    assert (f"{get(auto, 'mean_together'):.1f} candidates trained at once on average of 16 places, the driver waited "
+            f"for the device {100 * get(auto, 'device_busy'):.0f}% of its time") in flat
+    assert f"measured for {get(auto, 'quiet_s'):.1f} s of its {get(auto, 'wall_s'):.1f} s" in flat
+
+    cost = json.loads((results / "validation_s102" / "validation_cost.json").read_text())
+    assert cost["all_counts_agree"] and all(len(set(r["correct"])) == 1 for r in cost["rows"])
+    assert all(b["agrees"] for r in cost["rows"] for b in r["eager_at"].values())
+    median = cost["median"]
+    totals = [r["eager_total_ms"] for r in cost["rows"]]
+    assert (f"({cost['images']:,} images, forwards of {cost['eval_batch']:,}) took a median "
+            f"{median['eager_total_ms']:.1f} ms for {cost['cells']} cells ({min(totals):.1f}-{max(totals):.1f} ms), "
+            f"{median['eager_launch_ms']:.1f} ms of it to queue; the plain loop took {median['plain_total_ms']:.1f} ms "
+            f"and one captured CUDA graph's replay {median['graph_replay_ms']:.1f} ms") in flat
+    larger = {b: [r["eager_at"][b] for r in cost["rows"]] for b in ("4096", "16384")}
+    assert (f"Forwards of 4,096 and 16,384 images took {statistics.median(e['total_ms'] for e in larger['4096']):.1f} "
+            f"and {statistics.median(e['total_ms'] for e in larger['16384']):.1f} ms (to queue: "
+            f"{statistics.median(e['launch_ms'] for e in larger['4096']):.1f} and "
+            f"{statistics.median(e['launch_ms'] for e in larger['16384']):.1f} ms; at most "
+            f"{max(e['peak_mib'] for e in larger['4096']):,} and {max(e['peak_mib'] for e in larger['16384']):,} "
+            f"MiB held)") in flat
+    fastest = min([median["graph_replay_ms"]] + [statistics.median(e["total_ms"] for e in v) for v in larger.values()])
+    assert 1 - fastest / median["eager_total_ms"] <= 0.08 and "at most 8% of the device's time" in flat
+    assert (f"about {median['eager_total_ms'] * 6000 / cost['images']:.0f} ms of device time, where the trainer's "
+            f"phase clock put {get('p1', 'mean_validate_ms'):.0f} ms in one at a time's `validate`") in flat
+    assert len(cost["rows"]) == cost["cells"] == 8
+    stale = json.loads((results / "validation_s102" / "validation_cost_train_mode_plain.json").read_text())
+    assert not stale["all_counts_agree"] and "`validation_cost_train_mode_plain.json`" in flat
+    log = (results / "population" / "rung_s102" / "gpu_tests_compiled.log").read_text()
+    assert "3 passed, 5 deselected in 212.22s" in log and "3 passed in 212 s" in flat
