@@ -378,3 +378,20 @@ def test_a_planted_stale_figure_fails_its_check(monkeypatch, check, pattern):
     monkeypatch.setitem(globals(), "readme", lambda: planted)
     with pytest.raises(AssertionError):
         check()
+
+
+def test_readmes_first_rung_pruning_figures_are_seed_102s_runs():
+    """What README says of pruning at the first rung on a GPU: seed 102's runs on an H100, auto against final."""
+    path = POPULATION["h100"] / "rung_s102" / "population_search_b64_rung_s102.csv"
+    runs = {r["run"]: r for r in csv.DictReader(path.open())}
+    auto, final = runs["p16-pareto-qa"], runs["p16-pareto-qf"]
+    flat = " ".join(readme().split())
+    assert final["pruned_before_training"] == "0"
+    assert (f"(seed 102), 16 at once pruned {auto['pruned_before_training']} of its 48 candidates before training where "
+            f"final accuracies pruned none, and ended "
+            f"{float(auto['candidates_per_gpu_hour']) / float(final['candidates_per_gpu_hour']):.2f}x as many candidates "
+            f"per GPU-hour with a front of {float(auto['hypervolume_ratio']):.3f} of one at a time's against "
+            f"{float(final['hypervolume_ratio']):.3f}") in flat
+    assert float(auto["speedup_over_baseline"]) < 5
+    assert (f"on seed 102 on an H100, 16 at once pruned {auto['pruned_before_training']} before training and ran "
+            f"{float(auto['speedup_over_baseline']):.2f}x one at a time, still short of 5x") in flat
