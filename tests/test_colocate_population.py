@@ -421,20 +421,6 @@ def test_quiet_holds_every_launch_back():
     assert errors == {}
 
 
-def test_training_counts_the_members_that_train_now():
-    """What a measurement queue asks before it waits for company: none trains before a member joins and
-    after it leaves."""
-    population = Population(2)
-    errors: dict[str, BaseException] = {}
-    assert population.training() == 0
-    member = Member(lambda: time.sleep(0.001), 100_000)
-    thread = _start(population, member, errors, "m")
-    assert _wait_until(lambda: population.training() == 1)
-    member.steps = member.taken + 1  # end it
-    thread.join(timeout=30)
-    assert population.training() == 0 and errors == {}
-
-
 def test_the_driver_ends_when_nobody_trains():
     population = Population(2)
     errors: dict[str, BaseException] = {}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 
 import optuna
 
@@ -256,63 +255,6 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     assert first["measured_latency_ms"] > 0 and alone.batches == 1
     assert (first["measured_batch"], first["measured_in_batch"]) == (0, 0)
     assert (alone.measure("nb201", archs[1])["measured_batch"], alone.batches) == (1, 2)
-    measurer.close()
-
-
-def test_a_survivor_is_measured_at_once_when_nothing_trains():
-    """Real CPU measurements: with room for 8 and 120 s to wait, a lone survivor waits while the trainer
-    says candidates train, and is measured as soon as it says none does (the last survivors of a search
-    used to wait out the whole max_wait_s on an idle device)."""
-    arch = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
-    entered = []
-
-    @contextlib.contextmanager
-    def quiet():
-        entered.append(1)
-        yield
-
-    training = threading.Event()
-    training.set()
-    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
-    queue = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=120, idle=lambda: not training.is_set(),
-                             poll_s=0.01)
-    assert queue.description.endswith("(at once where nothing trains)")
-    result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(queue.measure("nb201", arch)))
-    thread.start()
-    time.sleep(0.5)
-    assert result == {} and queue.batches == 0 and entered == []  # others train: it waits for company
-    training.clear()
-    thread.join(timeout=60)
-    assert not thread.is_alive() and result["measured_latency_ms"] > 0
-    assert queue.batches == 1 and entered == [1] and result["measured_batch"] == 0
-    measurer.close()
-
-
-def test_a_populations_measurement_queue_asks_its_trainer_whether_anything_trains(tmp_path):
-    """The controller hands a population's measurement queue the trainer's idle() for the measuring device."""
-    from nasutil.search.build import predictor_for
-    from nasutil.search.config import compose, shipped
-    from nasutil.search.controller import Search
-    from nasutil.search.objectives import Objectives
-    from nasutil.search.trainers.tabular import TabularTrainer
-
-    asked: list[str] = []
-
-    class Together(TabularTrainer):
-        concurrent_trials = 16
-
-        def idle(self, device: str) -> bool:
-            asked.append(device)
-            return len(asked) > 1
-
-    predictor, target = predictor_for(compose(["predictor=analytical"]))
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", directions=["maximize", "maximize"])
-    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
-    search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Together(),
-                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}), measurer=measurer)
-    assert isinstance(search.measuring, MeasurementQueue) and search.measuring.batch == 4
-    assert [search.measuring.idle(), search.measuring.idle()] == [False, True] and asked == ["cpu", "cpu"]
     measurer.close()
 
 

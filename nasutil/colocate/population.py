@@ -369,12 +369,6 @@ class Population:
             self.quiets += 1
             self.quiet_s += time.perf_counter() - started
 
-    def training(self) -> int:
-        """How many members train now: none means the device has nothing of this population's to run, so
-        a measurement there costs it nothing."""
-        with self._lock:
-            return len(self._members)
-
     # -- admission -------------------------------------------------------------------------------
 
     def _room_for(self, place: Place) -> bool:

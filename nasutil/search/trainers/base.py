@@ -56,11 +56,6 @@ class Trainer(ABC):
         idle); a trainer that trains one candidate at a time, between measurements, has nothing to hold."""
         return contextlib.nullcontext()
 
-    def idle(self, device: str) -> bool:
-        """Whether this trainer trains nothing on `device` now: a measurement waiting for others to share
-        its `quiet` block gains nothing by waiting longer. One candidate at a time: always."""
-        return True
-
     def interrupt(self) -> None:
         """Ctrl-C: every `train` running stops soon with `nasutil.errors.Interrupted` (its trial fails with
         that reason), and none starts. A trainer whose `train` returns quickly need not do anything."""

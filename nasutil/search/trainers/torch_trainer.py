@@ -341,10 +341,6 @@ class TorchTrainer(Trainer):
             return contextlib.nullcontext()
         return self._population.quiet()
 
-    def idle(self, device: str) -> bool:
-        """No candidate of the population trains on `device` now (none trains elsewhere counts as idle too)."""
-        return self._population is None or torch.device(device) != self.device or self._population.training() == 0
-
     def describe(self) -> str:
         amp = ", bf16 autocast" if self.amp else ""
         amp += ", CUDA-graph steps" if self.graphs else ""
