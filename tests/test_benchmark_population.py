@@ -1525,3 +1525,78 @@ def test_the_h100_seed_102_table_and_notes_are_their_result_files():
     assert not stale["all_counts_agree"] and "`validation_cost_train_mode_plain.json`" in flat
     log = (results / "population" / "rung_s102" / "gpu_tests_compiled.log").read_text()
     assert "3 passed, 5 deselected in 212.22s" in log and "3 passed in 212 s" in flat
+
+
+def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
+    """Seeds 103 and 104 on an H200: two processes (the code before and with measuring at once when nothing
+    trains), one at a time in the second; rates over it, fronts on both processes' runs scaled together."""
+    import csv
+    import sys
+
+    from nasutil.pareto import hypervolume_2d
+
+    folder = RESULTS / "first_rung_s103"
+    runs = []
+    for name, process in (("before_flush", "first"), ("population_search_b64_flush", "second")):
+        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((folder / f"{name}.csv").open())}
+        for line in (folder / f"{name}_runs.jsonl").open():
+            r = json.loads(line)
+            runs.append({**r, "process": process, "row": rows[(r["run"], str(r["seed"]))]})
+    assert all("(at once where nothing trains)" in (folder / f"{name}.log").read_text()
+               for name in ("population_search_b64_flush",))
+    assert "(at once where nothing trains)" not in (folder / "before_flush.log").read_text()
+    alone = {r["seed"]: r for r in runs if r["run"] == "p1"}
+    assert set(alone) == {103, 104} and all(r["process"] == "second" for r in alone.values())
+    expected = []
+    for r in runs:
+        mine = [x for x in runs if x["seed"] == r["seed"]]
+        top = max(p[1] for x in mine for p in x["points"])
+
+        def volume(x: dict) -> float:
+            return hypervolume_2d([(a, t / top) for a, t in x["points"]], (0.0, 0.0))
+
+        base = alone[r["seed"]]
+        r["x"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
+        r["plain"] = r["x"] * float(base["row"]["speedup_over_plain_search"])
+        r["front"] = volume(r) / volume(base)
+        population, activity = r["run"] != "p1", r.get("population_activity") or {}
+        if r["process"] == "second" and population:  # the same process's own figure agrees
+            assert abs(r["plain"] - float(r["row"]["speedup_over_plain_search"])) < 1e-3
+        expected.append([r["process"], ("yes" if r["process"] == "second" else "no") if population else "", r["run"],
+                         str(r["seed"]), f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                         str(r["pruned_before_training"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                         f"{r['x']:.2f}x" if population else "", f"{r['plain']:.2f}x",
+                         f"{r['front']:.3f}" if population else "", str(activity["quiets"]) if population else "",
+                         f"{activity['quiet_s']:.1f}" if population else ""])
+        assert r["failed"] == 0
+    assert _table_after("**Seeds 103 and 104 on an H200") == expected
+
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**Seeds 103 and 104 on an H200"):text.index("**Seed 102 on an H100")].split())
+    first = {r["seed"]: r for r in runs if r["process"] == "first"}
+    flush = next(r for r in runs if r["process"] == "second" and r["run"] != "p1")
+    assert (f"16 at once ran {first[103]['x']:.2f}x and {first[104]['x']:.2f}x one at a time (seeds 103 and 104; one at "
+            f"a time in the next process), {first[103]['plain']:.2f}x and {first[104]['plain']:.2f}x the plain eager "
+            f"loop, fronts {first[103]['front']:.3f} and {first[104]['front']:.3f}, no failed trial") in flat
+    assert max(r["x"] for r in first.values()) < 5 and max(r["plain"] for r in first.values()) < 40
+    assert [r["front"] >= 0.95 for r in (first[103], first[104])] == [True, False]  # "on seed 104, a front of 0.95"
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_readme_figures import population_runs
+
+    earlier = [r["x"] for seed in (81, 83, 85) for r in population_runs("h200", seed)]
+    assert f"the H200's earlier runs with pruning ({min(earlier):.2f}-{max(earlier):.2f}x" in flat
+    assert min(r["x"] for r in first.values()) > max(earlier)
+    pruned = {first[103]["pruned_before_training"], first[104]["pruned_before_training"]}
+    assert len(pruned) == 1 and (f"Each population pruned {pruned.pop()} candidate before training (one at a time: "
+                                 f"{alone[103]['pruned_before_training']} and {alone[104]['pruned_before_training']})") in flat
+    on, off = flush["population_activity"], first[103]["population_activity"]
+    assert (f"16 at once with it took {flush['wall_s']:.1f} s against {first[103]['wall_s']:.1f} s without it, holding "
+            f"the population quiet {on['quiets']} times for {on['quiet_s']:.1f} s against {off['quiets']} times for "
+            f"{off['quiet_s']:.1f} s, with a front of {flush['front']:.3f} against {first[103]['front']:.3f}; its slowest "
+            f"trial took {max(t for _, t in flush['trial_seconds']):.1f} s against "
+            f"{max(t for _, t in first[103]['trial_seconds']):.1f} s") in flat
+    assert (f"Both trained {flush['trained']} candidates to the end and cut {flush['cut_at_rung']}" in flat
+            and (flush["trained"], flush["cut_at_rung"]) == (first[103]["trained"], first[103]["cut_at_rung"]))
+    stopped = (folder / "population_search_b64_flush.log").read_text()
+    assert stopped.rstrip().endswith("rc=124") and not any(r["seed"] == 104 and r["run"] != "p1"
+                                                           for r in runs if r["process"] == "second")
