@@ -53,6 +53,9 @@ def main() -> int:
                         help="eager counts also timed at these batches (the trainer's own is always timed)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.cells < 1 or args.batch_size < 1 or min(args.eval_batches) < 1:
+        parser.exit(2, "validation_cost.py: error: --cells, --batch-size and every --eval-batches must be whole "
+                       "numbers >= 1\n")
     if not torch.cuda.is_available():
         parser.exit(2, "validation_cost.py: error: needs a CUDA device\n")
 

@@ -759,6 +759,20 @@ def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
         assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+def test_validation_costs_bad_counts_are_one_line_and_exit_2(tmp_path):
+    """Refused before any device is looked for, so a machine without CUDA says the same."""
+    import subprocess
+    import sys
+
+    script = ROOT / "benchmarks" / "validation_cost.py"
+    for args in (["--cells", "0"], ["--eval-batches", "4096", "0"], ["--batch-size", "-1"]):
+        done = subprocess.run([sys.executable, str(script), *args, "--out", str(tmp_path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "must be whole numbers >= 1" in done.stderr
+    assert not any(tmp_path.iterdir())
+
+
 def _measured_rows(seed: int) -> list[dict]:
     import csv
 
@@ -1527,11 +1541,11 @@ def test_the_h100_seed_102_table_and_notes_are_their_result_files():
     assert "3 passed, 5 deselected in 212.22s" in log and "3 passed in 212 s" in flat
 
 
-def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
-    """Seeds 103 and 104 on an H200: two processes (the code before and with measuring at once when nothing
-    trains), one at a time in the second; rates over it, fronts on both processes' runs scaled together."""
+def seeds_103_and_104() -> list[dict]:
+    """Seeds 103 and 104 on an H200, both processes' runs in order, each with its process, CSV row, rate over
+    one at a time (`x`, the second process's), over the plain loop (`plain`) and front over one at a time's
+    (`front`, both processes' runs of a seed scaled by their largest throughput)."""
     import csv
-    import sys
 
     from nasutil.pareto import hypervolume_2d
 
@@ -1542,15 +1556,9 @@ def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
         for line in (folder / f"{name}_runs.jsonl").open():
             r = json.loads(line)
             runs.append({**r, "process": process, "row": rows[(r["run"], str(r["seed"]))]})
-    assert all("(at once where nothing trains)" in (folder / f"{name}.log").read_text()
-               for name in ("population_search_b64_flush",))
-    assert "(at once where nothing trains)" not in (folder / "before_flush.log").read_text()
     alone = {r["seed"]: r for r in runs if r["run"] == "p1"}
-    assert set(alone) == {103, 104} and all(r["process"] == "second" for r in alone.values())
-    expected = []
     for r in runs:
-        mine = [x for x in runs if x["seed"] == r["seed"]]
-        top = max(p[1] for x in mine for p in x["points"])
+        top = max(p[1] for x in runs if x["seed"] == r["seed"] for p in x["points"])
 
         def volume(x: dict) -> float:
             return hypervolume_2d([(a, t / top) for a, t in x["points"]], (0.0, 0.0))
@@ -1559,6 +1567,20 @@ def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
         r["x"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
         r["plain"] = r["x"] * float(base["row"]["speedup_over_plain_search"])
         r["front"] = volume(r) / volume(base)
+    return runs
+
+
+def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
+    """Seeds 103 and 104 on an H200: two processes (the code before and with measuring at once when nothing
+    trains), one at a time in the second; rates over it, fronts on both processes' runs scaled together."""
+    folder = RESULTS / "first_rung_s103"
+    runs = seeds_103_and_104()
+    assert "(at once where nothing trains)" in (folder / "population_search_b64_flush.log").read_text()
+    assert "(at once where nothing trains)" not in (folder / "before_flush.log").read_text()
+    alone = {r["seed"]: r for r in runs if r["run"] == "p1"}
+    assert set(alone) == {103, 104} and all(r["process"] == "second" for r in alone.values())
+    expected = []
+    for r in runs:
         population, activity = r["run"] != "p1", r.get("population_activity") or {}
         if r["process"] == "second" and population:  # the same process's own figure agrees
             assert abs(r["plain"] - float(r["row"]["speedup_over_plain_search"])) < 1e-3
@@ -1580,7 +1602,6 @@ def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
             f"loop, fronts {first[103]['front']:.3f} and {first[104]['front']:.3f}, no failed trial") in flat
     assert max(r["x"] for r in first.values()) < 5 and max(r["plain"] for r in first.values()) < 40
     assert [r["front"] >= 0.95 for r in (first[103], first[104])] == [True, False]  # "on seed 104, a front of 0.95"
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_readme_figures import population_runs
 
     earlier = [r["x"] for seed in (81, 83, 85) for r in population_runs("h200", seed)]

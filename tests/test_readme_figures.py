@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from test_benchmark_population import H100_SEED_FILES  # seeds 99-101 on the H100s, one at a time beside them
+from test_benchmark_population import seeds_103_and_104
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -400,19 +401,9 @@ def test_readmes_first_rung_pruning_figures_are_seed_102s_runs():
 def test_readmes_h200_first_rung_figures_are_seeds_103_and_104s_runs():
     """16 at once on seeds 103 and 104 (first process) over one at a time (second process), fronts with both
     processes' runs of a seed scaled together, as BENCHMARKS.md's table has them."""
-    from nasutil.pareto import hypervolume_2d
-
-    folder = POPULATION["h200"] / "first_rung_s103"
-    first = [json.loads(line) for line in (folder / "before_flush_runs.jsonl").open()]
-    second = [json.loads(line) for line in (folder / "population_search_b64_flush_runs.jsonl").open()]
-    alone = {r["seed"]: r for r in second if r["run"] == "p1"}
-    over, fronts = [], []
-    for r in sorted(first, key=lambda r: r["seed"]):
-        top = max(p[1] for x in first + second if x["seed"] == r["seed"] for p in x["points"])
-        volume = [hypervolume_2d([(a, t / top) for a, t in x["points"]], (0.0, 0.0)) for x in (r, alone[r["seed"]])]
-        over.append(r["candidates_per_gpu_hour"] / alone[r["seed"]]["candidates_per_gpu_hour"])
-        fronts.append(volume[0] / volume[1])
-    assert [r["seed"] for r in sorted(first, key=lambda r: r["seed"])] == [103, 104] and max(over) < 5
+    first = sorted((r for r in seeds_103_and_104() if r["process"] == "first"), key=lambda r: r["seed"])
+    over, fronts = [r["x"] for r in first], [r["front"] for r in first]
+    assert [r["seed"] for r in first] == [103, 104] and max(over) < 5
     assert (f"on an H200 (seeds 103 and 104, one at a time timed in the next process on the same machine) "
             f"{over[0]:.2f}x and {over[1]:.2f}x with fronts {fronts[0]:.3f} and {fronts[1]:.3f}: still short of 5x"
             ) in " ".join(readme().split())
