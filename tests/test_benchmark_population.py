@@ -181,6 +181,7 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p16-pareto@128.2") == parse_run("p16-pareto@128")  # a repeat: the same settings
     assert parse_run("p16-pareto-f4.2")["reduction_factor"] == 4
     assert parse_run("p16-pareto-l8")["lead_rounds"] == 8 and "lead_rounds" not in parse_run("p16-pareto")
+    assert parse_run("p16-pareto-w1-qa")["warm_up_steps"] == 1 and "warm_up_steps" not in parse_run("p16-pareto-qa")
     assert parse_run("p64-pareto-a4")["ahead"] == 4 and "ahead" not in parse_run("p64-pareto")
     assert parse_run("p64-pareto-l8-a4.2") == {**parse_run("p64-pareto-l8"), "ahead": 4}
     assert [parse_run(f"p16-pareto-q{x}")["prune_fidelity"] for x in "fra"] == ["final", "rung", "auto"]

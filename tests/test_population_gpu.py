@@ -1,5 +1,5 @@
 """An asynchronous population on a CUDA device (skipped without one): members captured while others
-train compute what each computes alone (beyond PyTorch's 32 pooled streams too), a search with rung cuts runs its budget with no failed trial,
+train compute what each computes alone (beyond PyTorch's 32 pooled streams too, and after one warm-up step), a search with rung cuts runs its budget with no failed trial,
 and a survivor measured while the population trains reads what a quiet device reads (the fastest cells
 too, queued together)."""
 
@@ -39,6 +39,18 @@ def test_members_captured_while_others_train_compute_what_each_computes_alone():
         assert not isinstance(together[n], BaseException), together[n]
         assert together[n].extra["train_loss"] == pytest.approx(alone[n].extra["train_loss"], rel=1e-3), n
         assert abs(together[n].accuracy - alone[n].accuracy) <= 1.0, (n, together[n].accuracy, alone[n].accuracy)
+
+
+def test_one_warm_up_step_before_each_capture_trains_what_three_train():
+    """`trainer.warm_up_steps=1`: a population whose members warm up one eager step before their capture
+    ends each candidate where one trained alone after the default three warm-up steps ends."""
+    alone_trainer = shipped("trainer", "torch", **SETTINGS)
+    alone = {n: alone_trainer.train(get_space("nb201"), a, Recorder(), trial_number=n) for n, a in enumerate(ARCHS)}
+    trainer = shipped("trainer", "torch", **SETTINGS, population=3, ahead=1, warm_up_steps=1)
+    together = train_in_threads(trainer, [(a, Recorder(), n) for n, a in enumerate(ARCHS)], timeout=600)
+    for n in range(len(ARCHS)):
+        assert not isinstance(together[n], BaseException), together[n]
+        assert together[n].extra["train_loss"] == pytest.approx(alone[n].extra["train_loss"], rel=1e-3), n
 
 
 def test_more_members_than_the_stream_pool_holds_are_captured_while_the_others_train():

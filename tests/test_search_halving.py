@@ -164,10 +164,11 @@ def test_trainer_settings_of_a_population():
     trainer = shipped("trainer", "torch", dataset="digits", population=8)
     assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs
     assert shipped("trainer", "torch", dataset="digits", population=8, ahead=0).concurrent_trials == 8
-    assert trainer.host_turns == 4 and trainer.capture == "beside"
+    assert trainer.host_turns == 4 and trainer.capture == "beside" and trainer.warm_up_steps == 3
     for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe"),
                 dict(host_turns=0), dict(host_turns=1.5), dict(host_turns=True), dict(capture="later"),
-                dict(round_size=0), dict(round_size="all"), dict(lead_rounds=0), dict(lead_rounds=2.5)):
+                dict(round_size=0), dict(round_size="all"), dict(lead_rounds=0), dict(lead_rounds=2.5),
+                dict(warm_up_steps=0), dict(warm_up_steps=1.5), dict(warm_up_steps=True)):
         with pytest.raises(NasutilError):
             shipped("trainer", "torch", dataset="digits", population=8, **bad)
 

@@ -258,6 +258,54 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     measurer.close()
 
 
+def test_the_measuring_worker_starts_in_the_background_and_never_inside_the_quiet_block():
+    """A real worker process: `prepare` returns at once and the worker starts meanwhile (warmed, then idle);
+    a queue's first batch waits for it before holding the population quiet, so the quiet block holds the
+    measurement only, not the seconds a worker takes to start."""
+    import time
+
+    arch = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def quiet():
+        events.append("quiet, worker up" if measurer._evaluator._info else "quiet, worker not up")
+        yield
+
+    queue = MeasurementQueue(measurer, quiet, batch=1)
+    try:
+        started = time.perf_counter()
+        queue.prepare()
+        assert time.perf_counter() - started < 0.5  # the search's first trials are not held up by it
+        assert queue.measure("nb201", arch)["measured_latency_ms"] > 0
+        assert events == ["quiet, worker up"]
+        pid = measurer._evaluator._info["pid"]
+        queue.prepare()  # a second run of the same search keeps the worker it has
+        assert queue.measure("nb201", arch)["measured_latency_ms"] > 0 and measurer._evaluator._info["pid"] == pid
+    finally:
+        queue.close()
+    assert measurer._evaluator is None
+
+
+def test_a_queue_without_prepare_still_starts_the_worker_before_holding_quiet():
+    arch = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    seen: list[bool] = []
+
+    @contextlib.contextmanager
+    def quiet():
+        seen.append(bool(measurer._evaluator and measurer._evaluator._info))
+        yield
+
+    queue = MeasurementQueue(measurer, quiet, batch=1)
+    try:
+        assert queue.measure("nb201", arch)["measured_latency_ms"] > 0
+    finally:
+        queue.close()
+    assert seen == [True]
+
+
 def test_an_architecture_another_trial_is_training_is_not_trained_twice(tmp_path):
     """Two workers on one study are given the same architecture at once (enqueued, as a sampler might
     propose it): the second waits for the first's training and records a repeat of it."""

@@ -35,7 +35,7 @@ from nasutil.errors import NasutilError
 #: there) must not land in the middle of a capture
 CAPTURE_LOCK = threading.RLock()
 
-WARM_UP_STEPS = 3  # eager steps before a capture: cuDNN picks its algorithms, autograd its buffers
+WARM_UP_STEPS = 3  # eager steps before a capture by default: cuDNN picks its algorithms, autograd its buffers
 
 _capture_streams: dict[int, torch.cuda.Stream] = {}
 
@@ -105,15 +105,20 @@ class TrainingStep:
     `Gate.closed`, where `trainer.capture=alone`): the capture itself runs inside it. By default the
     capture runs beside the others' work, on `capture_stream`. `launching`: the block the eager warm-up,
     the capture (unless alone) and the restore after it run in (a population's `Gate.launching`, which
-    `capture_alone` and a quiet measurement wait for)."""
+    `capture_alone` and a quiet measurement wait for). `warm_up_steps`: eager steps before the capture
+    (undone after it), at least 1."""
 
     def __init__(self, model: nn.Module, inputs: Callable[[torch.Tensor], torch.Tensor], train_x: torch.Tensor,
                  train_y: torch.Tensor, batch_size: int, rates: torch.Tensor, momentum: float, weight_decay: float,
                  autocast_dtype: torch.dtype | None, graph: bool, compiled: bool = False,
                  stream: torch.cuda.Stream | None = None, epoch_batches: int | None = None,
                  capture_alone: Callable[[], contextlib.AbstractContextManager] | None = None,
-                 launching: Callable[[], contextlib.AbstractContextManager] | None = None) -> None:
+                 launching: Callable[[], contextlib.AbstractContextManager] | None = None,
+                 warm_up_steps: int = WARM_UP_STEPS) -> None:
         device = train_x.device
+        if isinstance(warm_up_steps, bool) or not isinstance(warm_up_steps, int) or warm_up_steps < 1:
+            raise NasutilError(f"warm_up_steps must be a whole number >= 1, got {warm_up_steps!r}")
+        self.warm_up_steps = warm_up_steps
         if graph and device.type != "cuda":
             raise NasutilError("a training step can be captured in a CUDA graph only on a CUDA device")
         self.model, self.inputs, self.train_x, self.train_y = model, inputs, train_x, train_y
@@ -283,7 +288,7 @@ class TrainingStep:
             with torch.no_grad():
                 saved = [t.detach().clone() for t in self._state()]
             with self._compiling():
-                for _ in range(WARM_UP_STEPS):
+                for _ in range(self.warm_up_steps):
                     self._compute()
             for p in self.params:
                 p.grad = None

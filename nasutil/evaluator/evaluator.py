@@ -18,7 +18,7 @@ from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import Candidate, resolve
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task
+from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task, warm_task
 
 
 #: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
@@ -91,13 +91,22 @@ class Evaluator:
                 self._info = self._workers[0].start() if self._workers else device_info(self.config.device)
         return self._info
 
-    def start(self) -> dict:
+    def start(self, warm: bool = False) -> dict:
         """Start every worker now, in parallel (they start on first use otherwise): for timing a run
-        without the processes' start-up."""
+        without the processes' start-up. `warm` also has each load its CUDA context, cuDNN, cuBLAS and
+        graph machinery (`warm_device`), which a worker's first measurement pays otherwise."""
         info = self.info
         if len(self._workers) > 1:
             with ThreadPoolExecutor(len(self._workers) - 1) as pool:
                 list(pool.map(lambda worker: worker.start(), self._workers[1:]))
+        if warm and self._workers:
+            taken = [self._idle.get() for _ in self._workers]  # no measurement shares a worker's pipe meanwhile
+            try:
+                with ThreadPoolExecutor(len(taken)) as pool:
+                    list(pool.map(lambda worker: worker.run(warm_task(worker.device)), taken))
+            finally:
+                for worker in taken:
+                    self._idle.put(worker)
         return info
 
     def measure(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:

@@ -18,7 +18,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from nasutil.evaluator.candidate import Candidate, build
@@ -138,6 +138,45 @@ def run_task(runner: str, payload: dict[str, Any], exclusive=None) -> tuple[str,
         return "failed", f"out of memory: {(str(exc).splitlines() or [''])[0]}", False
     except Exception as exc:  # a broken task must not end the worker
         return "failed", _first_line(exc), is_fatal_device_error(exc)
+
+
+@dataclass
+class Warmed:
+    """What `warm_device` did: its seconds, and the device it warmed."""
+
+    seconds: float
+    device: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def warm_task(device: str) -> Task[dict[str, Any]]:
+    return Task("nasutil.evaluator.worker:warm_device", {"device": device}, dict,
+                lambda why, device_name: {"error": why, "device": device})
+
+
+def warm_device(payload: dict[str, Any], exclusive=None) -> Warmed:
+    """Load what this process's first measurement would otherwise load inside its turn on the device: the
+    CUDA context, cuDNN and cuBLAS (a small fp16 convolution in channels_last and a matrix product) and the
+    graph machinery (one tiny capture). Microseconds of device work, so it may run beside training."""
+    import torch
+
+    started = time.perf_counter()
+    device = torch.device(payload["device"])
+    if device.type == "cuda":
+        with exclusive or contextlib.nullcontext(), torch.inference_mode():
+            conv = torch.nn.Conv2d(16, 16, 3, padding=1).to(device, torch.float16, memory_format=torch.channels_last)
+            x = torch.randn(8, 16, 8, 8, device=device, dtype=torch.float16).to(memory_format=torch.channels_last)
+            graph = torch.cuda.CUDAGraph()
+            stream = torch.cuda.Stream(device)
+            with torch.cuda.stream(stream):
+                conv(x).flatten(1) @ torch.ones(1024, 10, device=device, dtype=torch.float16)
+                with torch.cuda.graph(graph, stream=stream):
+                    conv(x)
+            graph.replay()
+            torch.cuda.synchronize(device)
+    return Warmed(time.perf_counter() - started, str(device))
 
 
 def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | None,

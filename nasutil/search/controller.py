@@ -529,6 +529,8 @@ class Search:
                 self.stop()
 
         self._enqueue_anchors()
+        if self.measuring is not None:
+            self.measuring.prepare()  # the measuring worker starts while the first candidates train
         self._budget, self._started = n_trials, datetime.datetime.now()
         with self._answers_lock:
             self._unanswered.clear()

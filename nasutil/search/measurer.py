@@ -14,11 +14,14 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from nasutil.errors import NasutilError
+
+if TYPE_CHECKING:
+    from nasutil.evaluator import Evaluator
 
 
 class NoMeasurement(NasutilError):
@@ -53,6 +56,14 @@ class HardwareMeasurer(ABC):
         """Each candidate's measured figures, or the NasutilError that says why it could not be measured
         (`NoMeasurement` where there is simply no figure for it)."""
 
+    def prepare(self) -> None:
+        """Start, in the background, what the first measurement would otherwise wait for (a worker process,
+        say), so that it overlaps training instead of holding a population quiet. Optional."""
+
+    def wait_ready(self) -> None:
+        """Return once what `prepare` starts is up (starting it here if it was not), so that a population is
+        held quiet only for measuring, not for a worker's start."""
+
     def close(self) -> None:
         """Release what measuring holds (worker processes, say)."""
 
@@ -69,6 +80,8 @@ class Measurer(HardwareMeasurer):
         self.timeout_s = float(timeout_s)
         self.use_cache = bool(cache)
         self._evaluator = None
+        self._evaluator_lock = threading.Lock()
+        self._starting: threading.Thread | None = None
 
     @property
     def description(self) -> str:
@@ -80,22 +93,51 @@ class Measurer(HardwareMeasurer):
         """The device that must run nothing else while a candidate is measured."""
         return self.config.device
 
+    def _evaluator_now(self) -> Evaluator:
+        """The evaluator, made on first use (its worker process starts on its first measurement, or in
+        `prepare`)."""
+        with self._evaluator_lock:
+            if self._evaluator is None:
+                from nasutil.evaluator import Evaluator
+                from nasutil.evaluator.cache import MeasurementCache, default_cache_location
+
+                cache = None
+                if self.use_cache:
+                    try:
+                        cache = MeasurementCache(default_cache_location())  # shared where $NASUTIL_CACHE_URL says
+                    except NasutilError:
+                        pass  # a cache we cannot use is no reason not to measure
+                self._evaluator = Evaluator(self.config, cache=cache, timeout_s=self.timeout_s)
+            return self._evaluator
+
+    def prepare(self) -> None:
+        """Start and warm the measuring worker now, on a thread of its own: its start (an interpreter, torch,
+        a CUDA context, cuDNN: seconds) then overlaps the first trainings instead of holding a population
+        quiet at its first survivor. A start that fails here is tried again, and reported, by the first measurement."""
+        with self._evaluator_lock:
+            if self._starting is not None:
+                return
+            self._starting = threading.Thread(target=self._start_worker, name="nasutil-measurer-start", daemon=True)
+        self._starting.start()
+
+    def wait_ready(self) -> None:
+        starting = self._starting
+        if starting is not None:
+            starting.join()
+        else:
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        try:
+            self._evaluator_now().start(warm=True)  # a measurement that comes meanwhile waits for the start
+        except Exception:  # noqa: BLE001 - the first measurement starts it again and says why it cannot
+            pass
+
     def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
         from nasutil.evaluator import Candidate
 
-        if self._evaluator is None:
-            from nasutil.evaluator import Evaluator
-            from nasutil.evaluator.cache import MeasurementCache, default_cache_location
-
-            cache = None
-            if self.use_cache:
-                try:
-                    cache = MeasurementCache(default_cache_location())  # shared where $NASUTIL_CACHE_URL says
-                except NasutilError:
-                    pass  # a cache we cannot use is no reason not to measure
-            self._evaluator = Evaluator(self.config, cache=cache, timeout_s=self.timeout_s)
         out: list[dict[str, Any] | NasutilError] = []
-        for m in self._evaluator.measure_many([Candidate(space_spec, text) for text in arch_texts]):
+        for m in self._evaluator_now().measure_many([Candidate(space_spec, text) for text in arch_texts]):
             if not m.ok:
                 out.append(NasutilError(f"measurement failed: {m.error}"))
                 continue
@@ -105,9 +147,13 @@ class Measurer(HardwareMeasurer):
         return out
 
     def close(self) -> None:
-        if self._evaluator is not None:
-            self._evaluator.close()
-            self._evaluator = None
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.join()  # a worker half started would outlive the search
+        with self._evaluator_lock:
+            if self._evaluator is not None:
+                self._evaluator.close()
+                self._evaluator = None
 
 
 def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype: str = "fp16", batch_size: int = 256,
@@ -201,6 +247,9 @@ class MeasurementQueue:
     def description(self) -> str:
         return f"{self.measurer.description}, measured in batches of up to {self.batch} while training pauses"
 
+    def prepare(self) -> None:
+        self.measurer.prepare()
+
     def measure(self, space_spec: str, arch_text: str) -> dict[str, Any]:
         done: Future = Future()
         with self._lock:
@@ -231,6 +280,7 @@ class MeasurementQueue:
             if not waiting:
                 return
             try:
+                self.measurer.wait_ready()  # a worker starting up does not hold the population quiet
                 started = time.perf_counter()
                 with self.quiet():
                     results: list[Any] = []

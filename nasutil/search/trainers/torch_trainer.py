@@ -64,7 +64,8 @@ class TorchTrainer(Trainer):
                  max_batches_per_epoch: int | None = None, threads: int | None = None, seed: int = 0,
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
-                 capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2) -> None:
+                 capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2,
+                 warm_up_steps: int = 3) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -138,8 +139,10 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"trainer.round_size must be a whole number >= 1 or null, got {round_size!r}")
         if isinstance(lead_rounds, bool) or not isinstance(lead_rounds, int) or lead_rounds < 1:
             raise NasutilError(f"trainer.lead_rounds must be a whole number >= 1, got {lead_rounds!r}")
+        if isinstance(warm_up_steps, bool) or not isinstance(warm_up_steps, int) or warm_up_steps < 1:
+            raise NasutilError(f"trainer.warm_up_steps must be a whole number >= 1, got {warm_up_steps!r}")
         self.host_turns, self.capture, self.round_size = host_turns, capture, round_size
-        self.lead_rounds = lead_rounds
+        self.lead_rounds, self.warm_up_steps = lead_rounds, warm_up_steps
         self.max_step = self.epochs
         self.population = population  # trials trained at once
         self.concurrent_trials = population + self.ahead if population > 1 else 1  # trials the search runs at once
@@ -463,7 +466,8 @@ class _Run:
                                           epoch_batches=self.batches,
                                           capture_alone=(gate.closed if gate is not None and t.capture == "alone"
                                                          else None),
-                                          launching=gate.launching if gate is not None else None)
+                                          launching=gate.launching if gate is not None else None,
+                                          warm_up_steps=t.warm_up_steps)
         self.generator = torch.Generator(device="cpu").manual_seed(t.seed * 100_003 + trial_number)
         fractions = [float(f) for f in getattr(reporter, "rungs", ()) or () if 0 < float(f) < 1]
         self.rungs = {max(1, math.ceil(f * self.total_steps)): f for f in sorted(fractions, reverse=True)}
