@@ -176,3 +176,17 @@ def test_fast_settings_agree_with_the_default_and_a_plain_loop():
     # these (median 4.4% over 40 cells, BENCHMARKS.md); the cause is not established.
     assert abs(statistics.median(ratios) - 1) <= 0.06, ratios
 
+
+
+def test_a_warmed_worker_measures_what_a_cold_one_measures():
+    """`Evaluator.start(warm=True)` loads the worker's CUDA libraries ahead (what a search's measuring
+    worker does while the first candidates train); its first reading is the cold worker's, within 2%."""
+    readings = {}
+    for warm in (False, True, False, True):
+        with Evaluator(GPU.with_(counters=False)) as ev:
+            ev.start(warm=warm)
+            m = ev.measure(Candidate("nb201", CELL))
+        assert m.ok, m.error
+        readings.setdefault(warm, []).append(m.latency_ms)
+    cold, warmed = min(readings[False]), min(readings[True])
+    assert warmed == pytest.approx(cold, rel=0.02), readings
