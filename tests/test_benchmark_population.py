@@ -1622,3 +1622,85 @@ def test_the_h200_seeds_103_and_104_table_and_notes_are_their_result_files():
     stopped = (folder / "population_search_b64_flush.log").read_text()
     assert stopped.rstrip().endswith("rc=124") and not any(r["seed"] == 104 and r["run"] != "p1"
                                                            for r in runs if r["process"] == "second")
+
+
+def seeds_105_and_106() -> list[dict]:
+    """Seeds 105 and 106 on an H100 (the measuring worker started when the search begins), in the order they
+    ran, each with its CSV row."""
+    import csv
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "prestart_s105"
+    rows = {(r["run"], r["seed"]): r for r in csv.DictReader((folder / "population_search_b64.csv").open())}
+    return [{**r, "row": rows[(r["run"], str(r["seed"]))]}
+            for r in map(json.loads, (folder / "population_search_b64_runs.jsonl").open())]
+
+
+def test_the_h100_seeds_105_and_106_table_and_notes_are_their_result_files():
+    """The table is the run's CSV; the notes' rates, quiet holds, warm-up A/B and the warmed worker's readings
+    are computed from the result files."""
+    runs = seeds_105_and_106()
+    expected = []
+    for r in runs:
+        row, population, activity = r["row"], r["run"] != "p1", r.get("population_activity") or {}
+        expected.append([r["run"], str(r["seed"]), f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                         str(r["pruned_before_training"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                         f"{float(row['speedup_over_baseline']):.2f}x" if population else "",
+                         f"{float(row['speedup_over_plain_search']):.2f}x",
+                         f"{float(row['hypervolume_ratio']):.3f}" if population else "",
+                         str(activity["quiets"]) if population else "", f"{activity['quiet_s']:.1f}" if population else "",
+                         f"{float(row['mean_warm_up_ms']):.0f}"])
+        assert r["failed"] == 0
+    marker = "**Seeds 105 and 106 on an H100"
+    assert _table_after(marker) == expected
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seeds 103 and 104 on an H200")].split())
+    by = {(r["run"], r["seed"]): r for r in runs}
+    p16 = [by[("p16-pareto-qa", s)] for s in (105, 106)]
+    act = [r["population_activity"] for r in p16]
+    assert (f"16 at once was held quiet {act[0]['quiets']} times for {act[0]['quiet_s']:.1f} s and {act[1]['quiets']} "
+            f"times for {act[1]['quiet_s']:.1f} s ({act[0]['quiet_s'] / act[0]['quiets']:.2f}-"
+            f"{act[1]['quiet_s'] / act[1]['quiets']:.2f} s a hold)") in flat
+    before = next(r for r in map(json.loads, (ROOT / "benchmarks" / "results" / "h100" / "population" / "rung_s102" /
+                                              "population_search_b64_rung_s102_runs.jsonl").open())
+                  if r["run"] == "p16-pareto-qa")["population_activity"]
+    assert (f"against {before['quiets']} times for {before['quiet_s']:.1f} s on seed 102 on an H100 before "
+            f"({before['quiet_s'] / before['quiets']:.1f} s a hold)") in flat
+    x = [float(r["row"]["speedup_over_baseline"]) for r in p16]
+    plain = [float(r["row"]["speedup_over_plain_search"]) for r in p16]
+    front = [float(r["row"]["hypervolume_ratio"]) for r in p16]
+    summary = json.loads((ROOT / "benchmarks" / "results" / "h100" / "population" / "prestart_s105" /
+                          "population_search_b64.json").read_text())["by_run"]
+    assert (f"{x[0]:.2f}x and {x[1]:.2f}x one at a time (mean rate {summary['p16-pareto-qa']['speedup_over_baseline']:.2f}x), "
+            f"{plain[0]:.2f}x and {plain[1]:.2f}x the plain eager loop, fronts {front[0]:.3f} and {front[1]:.3f}") in flat
+    assert max(x) < 5 and max(plain) < 40 and min(front) < 0.95  # the goals still missed
+    alone = [by[("p1", s)]["candidates_per_gpu_hour"] for s in (105, 106)]
+    assert f"ran {alone[0] / alone[1]:.2f}x the rate of seed 106's" in flat
+    w1 = [by[("p16-pareto-w1-qa", s)] for s in (105, 106)]
+    assert (f"16 at once ran {w1[0]['candidates_per_gpu_hour'] / p16[0]['candidates_per_gpu_hour']:.2f}x and "
+            f"{w1[1]['candidates_per_gpu_hour'] / p16[1]['candidates_per_gpu_hour']:.2f}x the rate with three") in flat
+    p64 = [by[("p64-pareto-qa", s)] for s in (105, 106)]
+    assert (f"64 at once ran {p64[0]['candidates_per_gpu_hour'] / p16[0]['candidates_per_gpu_hour']:.2f}x and "
+            f"{p64[1]['candidates_per_gpu_hour'] / p16[1]['candidates_per_gpu_hour']:.2f}x of 16 at once") in flat
+
+    warm = ROOT / "benchmarks" / "results" / "h100" / "warm_worker"
+    cost = json.loads((warm / "warm_check.json").read_text())["rows"]
+    cold = [r for r in cost if r["way"] == "cold"]
+    warmed = [r for r in cost if r["way"] == "warm"]
+
+    def span(rows: list[dict], key: str, digits: int) -> str:
+        values = sorted(r[key] for r in rows)
+        return f"{values[0]:.{digits}f}-{values[-1]:.{digits}f}"
+
+    assert (f"a worker took {span(cold, 'start_s', 1)} s to start and its first measurement {span(cold, 'first_measure_s', 1)} s; "
+            f"warmed, the start took {span(warmed, 'start_s', 1)} s") in flat
+    assert f"the first measurement {span(warmed, 'first_measure_s', 2)} s" in flat
+    readings = json.loads((warm / "warm_ref.json").read_text())
+    off = {"cold": [], "warm": []}
+    for batch in (64, 256):
+        mine = [r for r in readings if r["batch"] == batch]
+        plain_ms = statistics.fmean(r["ms"] for r in mine if r["way"] == "plain")
+        for way in off:
+            off[way] += [r["ms"] / plain_ms - 1 for r in mine if r["way"] == way]
+    assert -max(off["cold"]) * 100 > 2.5 and f"{-max(off['cold']) * 100:.1f}-{-min(off['cold']):.1%} low" in flat
+    assert f"a warmed one's {-min(off['warm']):.1%} low to {max(off['warm']):.1%} high" in flat
+    assert max(abs(v) for v in off["warm"]) < 0.02 < min(abs(v) for v in off["cold"])

@@ -178,15 +178,28 @@ def test_fast_settings_agree_with_the_default_and_a_plain_loop():
 
 
 
-def test_a_warmed_worker_measures_what_a_cold_one_measures():
-    """`Evaluator.start(warm=True)` loads the worker's CUDA libraries ahead (what a search's measuring
-    worker does while the first candidates train); its first reading is the cold worker's, within 2%."""
-    readings = {}
-    for warm in (False, True, False, True):
+def test_a_warmed_workers_first_reading_is_a_plain_loops():
+    """`Evaluator.start(warm=True)` loads the worker's CUDA libraries ahead (what a search's measuring worker
+    does while the first candidates train). Its first reading then agrees with a plain loop of graph replays
+    in this process within 2.5%; a cold worker's first reading of this cell read 5-6% below the plain loop on
+    an H100 (BENCHMARKS.md, "A measuring worker started when the search begins")."""
+    from nasutil.evaluator.reference import graph_replay_ms
+    from nasutil.registry import get_space
+
+    space = get_space("nb201")
+    readings: dict[str, list[float]] = {"warm": [], "plain": []}
+    for way in ("warm", "plain", "warm", "plain"):
+        if way == "plain":
+            with torch.inference_mode():
+                model = space.build(space.parse(CELL), num_classes=10).eval()
+                model = model.to("cuda", torch.float16, memory_format=torch.channels_last)
+                x = torch.randn(64, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(
+                    memory_format=torch.channels_last)
+                readings[way].append(graph_replay_ms(model, x, replays=20, windows=7))
+            continue
         with Evaluator(GPU.with_(counters=False)) as ev:
-            ev.start(warm=warm)
+            ev.start(warm=True)
             m = ev.measure(Candidate("nb201", CELL))
         assert m.ok, m.error
-        readings.setdefault(warm, []).append(m.latency_ms)
-    cold, warmed = min(readings[False]), min(readings[True])
-    assert warmed == pytest.approx(cold, rel=0.02), readings
+        readings[way].append(m.latency_ms)
+    assert min(readings["warm"]) == pytest.approx(min(readings["plain"]), rel=0.025), readings

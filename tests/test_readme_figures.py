@@ -407,3 +407,15 @@ def test_readmes_h200_first_rung_figures_are_seeds_103_and_104s_runs():
     assert (f"on an H200 (seeds 103 and 104, one at a time timed in the next process on the same machine) "
             f"{over[0]:.2f}x and {over[1]:.2f}x with fronts {fronts[0]:.3f} and {fronts[1]:.3f}: still short of 5x"
             ) in " ".join(readme().split())
+
+
+def test_readmes_seeds_105_and_106_figures_are_their_runs():
+    from test_benchmark_population import seeds_105_and_106
+
+    p16 = sorted((r for r in seeds_105_and_106() if r["run"] == "p16-pareto-qa"), key=lambda r: r["seed"])
+    x = [float(r["row"]["speedup_over_baseline"]) for r in p16]
+    plain = [float(r["row"]["speedup_over_plain_search"]) for r in p16]
+    front = [float(r["row"]["hypervolume_ratio"]) for r in p16]
+    assert (f"seeds 105 and 106 on an H100 ran {x[0]:.2f}x and {x[1]:.2f}x one at a time in the same process, "
+            f"{plain[0]:.2f}x and {plain[1]:.2f}x the plain eager loop, fronts {front[0]:.3f} and {front[1]:.3f}"
+            ) in " ".join(readme().split())
