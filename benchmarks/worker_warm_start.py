@@ -3,10 +3,12 @@
     python benchmarks/worker_warm_start.py cost --out OUT        # warm_check.json
     python benchmarks/worker_warm_start.py reference --out OUT   # warm_ref.json
 
-A search's measuring worker (`nasutil.search.measurer.Measurer`) is started, and warmed by
-`Evaluator.start(warm=True)` (`nasutil.evaluator.worker.warm_device`: the CUDA context, cuDNN, cuBLAS, one
-tiny graph capture), on a thread of its own when the search begins. Both parts use fresh evaluators (one
-worker process each), fp16, CUDA graph, no counters, the order alternated:
+An evaluator's worker loads its CUDA libraries as it starts (`Evaluator(warm=True)`, the default:
+`nasutil.evaluator.worker.warm_device`, the CUDA context, cuDNN, cuBLAS, one tiny graph capture); a search
+starts its measuring worker on a thread of its own when the search begins. Both parts use fresh evaluators
+(one worker process each), fp16, CUDA graph, no counters, the order alternated (the committed results were
+taken when warming was `Evaluator.start(warm=True)`, the same work at the same moment: after the worker's
+start, before its first measurement):
 
 - `cost`: batch 256; the seconds `start` takes, cold (`warm=False`) or warmed, and the seconds of the first
   and second measurements after it (two cells), with their latencies;
@@ -39,9 +41,9 @@ def config(batch: int) -> MeasureConfig:
 def cost() -> dict:
     rows = []
     for way in ("cold", "warm", "cold", "warm"):
-        with Evaluator(config(256)) as ev:
+        with Evaluator(config(256), warm=(way == "warm")) as ev:
             started = time.perf_counter()
-            ev.start(warm=(way == "warm"))
+            ev.start()
             start_s = time.perf_counter() - started
             started = time.perf_counter()
             first = ev.measure(Candidate("nb201", CELL))
@@ -73,8 +75,8 @@ def reference() -> list[dict]:
             if way == "plain":
                 ms = plain_loop_ms(batch)
             else:
-                with Evaluator(config(batch)) as ev:
-                    ev.start(warm=way == "warm")
+                with Evaluator(config(batch), warm=(way == "warm")) as ev:
+                    ev.start()
                     ms = ev.measure(Candidate("nb201", CELL)).latency_ms
             rows.append({"batch": batch, "way": way, "ms": round(ms, 4)})
             print(json.dumps(rows[-1]), flush=True)

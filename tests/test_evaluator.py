@@ -361,3 +361,15 @@ def test_a_result_stored_between_the_look_and_the_claim_is_taken_not_measured_ag
     assert ev.cache_hits == 1
     cache.close()
     other.close()
+
+
+def test_workers_start_warm_by_default_and_cold_on_request():
+    """A worker process warms itself as it starts (on a CPU there is nothing to load, and it says so in its
+    hello); `warm=False` starts it as before, and both measure."""
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", repeats=2, counters=False)
+    arch = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    with Evaluator(config) as warm, Evaluator(config, warm=False) as cold:
+        assert warm.start()["warm_s"] is not None and "warm_s" not in cold.start()
+        assert warm.measure(Candidate("nb201", arch)).ok and cold.measure(Candidate("nb201", arch)).ok
+    with Evaluator(config, isolate=False) as here:
+        assert here.info["warm_s"] is not None

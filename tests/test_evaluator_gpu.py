@@ -179,8 +179,8 @@ def test_fast_settings_agree_with_the_default_and_a_plain_loop():
 
 
 def test_a_warmed_workers_first_reading_is_a_plain_loops():
-    """`Evaluator.start(warm=True)` loads the worker's CUDA libraries ahead (what a search's measuring worker
-    does while the first candidates train). Its first reading then agrees with a plain loop of graph replays
+    """An evaluator's worker loads its CUDA libraries as it starts (`warm`, the default; a search's measuring
+    worker does so while the first candidates train). Its first reading then agrees with a plain loop of graph replays
     in this process within 2.5%; a cold worker's first reading of this cell read 5-6% below the plain loop on
     an H100 (BENCHMARKS.md, "A measuring worker started when the search begins")."""
     from nasutil.evaluator.reference import graph_replay_ms
@@ -198,7 +198,6 @@ def test_a_warmed_workers_first_reading_is_a_plain_loops():
                 readings[way].append(graph_replay_ms(model, x, replays=20, windows=7))
             continue
         with Evaluator(GPU.with_(counters=False)) as ev:
-            ev.start(warm=True)
             m = ev.measure(Candidate("nb201", CELL))
         assert m.ok, m.error
         readings[way].append(m.latency_ms)

@@ -18,7 +18,7 @@ from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import Candidate, resolve
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task, warm_task
+from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task, warm_quietly
 
 
 #: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
@@ -41,11 +41,15 @@ class Evaluator:
     A GPU result timed at an SM clock below `clock_floor` times the highest clock seen so far is
     measured again, up to `clock_retries` times, and the one at the highest clock is kept: a clock dip
     made nb201 cells read up to 29% slower with a tiny within-run CV (BENCHMARKS.md).
+
+    `warm` (the default) loads each measuring process's CUDA libraries before its first timing
+    (`worker.warm_device`): a cold worker's first reading of a cell read 2.6-6.3% below a plain loop on an H100.
     """
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,
                  timeout_s: float = 300.0, remeasure: bool = False, workers: int = 1,
-                 clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None) -> None:
+                 clock_floor: float = 0.95, clock_retries: int = 2, devices: Sequence[str] | None = None,
+                 warm: bool = True) -> None:
         if not isinstance(config, MeasureConfig):
             raise NasutilError(f"an Evaluator measures by a MeasureConfig, got {type(config).__name__}")
         if isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or not 1 <= workers <= MAX_WORKERS:
@@ -73,7 +77,8 @@ class Evaluator:
         # workers on one device take turns on it; workers on different devices never wait for each other
         turns = {d: DeviceTurns(mp.get_context("spawn")) for d in set(placed) if placed.count(d) > 1}
         threads = max(1, len(os.sched_getaffinity(0)) // workers) if workers > 1 else None
-        self._workers = [IsolatedWorker(d, timeout_s, turns=turns.get(d), threads=threads)
+        self.warm = bool(warm)
+        self._workers = [IsolatedWorker(d, timeout_s, turns=turns.get(d), threads=threads, warm=self.warm)
                          for d in placed] if isolate else []
         self.devices = sorted(set(placed))
         self._idle: queue.Queue[IsolatedWorker] = queue.Queue()
@@ -88,25 +93,21 @@ class Evaluator:
         """Device name and torch version of the processes that measure."""
         with self._info_lock:
             if self._info is None:
-                self._info = self._workers[0].start() if self._workers else device_info(self.config.device)
+                if self._workers:
+                    self._info = self._workers[0].start()
+                else:
+                    self._info = device_info(self.config.device)
+                    if self.warm:
+                        self._info["warm_s"] = warm_quietly(self.config.device)
         return self._info
 
-    def start(self, warm: bool = False) -> dict:
+    def start(self) -> dict:
         """Start every worker now, in parallel (they start on first use otherwise): for timing a run
-        without the processes' start-up. `warm` also has each load its CUDA context, cuDNN, cuBLAS and
-        graph machinery (`warm_device`), which a worker's first measurement pays otherwise."""
+        without the processes' start-up."""
         info = self.info
         if len(self._workers) > 1:
             with ThreadPoolExecutor(len(self._workers) - 1) as pool:
                 list(pool.map(lambda worker: worker.start(), self._workers[1:]))
-        if warm and self._workers:
-            taken = [self._idle.get() for _ in self._workers]  # no measurement shares a worker's pipe meanwhile
-            try:
-                with ThreadPoolExecutor(len(taken)) as pool:
-                    list(pool.map(lambda worker: worker.run(warm_task(worker.device)), taken))
-            finally:
-                for worker in taken:
-                    self._idle.put(worker)
         return info
 
     def measure(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:

@@ -151,15 +151,12 @@ class Warmed:
         return asdict(self)
 
 
-def warm_task(device: str) -> Task[dict[str, Any]]:
-    return Task("nasutil.evaluator.worker:warm_device", {"device": device}, dict,
-                lambda why, device_name: {"error": why, "device": device})
-
-
 def warm_device(payload: dict[str, Any], exclusive=None) -> Warmed:
     """Load what this process's first measurement would otherwise load inside its turn on the device: the
     CUDA context, cuDNN and cuBLAS (a small fp16 convolution in channels_last and a matrix product) and the
-    graph machinery (one tiny capture). Microseconds of device work, so it may run beside training."""
+    graph machinery (one tiny capture). Microseconds of device work, so it may run beside training. On an
+    H100 a cold worker's first reading of a cell was 2.6-6.3% below a plain loop of graph replays, a warmed
+    one's within 1.5% of it (BENCHMARKS.md, "Seeds 105 and 106 on an H100")."""
     import torch
 
     started = time.perf_counter()
@@ -180,7 +177,7 @@ def warm_device(payload: dict[str, Any], exclusive=None) -> Warmed:
 
 
 def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | None,
-                 registrations: dict[str, Any]) -> None:
+                 registrations: dict[str, Any], warm: bool = True) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops its workers
     if not os.environ.get("NASUTIL_WARNINGS"):
         warnings.simplefilter("ignore")
@@ -192,7 +189,10 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
         from nasutil.plugins import restore_registrations
 
         restore_registrations(registrations)
-        conn.send(("hello", device_info(device)))
+        info = device_info(device)
+        if warm:
+            info["warm_s"] = warm_quietly(device, turns)
+        conn.send(("hello", info))
     except Exception as exc:
         conn.send(("error", _first_line(exc)))
         return
@@ -209,6 +209,14 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
         conn.send((kind, answer, fatal))
         if fatal:
             return
+
+
+def warm_quietly(device: str, turns: DeviceTurns | None = None) -> float | None:
+    """`warm_device` in the device turn; None where it failed (the first measurement then says why)."""
+    try:
+        return warm_device({"device": device}, turns.turn() if turns else None).seconds
+    except Exception:  # noqa: BLE001 - warming is an optimisation, never a reason not to start
+        return None
 
 
 #: the exit status of a worker process that was asked to start workers of its own while it imported the script
@@ -240,11 +248,13 @@ def _start_failure(exitcode: int | None) -> str:
 
 class IsolatedWorker:
     """One long-lived worker process that runs tasks; restarted after a hang or crash. It repeats this
-    process's run-time registrations of every plugin kind (`nasutil.plugins`) as it starts."""
+    process's run-time registrations of every plugin kind (`nasutil.plugins`) as it starts, and with `warm`
+    (the default) loads its CUDA libraries then (`warm_device`)."""
 
     def __init__(self, device: str, timeout_s: float = 300.0, start_timeout_s: float = 180.0,
-                 turns: DeviceTurns | None = None, threads: int | None = None) -> None:
+                 turns: DeviceTurns | None = None, threads: int | None = None, warm: bool = True) -> None:
         self.device = device
+        self.warm = warm  # load its CUDA libraries as it starts (`warm_device`), before any timing
         self.turns = turns
         self.threads = threads
         self.timeout_s = timeout_s
@@ -261,7 +271,8 @@ class IsolatedWorker:
         _refuse_to_start_while_importing_the_script()
         parent, child = self._ctx.Pipe()
         self._proc = self._ctx.Process(target=_worker_main, daemon=True,
-                                      args=(child, self.device, self.turns, self.threads, runtime_registrations()))
+                                      args=(child, self.device, self.turns, self.threads, runtime_registrations(),
+                                            self.warm))
         self._proc.start()
         child.close()
         self._conn = parent

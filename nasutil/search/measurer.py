@@ -129,7 +129,7 @@ class Measurer(HardwareMeasurer):
 
     def _start_worker(self) -> None:
         try:
-            self._evaluator_now().start(warm=True)  # a measurement that comes meanwhile waits for the start
+            self._evaluator_now().start()  # warm (the default); a measurement that comes meanwhile waits for it
         except Exception:  # noqa: BLE001 - the first measurement starts it again and says why it cannot
             pass
 
