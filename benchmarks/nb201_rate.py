@@ -8,6 +8,8 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
   default    the default timing (3 warm-ups, 7 windows of >= 5 ms, eager warm-up before every capture),
              with which the study measured its first 4,540 cells
   fast again the first --repeat-cells cells once more with the fast path (run-to-run repeatability)
+  fast, cold workers  with --cold-pass, the same cells with workers that do not load their CUDA libraries as
+             they start (`Evaluator(warm=False)`): workers started so before 71fb8bf
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -41,16 +43,17 @@ def cells(n: int, seed: int) -> list[str]:
     return [every[i] for i in np.random.default_rng(seed).permutation(len(every))[:n]]
 
 
-def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int) -> tuple[dict, list[Measurement]]:
+def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int,
+             warm: bool = True) -> tuple[dict, list[Measurement]]:
     started = time.perf_counter()
-    with Evaluator(config, workers=workers, timeout_s=120) as evaluator:
+    with Evaluator(config, workers=workers, timeout_s=120, warm=warm) as evaluator:
         evaluator.start()  # every worker up before the clock starts
         ready = time.perf_counter()
         results = list(evaluator.measure_many([Candidate("nb201", a) for a in archs]))
         done = time.perf_counter()
     ok = [m for m in results if m.ok]
     summary = {
-        "pass": name, "workers": workers, "cells": len(archs), "failed": len(archs) - len(ok),
+        "pass": name, "workers": workers, "warm": warm, "cells": len(archs), "failed": len(archs) - len(ok),
         "startup_s": round(ready - started, 2), "wall_s": round(done - ready, 2),
         "cells_per_s": round(len(archs) / (done - ready), 2),
         "projected_15625_min": round(15625 / (len(archs) / (done - ready)) / 60, 2),
@@ -124,6 +127,9 @@ def main() -> int:
     parser.add_argument("--repeat-cells", type=int, default=300)
     parser.add_argument("--reference-cells", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cold-pass", action="store_true",
+                        help="also time the first --repeat-cells cells fast with workers started cold "
+                             "(Evaluator(warm=False), as before workers warmed themselves)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -135,9 +141,11 @@ def main() -> int:
               ("fast again", fast, archs[: args.repeat_cells])]
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cpus": len(os.sched_getaffinity(0))}
+    if args.cold_pass:
+        passes.append(("fast, cold workers", fast, archs[: args.repeat_cells]))
     summaries, by_pass = [], {}
     for name, config, part in passes:
-        summary, results = run_pass(name, config, part, args.workers)
+        summary, results = run_pass(name, config, part, args.workers, warm=not name.endswith("cold workers"))
         summaries.append(summary)
         by_pass[name] = {m.arch: m for m in results}
         write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short
@@ -160,6 +168,9 @@ def main() -> int:
         "woken reference vs fast": against_reference("fast", "reference, woken"),
         "woken reference vs default": against_reference("default", "reference, woken"),
     }
+    if args.cold_pass:
+        agreement["reference vs fast, cold workers"] = against_reference("fast, cold workers")
+        agreement["fast, cold workers vs fast"] = differences(by_pass["fast"], by_pass["fast, cold workers"], floor)
     print(json.dumps(agreement, indent=1), flush=True)
     write(args.out, info, summaries, agreement, by_pass, references)
     return 0
