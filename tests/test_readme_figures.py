@@ -419,3 +419,16 @@ def test_readmes_seeds_105_and_106_figures_are_their_runs():
     assert (f"seeds 105 and 106 on an H100 ran {x[0]:.2f}x and {x[1]:.2f}x one at a time in the same process, "
             f"{plain[0]:.2f}x and {plain[1]:.2f}x the plain eager loop, fronts {front[0]:.3f} and {front[1]:.3f}"
             ) in " ".join(readme().split())
+
+
+def test_readmes_cold_worker_figure_is_the_warm_worker_result():
+    import json
+    import statistics
+
+    rows = json.loads((ROOT / "benchmarks" / "results" / "h100" / "warm_worker" / "warm_ref.json").read_text())
+    low = []
+    for batch in (64, 256):
+        plain = statistics.fmean(r["ms"] for r in rows if r["batch"] == batch and r["way"] == "plain")
+        low += [1 - r["ms"] / plain for r in rows if r["batch"] == batch and r["way"] == "cold"]
+    assert (f"a cold worker read its first cell {min(low) * 100:.1f}-{max(low):.1%} below a plain loop"
+            in " ".join(readme().split()))
