@@ -1647,7 +1647,8 @@ def test_the_h100_seeds_105_and_106_table_and_notes_are_their_result_files():
                          f"{float(row['speedup_over_baseline']):.2f}x" if population else "",
                          f"{float(row['speedup_over_plain_search']):.2f}x",
                          f"{float(row['hypervolume_ratio']):.3f}" if population else "",
-                         str(activity["quiets"]) if population else "", f"{activity['quiet_s']:.1f}" if population else "",
+                         str(activity["quiets"]) if population else "",
+                         f"{activity['quiet_s']:.1f}" if population else "",
                          f"{float(row['mean_warm_up_ms']):.0f}"])
         assert r["failed"] == 0
     marker = "**Seeds 105 and 106 on an H100"
@@ -1670,7 +1671,8 @@ def test_the_h100_seeds_105_and_106_table_and_notes_are_their_result_files():
     front = [float(r["row"]["hypervolume_ratio"]) for r in p16]
     summary = json.loads((ROOT / "benchmarks" / "results" / "h100" / "population" / "prestart_s105" /
                           "population_search_b64.json").read_text())["by_run"]
-    assert (f"{x[0]:.2f}x and {x[1]:.2f}x one at a time (mean rate {summary['p16-pareto-qa']['speedup_over_baseline']:.2f}x), "
+    mean = summary["p16-pareto-qa"]["speedup_over_baseline"]
+    assert (f"{x[0]:.2f}x and {x[1]:.2f}x one at a time (mean rate {mean:.2f}x), "
             f"{plain[0]:.2f}x and {plain[1]:.2f}x the plain eager loop, fronts {front[0]:.3f} and {front[1]:.3f}") in flat
     assert max(x) < 5 and max(plain) < 40 and min(front) < 0.95  # the goals still missed
     alone = [by[("p1", s)]["candidates_per_gpu_hour"] for s in (105, 106)]
@@ -1691,7 +1693,8 @@ def test_the_h100_seeds_105_and_106_table_and_notes_are_their_result_files():
         values = sorted(r[key] for r in rows)
         return f"{values[0]:.{digits}f}-{values[-1]:.{digits}f}"
 
-    assert (f"a worker took {span(cold, 'start_s', 1)} s to start and its first measurement {span(cold, 'first_measure_s', 1)} s; "
+    assert (f"a worker took {span(cold, 'start_s', 1)} s to start and its first measurement "
+            f"{span(cold, 'first_measure_s', 1)} s; "
             f"warmed, the start took {span(warmed, 'start_s', 1)} s") in flat
     assert f"the first measurement {span(warmed, 'first_measure_s', 2)} s" in flat
     readings = json.loads((warm / "warm_ref.json").read_text())

@@ -1,5 +1,6 @@
 """An asynchronous population on a CUDA device (skipped without one): members captured while others
-train compute what each computes alone (beyond PyTorch's 32 pooled streams too, and after one warm-up step), a search with rung cuts runs its budget with no failed trial,
+train compute what each computes alone (beyond PyTorch's 32 pooled streams too, and after one warm-up
+step), a search with rung cuts runs its budget with no failed trial,
 and a survivor measured while the population trains reads what a quiet device reads (the fastest cells
 too, queued together)."""
 

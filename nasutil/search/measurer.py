@@ -113,7 +113,8 @@ class Measurer(HardwareMeasurer):
     def prepare(self) -> None:
         """Start and warm the measuring worker now, on a thread of its own: its start (an interpreter, torch,
         a CUDA context, cuDNN: seconds) then overlaps the first trainings instead of holding a population
-        quiet at its first survivor. A start that fails here is tried again, and reported, by the first measurement."""
+        quiet at its first survivor. A start that fails here is tried again, and reported, by the first
+        measurement."""
         with self._evaluator_lock:
             if self._starting is not None:
                 return
