@@ -262,8 +262,6 @@ def test_the_measuring_worker_starts_in_the_background_and_never_inside_the_quie
     """A real worker process: `prepare` returns at once and the worker starts meanwhile (warmed, then idle);
     a queue's first batch waits for it before holding the population quiet, so the quiet block holds the
     measurement only, not the seconds a worker takes to start."""
-    import time
-
     arch = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
     measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
     events: list[str] = []
@@ -275,9 +273,8 @@ def test_the_measuring_worker_starts_in_the_background_and_never_inside_the_quie
 
     queue = MeasurementQueue(measurer, quiet, batch=1)
     try:
-        started = time.perf_counter()
         queue.prepare()
-        assert time.perf_counter() - started < 0.5  # the search's first trials are not held up by it
+        assert measurer._starting.is_alive()  # it returned while the worker starts: the first trials go on
         assert queue.measure("nb201", arch)["measured_latency_ms"] > 0
         assert events == ["quiet, worker up"]
         pid = measurer._evaluator._info["pid"]

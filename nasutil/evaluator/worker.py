@@ -18,7 +18,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from nasutil.evaluator.candidate import Candidate, build
@@ -140,27 +140,16 @@ def run_task(runner: str, payload: dict[str, Any], exclusive=None) -> tuple[str,
         return "failed", _first_line(exc), is_fatal_device_error(exc)
 
 
-@dataclass
-class Warmed:
-    """What `warm_device` did: its seconds, and the device it warmed."""
-
-    seconds: float
-    device: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def warm_device(payload: dict[str, Any], exclusive=None) -> Warmed:
+def warm_device(device_name: str, exclusive: contextlib.AbstractContextManager | None = None) -> float:
     """Load what this process's first measurement would otherwise load inside its turn on the device: the
     CUDA context, cuDNN and cuBLAS (a small fp16 convolution in channels_last and a matrix product) and the
     graph machinery (one tiny capture). Microseconds of device work, so it may run beside training. On an
     H100 a cold worker's first reading of a cell was 2.6-6.3% below a plain loop of graph replays, a warmed
-    one's within 1.5% of it (BENCHMARKS.md, "Seeds 105 and 106 on an H100")."""
+    one's within 1.5% of it (BENCHMARKS.md, "Seeds 105 and 106 on an H100"). Returns its seconds."""
     import torch
 
     started = time.perf_counter()
-    device = torch.device(payload["device"])
+    device = torch.device(device_name)
     if device.type == "cuda":
         with exclusive or contextlib.nullcontext(), torch.inference_mode():
             conv = torch.nn.Conv2d(16, 16, 3, padding=1).to(device, torch.float16, memory_format=torch.channels_last)
@@ -173,7 +162,7 @@ def warm_device(payload: dict[str, Any], exclusive=None) -> Warmed:
                     conv(x)
             graph.replay()
             torch.cuda.synchronize(device)
-    return Warmed(time.perf_counter() - started, str(device))
+    return time.perf_counter() - started
 
 
 def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | None,
@@ -214,7 +203,7 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
 def warm_quietly(device: str, turns: DeviceTurns | None = None) -> float | None:
     """`warm_device` in the device turn; None where it failed (the first measurement then says why)."""
     try:
-        return warm_device({"device": device}, turns.turn() if turns else None).seconds
+        return warm_device(device, turns.turn() if turns else None)
     except Exception:  # noqa: BLE001 - warming is an optimisation, never a reason not to start
         return None
 
