@@ -43,7 +43,8 @@ class Evaluator:
     made nb201 cells read up to 29% slower with a tiny within-run CV (BENCHMARKS.md).
 
     `warm` (the default) loads each measuring process's CUDA libraries before its first timing
-    (`worker.warm_device`): a cold worker's first reading of a cell read 2.6-6.3% below a plain loop on an H100.
+    (`worker.warm_device`), so that work is not paid inside its first turn on the device: on an H100 warmed
+    workers prepared a cell in 20 ms against 37 ms cold and read the same cells as cold ones (BENCHMARKS.md).
     """
 
     def __init__(self, config: MeasureConfig, *, cache: MeasurementCache | None = None, isolate: bool = True,

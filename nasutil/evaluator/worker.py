@@ -144,8 +144,8 @@ def warm_device(device_name: str, exclusive: contextlib.AbstractContextManager |
     """Load what this process's first measurement would otherwise load inside its turn on the device: the
     CUDA context, cuDNN and cuBLAS (a small fp16 convolution in channels_last and a matrix product) and the
     graph machinery (one tiny capture). Microseconds of device work, so it may run beside training. On an
-    H100 a cold worker's first reading of a cell was 2.6-6.3% below a plain loop of graph replays, a warmed
-    one's within 1.5% of it (BENCHMARKS.md, "Seeds 105 and 106 on an H100"). Returns its seconds."""
+    H100 a short pass's workers, warmed, prepared a cell in 20 ms against 37 ms cold, and their readings did
+    not move (BENCHMARKS.md, "Warmed workers over 200 fresh cells"). Returns its seconds."""
     import torch
 
     started = time.perf_counter()
