@@ -113,16 +113,21 @@ H200_CALLS[82] = ("population_search_b256_s82.csv",)
 H200_CALLS.update({seed: (f"population_search_b64_measured_s{seed}.csv",) for seed in (81, 83, 85)})
 H100_CALLS = {seed: (name,) for seed, name in zip((99, 100, 101), H100_SEED_FILES)}
 H100_CALLS["99 at batch 256"] = ("population_search_b256_measured_s99.csv",)
+H100_CALLS.update({seed: ("prestart_s105/population_search_b64.csv",) for seed in (105, 106)})
+H100_CALLS.update({seed: ("fresh_s107/population_search_b64_s107.csv",) for seed in (107, 108)})
+H100_CALLS[109] = ("fresh_s107/population_search_b64_s109.csv",)  # the whole seed ran in the second process
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
                    ("h200", (85,), (16, 64)), ("h100", (99, 100, 101), (16,)), ("h100", (99, 100, 101), (64, 256)),
-                   ("h100", ("99 at batch 256",), (16, 64)))
+                   ("h100", ("99 at batch 256",), (16, 64)), ("h100", (105, 106, 107, 108, 109), (16,)),
+                   ("h100", (105, 106, 107, 108, 109), (64,)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
 def population_runs(device: str, call: int | str) -> list[dict]:
-    """A seed's population runs of the plain `pP-pareto` kind (repeats included, variants such as `-a4` not),
+    """A seed's population runs of the plain `pP-pareto` kind (repeats included, and `-qa`, which names the prune
+    policy's default; variants such as `-a4` not; of a file that holds several seeds, that seed's rows),
     each with its rate over one at a time in the same seed's calls (`x`), over the mean of the seed's 16-place
     runs (`of16`), over a plain eager loop and its front over one at a time's where that call measured them,
     and its settings from the call's JSON."""
@@ -130,10 +135,11 @@ def population_runs(device: str, call: int | str) -> list[dict]:
     for name in (H200_CALLS if device == "h200" else H100_CALLS)[call]:
         path = POPULATION[device] / name
         settings = json.loads(path.with_suffix(".json").read_text())["settings"]
-        calls.append((settings, list(csv.DictReader(path.open()))))
+        rows = list(csv.DictReader(path.open()))
+        calls.append((settings, [r for r in rows if not isinstance(call, int) or r["seed"] == str(call)]))
     p1 = next(float(r["candidates_per_gpu_hour"]) for _, rows in calls for r in rows if r["run"] == "p1")
     runs = [(settings, rows, r) for settings, rows in calls for r in rows
-            if re.fullmatch(r"p(16|64|256)-pareto(\.\d+)?", r["run"])]
+            if re.fullmatch(r"p(16|64|256)-pareto(-qa)?(\.\d+)?", r["run"])]
     sixteen = statistics.fmean(float(r["candidates_per_gpu_hour"]) for _, _, r in runs if r["run"].startswith("p16-"))
     found = []
     for settings, rows, r in runs:
@@ -230,7 +236,8 @@ def test_the_population_table_is_its_runs():
     together = [float(r["together"]) for call in (80, 82, 84) for r in population_runs("h200", call)]
     assert (f"on seeds 80, 82 and 84 populations of 16 to 256 places trained {min(together):.1f}-{max(together):.1f} "
             "candidates at once on average") in text
-    pruned = [(cells, runs) for cells, runs in rows if cells[2].startswith("`prune=")]
+    pruned = [(cells, runs) for cells, runs in rows if cells[2].startswith("`prune=")
+              and all(int(r["seed"]) < 102 for r in runs)]  # the runs before pruning judged at the first rung
     alone = [r["p1_pruned"] for _, runs in pruned for r in runs]
     assert all(r["pruned"] == 0 for _, runs in pruned for r in runs) and None not in alone
     assert all(", 48 trials, " in cells[2] for cells, _ in pruned)
@@ -444,3 +451,11 @@ def test_readmes_warmed_worker_figures_are_the_seed_110_passes():
     assert (f"cut the preparation of a cell in a short pass from {prep[1]:.0f} to {prep[0]:.0f} ms and raised it from "
             f"{cold['cells_per_s']:.2f} to {warm['cells_per_s']:.2f} cells a second, and left the readings as they were "
             f"(warmed and cold workers {apart:.2%} apart at the median over {warm['cells']} cells") in " ".join(readme().split())
+
+
+def test_readmes_fast_against_default_figures_on_8_workers_are_the_seed_110_pass():
+    rate = json.loads((ROOT / "benchmarks" / "results" / "h100" / "rate" / "fresh_s110" / "nb201_rate.json").read_text())
+    pair = rate["agreement"]["default vs fast"]
+    assert {p["workers"] for p in rate["passes"]} == {8}
+    assert (f"on another H100 with 8 workers {pair['cells']} fresh cells read within {pair['max']:.2%} of them "
+            f"({pair['median']:.2%} at the median)") in " ".join(readme().split())
