@@ -10,6 +10,10 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
   fast again the first --repeat-cells cells once more with the fast path (run-to-run repeatability)
   fast, cold workers  with --cold-pass, the same cells with workers that do not load their CUDA libraries as
              they start (`Evaluator(warm=False)`): workers started so before 71fb8bf
+  fast, timing turn  with --mps, the --cells cells fast with `device_turn="timing"`: each worker copies and
+             captures outside its turn, which holds the timing alone. Every pass then runs with the CUDA MPS
+             control daemon started by this script first (so the workers share one context on the device,
+             and a copy or capture beside another worker's timing switches no contexts); it is stopped at the end
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -34,7 +38,29 @@ from nasutil import get_space
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.reference import graph_replay_ms
 
-PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "time_s")
+PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s")
+MPS_DIRS = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nasutil-mps/pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/nasutil-mps/log"}
+
+
+def start_mps() -> None:
+    """Start the CUDA MPS control daemon for this process and its workers (before any of them touches the
+    device): they then share one context on the GPU."""
+    import shutil
+    import subprocess
+
+    control = shutil.which("nvidia-cuda-mps-control") or "/usr/local/nvidia/bin/nvidia-cuda-mps-control"
+    for name, folder in MPS_DIRS.items():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        os.environ[name] = folder
+    subprocess.run([control, "-d"], check=True)
+
+
+def stop_mps() -> None:
+    import shutil
+    import subprocess
+
+    control = shutil.which("nvidia-cuda-mps-control") or "/usr/local/nvidia/bin/nvidia-cuda-mps-control"
+    subprocess.run([control], input=b"quit\n", check=False)
 
 
 def cells(n: int, seed: int) -> list[str]:
@@ -130,17 +156,32 @@ def main() -> int:
     parser.add_argument("--cold-pass", action="store_true",
                         help="also time the first --repeat-cells cells fast with workers started cold "
                              "(Evaluator(warm=False), as before workers warmed themselves)")
+    parser.add_argument("--mps", action="store_true",
+                        help="run every pass under CUDA MPS, and add the pass with the timing alone in the turn")
+    parser.add_argument("--no-woken", action="store_true", help="leave out the woken reference")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.mps:
+        start_mps()
+    try:
+        return measure(args)
+    finally:
+        if args.mps:
+            stop_mps()
 
+
+def measure(args: argparse.Namespace) -> int:
+    """Every pass, the plain loop's references, and their agreement, written to --out."""
     archs = cells(args.cells, args.seed)
     base = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False)
     fast = base.fast()
     passes = [("fast", fast, archs), ("default", base, archs[: args.repeat_cells]),
               ("fast again", fast, archs[: args.repeat_cells])]
+    if args.mps:
+        passes.insert(1, ("fast, timing turn", fast.with_(device_turn="timing"), archs))
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "cpus": len(os.sched_getaffinity(0))}
+            "cpus": len(os.sched_getaffinity(0)), "mps": args.mps}
     if args.cold_pass:
         passes.append(("fast, cold workers", fast, archs[: args.repeat_cells]))
     summaries, by_pass = [], {}
@@ -150,8 +191,9 @@ def main() -> int:
         by_pass[name] = {m.arch: m for m in results}
         write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short
 
-    references = {"reference": reference_ms(archs[: args.reference_cells]),
-                  "reference, woken": reference_ms(archs[: args.reference_cells], woken=True)}
+    references = {"reference": reference_ms(archs[: args.reference_cells])}
+    if not args.no_woken:
+        references["reference, woken"] = reference_ms(archs[: args.reference_cells], woken=True)
     clocks = [m.sm_clock_mhz for p in by_pass.values() for m in p.values() if m.ok and m.sm_clock_mhz]
     floor = 0.95 * max(clocks)
 
@@ -165,9 +207,15 @@ def main() -> int:
         "default vs fast": differences(by_pass["default"], by_pass["fast"], floor),
         "reference vs fast": against_reference("fast"),
         "reference vs default": against_reference("default"),
-        "woken reference vs fast": against_reference("fast", "reference, woken"),
-        "woken reference vs default": against_reference("default", "reference, woken"),
     }
+    if not args.no_woken:
+        agreement["woken reference vs fast"] = against_reference("fast", "reference, woken")
+        agreement["woken reference vs default"] = against_reference("default", "reference, woken")
+    if args.mps:
+        timing = "fast, timing turn"
+        agreement["default vs " + timing] = differences(by_pass["default"], by_pass[timing], floor)
+        agreement["fast vs " + timing] = differences(by_pass["fast"], by_pass[timing], floor)
+        agreement["reference vs " + timing] = against_reference(timing)
     if args.cold_pass:
         agreement["reference vs fast, cold workers"] = against_reference("fast, cold workers")
         agreement["fast, cold workers vs fast"] = differences(by_pass["fast"], by_pass["fast, cold workers"], floor)

@@ -338,6 +338,31 @@ def test_a_lead_in_runs_untimed_calls_before_the_windows():
             MeasureConfig(device="cpu", lead_in_ms=bad)
 
 
+def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_asked_on_a_gpu():
+    """`device_turn` is checked up front; on a CPU (nothing to share) the turn is entered before the network
+    is moved, whichever is asked, and no wait for it is reported."""
+    import contextlib
+
+    from nasutil.evaluator.run_model import measure_model
+
+    for bad in ("all", "", None, 1):
+        with pytest.raises(NasutilError, match="device_turn must be one of whole, timing"):
+            MeasureConfig(device="cpu", device_turn=bad)
+    for turn in ("whole", "timing"):
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+        entered: list[str] = []
+
+        @contextlib.contextmanager
+        def exclusive():
+            entered.append(turn)
+            yield
+
+        config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False,
+                               repeats=2, min_window_ms=0.1, counters=False, device_turn=turn)
+        m = measure_model(model, config, input_size=8, exclusive=exclusive())
+        assert m.ok and entered == [turn] and "turn_wait_s" not in m.timing
+
+
 def test_a_result_stored_between_the_look_and_the_claim_is_taken_not_measured_again(installed_plugin, tmp_path):
     """Another process stores its result and lets its claim go just after this one looked in the cache and
     before it claims: it must take that result (two processes on one PostgreSQL cache measured a cell twice)."""

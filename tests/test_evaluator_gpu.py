@@ -202,3 +202,32 @@ def test_a_warmed_workers_first_reading_is_within_the_known_gap_of_a_plain_loop(
         assert m.ok, m.error
         readings[way].append(m.latency_ms)
     assert min(readings["warm"]) == pytest.approx(min(readings["plain"]), rel=0.06), readings
+
+
+def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up():
+    """`device_turn="timing"` (for workers sharing one context through MPS): once this process has captured a
+    graph, a fast measurement enters the turn with the network already on the device and captured, and reads
+    what the whole turn reads; the first capture, which warms up eagerly, and the default stay inside it."""
+    import contextlib
+
+    from nasutil.evaluator.run_model import measure_model
+    from nasutil.registry import get_space
+
+    space = get_space("nb201")
+    fast = GPU.with_(counters=False).fast()
+    readings, on_device = {}, {}
+    for name, config in (("whole", fast), ("timing", fast.with_(device_turn="timing")),
+                         ("whole again", fast), ("timing again", fast.with_(device_turn="timing"))):
+        model = space.build(space.parse(CELL), num_classes=10)
+
+        @contextlib.contextmanager
+        def exclusive(name=name, model=model):
+            on_device[name] = next(model.parameters()).is_cuda
+            yield
+
+        m = measure_model(model, config, input_size=32, exclusive=exclusive())
+        assert m.ok
+        readings[name] = m.latency_ms
+    assert on_device == {"whole": False, "timing": True, "whole again": False, "timing again": True}
+    assert min(readings["timing"], readings["timing again"]) == pytest.approx(
+        min(readings["whole"], readings["whole again"]), rel=0.02), readings

@@ -72,7 +72,9 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
     candidates while one of them has the device to itself. (Any device work from another process,
     even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
-    1.5x too long with copies and captures left outside the turn.)
+    1.5x too long with copies and captures left outside the turn.) With `config.device_turn="timing"`,
+    for workers that share one context through CUDA MPS, the copies and a capture without eager warm-up
+    run before the turn, and `timing["turn_wait_s"]` is the wait for it.
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
@@ -88,15 +90,31 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     model = model.to(dtype=dtype, memory_format=memory_format)
     phases["cast_s"] = time.perf_counter() - t0
 
-    with exclusive or contextlib.nullcontext(), matmul_precision(config.dtype), torch.inference_mode():
+    warm_up = config.eager_warm_up or not _captured_before
+    # with `device_turn="timing"` only work that runs nothing on the device stays outside the turn: the
+    # copies (the input drawn on the host) and a capture that only records
+    outside = config.device_turn == "timing" and device.type == "cuda" and config.mode == "cudagraph" and not warm_up
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(matmul_precision(config.dtype))
+        stack.enter_context(torch.inference_mode())
+        if not outside:
+            stack.enter_context(exclusive or contextlib.nullcontext())
         t0 = time.perf_counter()
         model = model.to(device)
-        x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
-        x = x.contiguous(memory_format=memory_format)
+        if outside:
+            x = torch.randn(config.batch_size, in_channels, input_size, input_size, dtype=dtype)
+            x = x.contiguous(memory_format=memory_format).to(device)
+        else:
+            x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
+            x = x.contiguous(memory_format=memory_format)
         phases["to_device_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        run = prepare(model, x, config.mode, warm_up=config.eager_warm_up or not _captured_before)
+        run = prepare(model, x, config.mode, warm_up=warm_up)
         phases["prepare_s"] = time.perf_counter() - t0
+        if outside:
+            t0 = time.perf_counter()
+            stack.enter_context(exclusive or contextlib.nullcontext())
+            phases["turn_wait_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         prefill = config.mode == "cudagraph"
