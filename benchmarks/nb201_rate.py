@@ -11,9 +11,9 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
   fast, cold workers  with --cold-pass, the same cells with workers that do not load their CUDA libraries as
              they start (`Evaluator(warm=False)`): workers started so before 71fb8bf
   fast, timing turn  with --mps, the --cells cells fast with `device_turn="timing"`: each worker copies and
-             captures outside its turn, which holds the timing alone. Every pass then runs with the CUDA MPS
-             control daemon started by this script first (so the workers share one context on the device,
-             and a copy or capture beside another worker's timing switches no contexts); it is stopped at the end
+             captures outside its turn, which holds the timing alone. Every pass then runs under CUDA MPS
+             (`nasutil.evaluator.mps`, started before anything touches the device): the workers share one
+             context on the device, so a copy or capture beside another worker's timing switches no contexts
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -36,31 +36,10 @@ import torch
 
 from nasutil import get_space
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
+from nasutil.evaluator.mps import shared_device_context
 from nasutil.evaluator.reference import graph_replay_ms
 
 PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s")
-MPS_DIRS = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/nasutil-mps/pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/nasutil-mps/log"}
-
-
-def start_mps() -> None:
-    """Start the CUDA MPS control daemon for this process and its workers (before any of them touches the
-    device): they then share one context on the GPU."""
-    import shutil
-    import subprocess
-
-    control = shutil.which("nvidia-cuda-mps-control") or "/usr/local/nvidia/bin/nvidia-cuda-mps-control"
-    for name, folder in MPS_DIRS.items():
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        os.environ[name] = folder
-    subprocess.run([control, "-d"], check=True)
-
-
-def stop_mps() -> None:
-    import shutil
-    import subprocess
-
-    control = shutil.which("nvidia-cuda-mps-control") or "/usr/local/nvidia/bin/nvidia-cuda-mps-control"
-    subprocess.run([control], input=b"quit\n", check=False)
 
 
 def cells(n: int, seed: int) -> list[str]:
@@ -162,13 +141,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.mps:
-        start_mps()
-    try:
+    if not args.mps:
         return measure(args)
-    finally:
-        if args.mps:
-            stop_mps()
+    with shared_device_context():
+        return measure(args)
 
 
 def measure(args: argparse.Namespace) -> int:

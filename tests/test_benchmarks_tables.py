@@ -310,8 +310,8 @@ def check_nb201_rate(text: str) -> None:
     whole = load(study / "summary.json")["full_pass_b256"]
     cvs = [float(r["latency_cv"]) for r in rows_of(study / "measured_all_b256.csv") if r["status"] == "ok"]
     heading = "### The whole NAS-Bench-201 space in one pass"
-    runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, shared = tables(
-        section(text, heading))
+    (runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, mps_passes, mps_agreement,
+     shared) = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -350,6 +350,7 @@ def check_nb201_rate(text: str) -> None:
     the_gap_narrowed(section(text, heading), narrowed)
     shared_preparation(section(text, heading), shared)
     warmed_and_cold_workers(section(text, heading), warm_passes, warm_agreement)
+    one_context_through_mps(section(text, heading), mps_passes, mps_agreement)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -444,6 +445,62 @@ def warmed_and_cold_workers(text: str, passes: list[list[str]], agreement: list[
     says(text, f"{min(warm_ms) / min(plain_ms):.3f} of the plain loop",
          f"({warm_ms[0]:.4f} and {warm_ms[1]:.4f} ms against {plain_ms[0]:.4f} and {plain_ms[1]:.4f} ms")
     assert 0.025 < 1 - min(warm_ms) / min(plain_ms) < 0.06  # outside the old bound, inside the test's new one
+
+
+def one_context_through_mps(text: str, passes: list[list[str]], agreement: list[list[str]]) -> None:
+    """h100/rate/mps_s111: the passes under MPS (the timing turn among them), their agreement with the default
+    settings and the plain loop, the notes' rates, and the cells shared with the earlier calls without MPS."""
+    rate_dir = ROOT / "benchmarks" / "results" / "h100" / "rate"
+    folder = rate_dir / "mps_s111"
+    rate = load(folder / "nb201_rate.json")
+    assert rate["machine"]["mps"] is True and rate["machine"]["device"] == "NVIDIA H100 80GB HBM3"
+    assert "mps client ok" in (folder / "mps_check.log").read_text()
+    assert "nvidia-cuda-mps-server" in (folder / "mps_check.log").read_text()
+    assert [row[0] for row in passes] == [p["pass"] for p in rate["passes"]]
+    for row, p in zip(passes, rate["passes"]):
+        phase = p["mean_phase_ms"]
+        waited = [phase["turn_wait_s"]] if p["pass"] == "fast, timing turn" else []
+        assert (row[7] == "") == (not waited)
+        agree(" ".join(row[1:]), p["cells"], p["cells_per_s"], p["projected_15625_min"], p["startup_s"],
+              phase["to_device_s"], phase["prepare_s"], *waited, phase["time_s"], p["clock_retries"])
+    got = rate["agreement"]
+    expected = [(got["fast vs fast again"], True), (got["default vs fast"], True),
+                (got["default vs fast, timing turn"], True), (got["fast vs fast, timing turn"], True),
+                (got["reference vs fast"], False), (got["reference vs default"], False),
+                (got["reference vs fast, timing turn"], False)]
+    assert len(agreement) == len(expected)
+    for row, (pair, spread) in zip(agreement, expected):
+        figures = [pair["cells"], pct(pair["median"])] + ([pct(pair["p90"])] if spread else []) + [
+            pct(pair["max"]), pair["median_ratio"]]
+        agree(" ".join(row[1:]), *figures)
+    by = {p["pass"]: p for p in rate["passes"]}
+    whole, timing = by["fast"], by["fast, timing turn"]
+    says(text, f"1.60x the cells a second** on the same {timing['cells']} cells ({timing['cells_per_s']:.2f} against "
+               f"{whole['cells_per_s']:.2f})", f"in a projected {timing['projected_15625_min']:.1f} minutes",
+         f"waited {timing['mean_phase_ms']['turn_wait_s']:.0f} ms for it on average",
+         f"took {timing['mean_phase_ms']['to_device_s']:.0f} ms instead of {whole['mean_phase_ms']['to_device_s']:.0f}")
+    assert f"{timing['cells_per_s'] / whole['cells_per_s']:.2f}" == "1.60"
+    against = got["default vs fast, timing turn"], got["reference vs fast, timing turn"]
+    assert against[0]["median"] <= 0.01 and against[0]["max"] <= 0.03 and against[1]["median"] <= 0.01
+    says(text, f"0.21% at the median and {pct(against[0]['max']):.2f}% at worst",
+         f"{pct(against[1]['median']):.2f}% and {pct(against[1]['max']):.2f}%",
+         f"fast read {got['reference vs fast']['median_ratio']:.3f} of the plain loop and the default settings "
+         f"{got['reference vs default']['median_ratio']:.3f}")
+
+    def latencies(path: Path, name: str) -> dict[str, float]:
+        return {r["arch"]: float(r["latency_ms"]) for r in rows_of(path)
+                if r["pass"] == name and r["status"] == "ok" and r["latency_ms"]}
+
+    here = latencies(folder / "nb201_rate.csv", "fast")
+    shared = []
+    for call, names in (("fresh_s110", ("fast", "reference")), ("rate_s98", ("fast",))):
+        for name in names:
+            there = latencies(rate_dir / call / "nb201_rate.csv", name)
+            common = here.keys() & there.keys()
+            shared.append((len(common), statistics.median(here[a] / there[a] for a in common)))
+    (n110, fast110), (_, plain110), (n98, fast98) = shared
+    says(text, f"{n110} cells of seed 110, {fast110:.2f}x that call's fast readings and {plain110:.2f}x its plain "
+               f"loop's (median); {n98} cells of seed 98, {fast98:.2f}x its fast readings")
 
 
 def shared_preparation(text: str, shared: list[list[str]]) -> None:

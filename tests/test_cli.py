@@ -69,6 +69,7 @@ BAD_INPUTS = [
     ("describe", "nb201", NB201_CELL, "--input-size", "3"),
     ("describe", "nb201", NB201_CELL, "--num-classes", "10000000000"),
     ("predict", "nb201", "--sample", "99999999999999"),
+    ("measure", "nb201", NB201_CELL, "--device", "cpu", "--mps", "--no-cache"),
     ("nosuchcommand",),
     (),
 ]

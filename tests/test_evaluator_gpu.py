@@ -207,7 +207,10 @@ def test_a_warmed_workers_first_reading_is_within_the_known_gap_of_a_plain_loop(
 def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up():
     """`device_turn="timing"` (for workers sharing one context through MPS): once this process has captured a
     graph, a fast measurement enters the turn with the network already on the device and captured, and reads
-    what the whole turn reads; the first capture, which warms up eagerly, and the default stay inside it."""
+    what the whole turn reads; the first capture, which warms up eagerly, and the default stay inside it. The
+    first measurement of a process is left out of the comparison: on an H100 it read its cell 6% below the ones
+    after it (1.1562 ms against 1.2290-1.2815, `h100/rate/mps_s111/gpu_tests.log`), as the evaluator's
+    first reading of a cell in a process did before (BENCHMARKS.md, "The task's graph is not it either")."""
     import contextlib
 
     from nasutil.evaluator.run_model import measure_model
@@ -216,8 +219,8 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up():
     space = get_space("nb201")
     fast = GPU.with_(counters=False).fast()
     readings, on_device = {}, {}
-    for name, config in (("whole", fast), ("timing", fast.with_(device_turn="timing")),
-                         ("whole again", fast), ("timing again", fast.with_(device_turn="timing"))):
+    for name, config in (("first", fast), ("timing", fast.with_(device_turn="timing")), ("whole", fast),
+                         ("timing again", fast.with_(device_turn="timing")), ("whole again", fast)):
         model = space.build(space.parse(CELL), num_classes=10)
 
         @contextlib.contextmanager
@@ -228,6 +231,6 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up():
         m = measure_model(model, config, input_size=32, exclusive=exclusive())
         assert m.ok
         readings[name] = m.latency_ms
-    assert on_device == {"whole": False, "timing": True, "whole again": False, "timing again": True}
+    assert on_device == {"first": False, "timing": True, "whole": False, "timing again": True, "whole again": False}
     assert min(readings["timing"], readings["timing again"]) == pytest.approx(
         min(readings["whole"], readings["whole again"]), rel=0.02), readings

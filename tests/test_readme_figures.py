@@ -459,3 +459,23 @@ def test_readmes_fast_against_default_figures_on_8_workers_are_the_seed_110_pass
     assert {p["workers"] for p in rate["passes"]} == {8}
     assert (f"on another H100 with 8 workers {pair['cells']} fresh cells read within {pair['max']:.2%} of them "
             f"({pair['median']:.2%} at the median)") in " ".join(readme().split())
+
+
+def test_readmes_mps_figures_are_the_seed_111_passes():
+    import test_benchmarks_tables as tables
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "rate"
+    rate = json.loads((folder / "mps_s111" / "nb201_rate.json").read_text())
+    by = {p["pass"]: p for p in rate["passes"]}
+    whole, timing = by["fast"], by["fast, timing turn"]
+    default, plain = rate["agreement"]["default vs fast, timing turn"], rate["agreement"]["reference vs fast, timing turn"]
+    here = {r["arch"]: float(r["latency_ms"]) for r in tables.rows_of(folder / "mps_s111" / "nb201_rate.csv")
+            if r["pass"] == "fast" and r["status"] == "ok"}
+    there = {r["arch"]: float(r["latency_ms"]) for r in tables.rows_of(folder / "fresh_s110" / "nb201_rate.csv")
+             if r["pass"] == "fast" and r["status"] == "ok"}
+    higher = statistics.median(here[a] / there[a] for a in here.keys() & there.keys())
+    assert (f"measured {timing['cells']} NAS-Bench-201 cells at {timing['cells_per_s']:.2f} a second, "
+            f"{timing['cells_per_s'] / whole['cells_per_s']:.2f}x the same cells with the whole turn, within "
+            f"{default['max']:.2%} of the default settings and {plain['max']:.2%} of a plain loop of graph replays"
+            ) in " ".join(readme().split())
+    assert f"on other H100s, read {higher:.2f}x higher under it" in " ".join(readme().split())

@@ -13,6 +13,7 @@ The measuring stages append to their CSVs and skip cells already there, so every
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import sys
@@ -27,6 +28,7 @@ from nasutil import NasutilError
 from nasutil.data.nasbench201 import accuracy_table
 from nasutil.errors import fail
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+from nasutil.evaluator.mps import shared_device_context
 from nasutil.evaluator.sweep import sweep_batch
 
 FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
@@ -138,11 +140,13 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     done_before = measured_cells(path)
     todo = [c for c in order if c not in done_before]
     workers = int(cfg.workers)
-    config = base_config(cfg, int(cfg.batch_size)).fast()
+    mps = bool(cfg.get("mps", False))
+    config = base_config(cfg, int(cfg.batch_size)).fast().with_(device_turn="timing" if mps else "whole")
     run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
            "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
     runs.append(run)
-    with Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
+    with shared_device_context() if mps else contextlib.nullcontext(), \
+            Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
         evaluator.start()
         started = time.perf_counter()
         for at in range(0, len(todo), 256):

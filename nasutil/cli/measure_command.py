@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from nasutil.errors import NasutilError
 from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
 from nasutil.evaluator.config import MODES, MeasureConfig, available_device
 from nasutil.evaluator.measurement import Measurement
+from nasutil.evaluator.mps import shared_device_context
 
 #: exit status where every candidate failed to measure (a user error is 2, as everywhere)
 EXIT_ALL_FAILED = 1
@@ -52,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="settings for measuring a whole space: 5 windows of >= 2 ms, no counters, graphs captured "
                         "without eager warm-up; it trades some repeatability (BENCHMARKS.md: within 0.74%% of the defaults on an "
                         "H200, single cells up to 18%% off on an H100 at 16 workers)")
+    p.add_argument("--mps", action="store_true",
+                   help="the workers share one device context through CUDA MPS (its daemon started for this run and "
+                        "asked to quit after), so with --fast a worker's turn on the device holds its timing alone "
+                        "(BENCHMARKS.md: 1.60x the cells a second with 8 workers on an H100; keep what it measures apart "
+                        "from tables measured without MPS)")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
@@ -85,7 +92,10 @@ def _config(args: argparse.Namespace) -> MeasureConfig:
         device=device, dtype=args.dtype or ("fp16" if on_gpu else "fp32"),
         batch_size=args.batch_size or (256 if on_gpu else 8), mode=args.mode or ("cudagraph" if on_gpu else "eager"),
         channels_last=args.channels_last, input_size=args.input_size, num_classes=num_classes,
-        repeats=args.repeats, counters=args.counters, per_layer=args.per_layer)
+        repeats=args.repeats, counters=args.counters, per_layer=args.per_layer,
+        device_turn="timing" if args.mps else "whole")
+    if args.mps and not on_gpu:
+        raise NasutilError("--mps shares a CUDA device among the workers; it needs --device cuda")
     return config.fast() if args.fast else config
 
 
@@ -129,6 +139,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         refuse_overwriting(args.out, [args.archs] if getattr(args, "archs", None) else [], "--out")
     if args.cache and args.no_cache:
         raise NasutilError("--cache and --no-cache contradict each other")
+    if args.mps and args.in_process:
+        raise NasutilError("--mps shares the device among worker processes; drop --in-process")
     cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_location())
     out_file = None
     if args.out is not None:
@@ -140,8 +152,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     try:
         devices = _devices(args.devices)
         workers = max(args.workers, len(devices or ()))
-        with Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
-                       remeasure=args.remeasure, workers=workers, devices=devices) as evaluator:
+        with shared_device_context() if args.mps else contextlib.nullcontext(), \
+                Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
+                          remeasure=args.remeasure, workers=workers, devices=devices) as evaluator:
             if args.sweep:
                 return _sweep(evaluator, list(candidates), args, out_file)
             results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),

@@ -1,0 +1,81 @@
+"""One device context for every measuring worker, through CUDA MPS (Multi-Process Service).
+
+Without MPS each worker process has a context of its own on the GPU, and the GPU switches between
+contexts: a copy or a capture of one worker beside another worker's timed window lengthens that window,
+so a worker's turn on the device has to cover its copy, capture and timing (BENCHMARKS.md, "Copies and
+captures side by side"). Under MPS the workers are clients of one server context: the copies and a capture
+that only records may run outside the turn, and the turn holds the timing alone
+(`MeasureConfig(device_turn="timing")`). On an H100 that measured 600 NAS-Bench-201 cells 1.60x as fast as
+the whole turn, and the readings agreed with the default settings and a plain timing loop (BENCHMARKS.md,
+"Workers sharing one context through MPS").
+
+`shared_device_context()` starts the control daemon for this process and the workers it starts, with its
+pipe and log folders in a folder of its own, and asks it to quit at the end. It must be entered before
+this process or a worker makes its CUDA context.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from nasutil.errors import NasutilError
+
+CONTROL = "nvidia-cuda-mps-control"
+#: where NVIDIA's container images put the tool when it is not on PATH
+FALLBACK = Path("/usr/local/nvidia/bin") / CONTROL
+VARIABLES = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+_quitting: list[subprocess.Popen] = []  # quit requests still waiting for the clients to go
+
+
+def control_program() -> str:
+    """The MPS control program, or a one-line error saying it is missing."""
+    found = shutil.which(CONTROL) or (str(FALLBACK) if FALLBACK.is_file() else None)
+    if found is None:
+        raise NasutilError(f"--mps needs {CONTROL} (NVIDIA's driver utilities) on PATH; it was not found")
+    return found
+
+
+@contextlib.contextmanager
+def shared_device_context(folder: Path | None = None) -> Iterator[Path]:
+    """Start the MPS control daemon with its pipe and log folders under `folder` (a new temporary one by
+    default), set for this process and the processes it starts; yields the folder. At the end the daemon is
+    asked to quit: it does once every client (this process included) has let its context go, so the request
+    is sent without waiting for it."""
+    program = control_program()
+    base = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="nasutil-mps-"))
+    before = {name: os.environ.get(name) for name in VARIABLES}
+    for name, sub in zip(VARIABLES, ("pipe", "log")):
+        (base / sub).mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(base / sub)
+    try:
+        started = subprocess.run([program, "-d"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _restore(before)
+        raise NasutilError(f"could not start the MPS control daemon: {exc}") from None
+    if started.returncode != 0:
+        _restore(before)
+        said = (started.stderr or started.stdout).strip().splitlines()
+        raise NasutilError(f"could not start the MPS control daemon: {said[0] if said else f'exit {started.returncode}'}")
+    try:
+        yield base
+    finally:
+        quitting = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+        quitting.stdin.write(b"quit\n")
+        quitting.stdin.close()
+        _quitting.append(quitting)
+        _restore(before)
+
+
+def _restore(before: dict[str, str | None]) -> None:
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
