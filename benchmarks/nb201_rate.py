@@ -36,7 +36,7 @@ import torch
 
 from nasutil import get_space
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
-from nasutil.evaluator.mps import shared_device_context
+from nasutil.evaluator.mps import server_running, shared_device_context
 from nasutil.evaluator.reference import graph_replay_ms
 
 PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s")
@@ -49,16 +49,18 @@ def cells(n: int, seed: int) -> list[str]:
 
 
 def run_pass(name: str, config: MeasureConfig, archs: list[str], workers: int,
-             warm: bool = True) -> tuple[dict, list[Measurement]]:
+             warm: bool = True, mps: bool = False) -> tuple[dict, list[Measurement]]:
     started = time.perf_counter()
     with Evaluator(config, workers=workers, timeout_s=120, warm=warm) as evaluator:
         evaluator.start()  # every worker up before the clock starts
+        shared = server_running() if mps else None  # the workers reached the MPS server
         ready = time.perf_counter()
         results = list(evaluator.measure_many([Candidate("nb201", a) for a in archs]))
         done = time.perf_counter()
     ok = [m for m in results if m.ok]
     summary = {
-        "pass": name, "workers": workers, "warm": warm, "cells": len(archs), "failed": len(archs) - len(ok),
+        "pass": name, "workers": workers, "warm": warm, "mps_server": shared, "cells": len(archs),
+        "failed": len(archs) - len(ok),
         "startup_s": round(ready - started, 2), "wall_s": round(done - ready, 2),
         "cells_per_s": round(len(archs) / (done - ready), 2),
         "projected_15625_min": round(15625 / (len(archs) / (done - ready)) / 60, 2),
@@ -162,7 +164,8 @@ def measure(args: argparse.Namespace) -> int:
         passes.append(("fast, cold workers", fast, archs[: args.repeat_cells]))
     summaries, by_pass = [], {}
     for name, config, part in passes:
-        summary, results = run_pass(name, config, part, args.workers, warm=not name.endswith("cold workers"))
+        summary, results = run_pass(name, config, part, args.workers, warm=not name.endswith("cold workers"),
+                                    mps=args.mps)
         summaries.append(summary)
         by_pass[name] = {m.arch: m for m in results}
         write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short

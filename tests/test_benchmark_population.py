@@ -1635,9 +1635,9 @@ def seeds_107_to_109() -> list[dict]:
 
     runs = []
     for process, name in (("A", "population_search_b64_s107"), ("B", "population_search_b64_s109")):
-        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((FRESH_S107 / f"{name}.csv").open())}
+        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((FRESH_S107 / f"{name}.csv").read_text().splitlines())}
         runs += [{**r, "row": rows[(r["run"], str(r["seed"]))], "process": process}
-                 for r in map(json.loads, (FRESH_S107 / f"{name}_runs.jsonl").open())]
+                 for r in map(json.loads, (FRESH_S107 / f"{name}_runs.jsonl").read_text().splitlines())]
     return runs
 
 

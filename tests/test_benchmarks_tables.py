@@ -499,7 +499,7 @@ def one_context_through_mps(text: str, passes: list[list[str]], agreement: list[
             common = here.keys() & there.keys()
             shared.append((len(common), statistics.median(here[a] / there[a] for a in common)))
     (n110, fast110), (_, plain110), (n98, fast98) = shared
-    says(text, f"{n110} cells of seed 110, {fast110:.2f}x that call's fast readings and {plain110:.2f}x its plain "
+    says(text, f"{n110} cells of seed 110, {fast110:.2f}x that run's fast readings and {plain110:.2f}x its plain "
                f"loop's (median); {n98} cells of seed 98, {fast98:.2f}x its fast readings")
 
 

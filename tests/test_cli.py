@@ -69,7 +69,6 @@ BAD_INPUTS = [
     ("describe", "nb201", NB201_CELL, "--input-size", "3"),
     ("describe", "nb201", NB201_CELL, "--num-classes", "10000000000"),
     ("predict", "nb201", "--sample", "99999999999999"),
-    ("measure", "nb201", NB201_CELL, "--device", "cpu", "--mps", "--no-cache"),
     ("nosuchcommand",),
     (),
 ]
@@ -115,6 +114,19 @@ def test_an_output_folder_that_cannot_be_made_is_one_line(cli, tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"cannot use '{blocker}'" in lines[0] and blocker.read_text() == "kept"
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--device", "cpu"), "--mps shares a CUDA device among the workers; it needs --device cuda"),
+    (("--device", "cuda", "--in-process"), "--mps shares the device among worker processes; drop --in-process"),
+    (("--device", "cuda", "--cache", "{tmp}/m.db"), "--mps keeps its readings out of the cache (they are not yet tied to "
+                                              "readings without MPS); drop --cache"),
+])
+def test_mps_refuses_what_it_cannot_share_in_one_line(cli, tmp_path, args, said):
+    """Checked before any worker or daemon starts (these run on a machine without a GPU or MPS)."""
+    result = cli("measure", "nb201", NB201_CELL, "--mps", "--fast", *(a.format(tmp=tmp_path) for a in args))
+    assert result.returncode == 2 and result.stderr.strip() == f"nasutil: error: {said}", result.stderr
+    assert not (tmp_path / "m.db").exists()
 
 
 def test_a_cache_url_that_is_no_url_is_refused(cli, tmp_path):

@@ -33,7 +33,9 @@ def recording(tmp_path, monkeypatch):
     """A stand-in control program that appends its arguments, its pipe folder and what it reads to a log."""
     log = tmp_path / "calls.log"
     _stand_in(tmp_path / "bin", f'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY" >> {log}\n'
-                                f'if [ "$1" != "-d" ]; then read line; echo "read=$line" >> {log}; fi\n')
+                                f'if [ "$1" != "-d" ]; then read line; echo "read=$line" >> {log}; fi\n'
+                                f'if [ "$line" = get_server_list ] && [ -f {tmp_path}/server ]; then\n'
+                                f'  cat {tmp_path}/server\nfi\n')
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     for name in mps.VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -74,3 +76,24 @@ def test_no_control_program_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(NasutilError, match=r"^--mps needs nvidia-cuda-mps-control \(NVIDIA's driver utilities\) "
                                            r"on PATH; it was not found$"):
         mps.control_program()
+
+
+def test_a_server_is_seen_only_where_the_daemon_lists_one(recording, tmp_path):
+    """After the workers start, a daemon that lists no server means they made contexts of their own."""
+    with mps.shared_device_context(tmp_path / "mps"):
+        assert not mps.server_running()
+        (tmp_path / "server").write_text("4321\n")
+        assert mps.server_running()
+    assert "read=get_server_list" in recording.read_text()
+
+
+def test_the_variables_are_restored_when_the_run_inside_fails(recording, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_MPS_LOG_DIRECTORY", "/kept")
+    with pytest.raises(RuntimeError, match="inside"):
+        with mps.shared_device_context(tmp_path / "mps"):
+            raise RuntimeError("inside")
+    assert os.environ["CUDA_MPS_LOG_DIRECTORY"] == "/kept" and "CUDA_MPS_PIPE_DIRECTORY" not in os.environ
+    deadline = time.monotonic() + 10
+    while "read=quit" not in recording.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "read=quit" in recording.read_text()  # a daemon that started is asked to quit all the same

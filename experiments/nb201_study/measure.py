@@ -6,7 +6,8 @@ Stages, each optional:
   b256       cells in a fixed random order at batch 256 until the stage's budget runs out -> measured_b256.csv
   saturated  the same at the saturating batch -> measured_saturated.csv
   all        every cell at batch 256 in one pass with the fast settings (`MeasureConfig.fast`)
-             -> measured_all_b256.csv, its rate in all_b256_runs.json
+             -> measured_all_b256.csv, its rate in all_b256_runs.json (with mps=true: measured_all_b256_mps.csv
+             and all_b256_mps_runs.json, which analyze.py does not read)
 The measuring stages append to their CSVs and skip cells already there, so every run extends the sample
 (an interrupted `all` pass resumes where it stopped).
 """
@@ -28,7 +29,7 @@ from nasutil import NasutilError
 from nasutil.data.nasbench201 import accuracy_table
 from nasutil.errors import fail
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
-from nasutil.evaluator.mps import shared_device_context
+from nasutil.evaluator.mps import server_running, shared_device_context
 from nasutil.evaluator.sweep import sweep_batch
 
 FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
@@ -134,13 +135,14 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     """Every cell at batch 256 with the fast settings, in chunks appended as they finish; the rate of
     each run (first cell started to last cell written, worker start-up excluded) goes to
     all_b256_runs.json after every chunk, so an interrupted run still records its part."""
-    path = out / "measured_all_b256.csv"
-    runs_path = out / "all_b256_runs.json"
+    mps = bool(cfg.get("mps", False))
+    suffix = "_mps" if mps else ""  # readings under MPS are kept apart: not yet tied to those without it
+    path = out / f"measured_all_b256{suffix}.csv"
+    runs_path = out / f"all_b256{suffix}_runs.json"
     runs = json.loads(runs_path.read_text()) if runs_path.exists() else []
     done_before = measured_cells(path)
     todo = [c for c in order if c not in done_before]
     workers = int(cfg.workers)
-    mps = bool(cfg.get("mps", False))
     config = base_config(cfg, int(cfg.batch_size)).fast().with_(device_turn="timing" if mps else "whole")
     run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
            "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
@@ -148,6 +150,8 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     with shared_device_context() if mps else contextlib.nullcontext(), \
             Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
         evaluator.start()
+        if mps and not server_running():
+            fail("error: mps=true, but the workers started without an MPS server (see $CUDA_MPS_LOG_DIRECTORY)")
         started = time.perf_counter()
         for at in range(0, len(todo), 256):
             part = todo[at: at + 256]

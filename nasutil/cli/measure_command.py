@@ -55,10 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "without eager warm-up; it trades some repeatability (BENCHMARKS.md: within 0.74%% of the defaults on an "
                         "H200, single cells up to 18%% off on an H100 at 16 workers)")
     p.add_argument("--mps", action="store_true",
-                   help="the workers share one device context through CUDA MPS (its daemon started for this run and "
-                        "asked to quit after), so with --fast a worker's turn on the device holds its timing alone "
-                        "(BENCHMARKS.md: 1.60x the cells a second with 8 workers on an H100; keep what it measures apart "
-                        "from tables measured without MPS)")
+                   help="the workers share one device context through CUDA MPS (its daemon started for this run "
+                        "and asked to quit after), so with --fast a worker's turn on the device holds its timing "
+                        "alone (BENCHMARKS.md: 1.60x the cells a second with 8 workers on an H100); its readings "
+                        "are kept out of the cache and apart from tables measured without MPS")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
@@ -141,7 +141,10 @@ def cmd_measure(args: argparse.Namespace) -> int:
         raise NasutilError("--cache and --no-cache contradict each other")
     if args.mps and args.in_process:
         raise NasutilError("--mps shares the device among worker processes; drop --in-process")
-    cache = None if args.no_cache else MeasurementCache(args.cache or default_cache_location())
+    if args.mps and args.cache:
+        raise NasutilError("--mps keeps its readings out of the cache (they are not yet tied to readings without "
+                           "MPS); drop --cache")
+    cache = None if args.no_cache or args.mps else MeasurementCache(args.cache or default_cache_location())
     out_file = None
     if args.out is not None:
         try:
@@ -155,6 +158,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         with shared_device_context() if args.mps else contextlib.nullcontext(), \
                 Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
                           remeasure=args.remeasure, workers=workers, devices=devices) as evaluator:
+            if args.mps:
+                _check_shared_context(evaluator)
             if args.sweep:
                 return _sweep(evaluator, list(candidates), args, out_file)
             results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),
@@ -180,6 +185,17 @@ def cmd_measure(args: argparse.Namespace) -> int:
         print(f"nasutil: {failures} of {measured} measurements failed (the error is in each one's row)",
               file=sys.stderr)
     return EXIT_ALL_FAILED if failures and failures == measured else 0
+
+
+def _check_shared_context(evaluator: Evaluator) -> None:
+    """Start the workers and make sure they reached an MPS server: workers with contexts of their own would
+    have their timed windows lengthened by each other's copies and captures."""
+    from nasutil.evaluator.mps import server_running
+
+    evaluator.start()
+    if not server_running():
+        raise NasutilError("--mps: the workers started without an MPS server (the daemon's log is in "
+                           "$CUDA_MPS_LOG_DIRECTORY); measure without --mps")
 
 
 def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:

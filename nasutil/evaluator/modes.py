@@ -27,12 +27,15 @@ class PreparedRun:
     keep: object = None  # what must outlive the run (the captured graph)
 
 
-def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = True) -> PreparedRun:
+def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = True,
+            retry_with_warm_up: bool = True) -> PreparedRun:
     """Must be called under `torch.inference_mode()` or `torch.no_grad()`.
 
     warm_up=False captures a CUDA graph without running the model eagerly first, so that no kernel
     runs on the device (capture only records); right only in a process whose library handles and
-    workspaces already exist. A capture that fails without warm-up is retried with it."""
+    workspaces already exist. A capture that fails without warm-up is retried with it, unless
+    `retry_with_warm_up` is False: then its error is raised (a caller outside its turn on the device
+    retries inside it)."""
     if mode == "eager":
         return PreparedRun(lambda: model(x))
     if mode == "cudagraph":
@@ -43,6 +46,8 @@ def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = Tru
                 return PreparedRun(*_capture(model, x))
             except RuntimeError:
                 torch.cuda.synchronize(x.device)
+                if not retry_with_warm_up:
+                    raise
         side = torch.cuda.Stream(device=x.device)
         side.wait_stream(torch.cuda.current_stream(x.device))
         with torch.cuda.stream(side):

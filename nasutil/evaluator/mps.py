@@ -44,33 +44,57 @@ def control_program() -> str:
 @contextlib.contextmanager
 def shared_device_context(folder: Path | None = None) -> Iterator[Path]:
     """Start the MPS control daemon with its pipe and log folders under `folder` (a new temporary one by
-    default), set for this process and the processes it starts; yields the folder. At the end the daemon is
-    asked to quit: it does once every client (this process included) has let its context go, so the request
-    is sent without waiting for it."""
+    default, left for its log), set for this process and the processes it starts; yields the folder. At the
+    end the daemon is asked to quit: it does once every client (this process included) has let its context
+    go, so the request is sent without waiting for it. The variables are restored whatever happens."""
     program = control_program()
     base = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="nasutil-mps-"))
     before = {name: os.environ.get(name) for name in VARIABLES}
-    for name, sub in zip(VARIABLES, ("pipe", "log")):
-        (base / sub).mkdir(parents=True, exist_ok=True)
-        os.environ[name] = str(base / sub)
     try:
-        started = subprocess.run([program, "-d"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        _restore(before)
-        raise NasutilError(f"could not start the MPS control daemon: {exc}") from None
-    if started.returncode != 0:
-        _restore(before)
-        said = (started.stderr or started.stdout).strip().splitlines()
-        raise NasutilError(f"could not start the MPS control daemon: {said[0] if said else f'exit {started.returncode}'}")
-    try:
-        yield base
+        for name, sub in zip(VARIABLES, ("pipe", "log")):
+            (base / sub).mkdir(parents=True, exist_ok=True)
+            os.environ[name] = str(base / sub)
+        try:
+            started = subprocess.run([program, "-d"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise NasutilError(f"could not start the MPS control daemon: {exc}") from None
+        except BaseException:  # interrupted while it started: it may be running, so ask it to quit
+            _ask_to_quit(program)
+            raise
+        if started.returncode != 0:
+            said = (started.stderr or started.stdout).strip().splitlines()
+            raise NasutilError("could not start the MPS control daemon: "
+                               + (said[0] if said else f"exit status {started.returncode}"))
+        try:
+            yield base
+        finally:
+            _ask_to_quit(program)
     finally:
+        _restore(before)
+
+
+def server_running() -> bool:
+    """Whether the daemon of this process's variables runs an MPS server: one starts when the first client
+    makes its context, so after the workers have started, no server means they did not reach it."""
+    try:
+        listed = subprocess.run([control_program()], input="get_server_list\n", capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return listed.returncode == 0 and any(line.strip() for line in listed.stdout.splitlines())
+
+
+def _ask_to_quit(program: str) -> None:
+    """Send `quit` without waiting for the daemon to act on it; earlier requests that ended are reaped."""
+    _quitting[:] = [q for q in _quitting if q.poll() is None]
+    try:
         quitting = subprocess.Popen([program], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL, start_new_session=True)
         quitting.stdin.write(b"quit\n")
         quitting.stdin.close()
-        _quitting.append(quitting)
-        _restore(before)
+    except OSError:  # nothing listens (the daemon is gone): nothing to stop
+        return
+    _quitting.append(quitting)
 
 
 def _restore(before: dict[str, str | None]) -> None:
