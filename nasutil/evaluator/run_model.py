@@ -113,8 +113,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         if outside:
             try:
                 run = prepare(model, x, config.mode, warm_up=False, retry_with_warm_up=False)
-            except RuntimeError:  # retried with an eager warm-up, which runs on the device: inside the turn
-                run = None
+            except RuntimeError:  # retried below with an eager warm-up, which runs on the device: inside the turn
+                pass
             waited = time.perf_counter()
             stack.enter_context(exclusive or contextlib.nullcontext())
             phases["turn_wait_s"] = time.perf_counter() - waited

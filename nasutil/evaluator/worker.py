@@ -33,7 +33,8 @@ class DeviceTurns:
     A turn covers a candidate's copy, capture and timing. Letting several workers copy and capture side by
     side (never beside a timing) was measured no faster on an H200: each copy then took 190-240 ms instead
     of 14, the device switching between the workers' contexts (BENCHMARKS.md, "Copies and captures side by
-    side")."""
+    side"). Where the workers share one context through CUDA MPS, `MeasureConfig(device_turn="timing")`
+    lets the turn cover the timing alone (`nasutil.evaluator.mps`)."""
 
     def __init__(self, ctx) -> None:
         self._lock = ctx.Lock()
