@@ -33,6 +33,20 @@ def cli():
     return run_cli
 
 
+@pytest.fixture
+def ctrl_c_reaches_python():
+    """Ctrl-C as a terminal delivers it, even where the suite itself was started with SIGINT ignored (a
+    job started in the background by a shell, where `_thread.interrupt_main` does nothing and a test that
+    waits for it waits for ever): Python's own handler here, the default action in children."""
+    import signal
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def private_measurement_cache(tmp_path_factory):
     """Tests (and the commands they start) neither read nor fill the user's measurement cache: a result

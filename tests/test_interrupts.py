@@ -18,14 +18,8 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 @pytest.fixture(autouse=True)
-def ctrl_c_reaches_python():
-    """Ctrl-C as a terminal delivers it, even where the suite itself was started with SIGINT ignored (a
-    job started in the background by a shell): Python's own handler here, the default action in children."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
+def _ctrl_c_in_every_test(ctrl_c_reaches_python):
+    """Every test here delivers a Ctrl-C (conftest.py: `ctrl_c_reaches_python`)."""
 
 
 def _restore_sigint() -> None:  # in a child before it starts Python: SIGINT ignored at start stays ignored

@@ -414,7 +414,7 @@ def test_a_ctrl_c_while_the_trial_threads_start_still_stops_and_waits_for_them(m
     assert study.trials and all(t.state == optuna.trial.TrialState.FAIL for t in study.trials)
 
 
-def test_a_second_ctrl_c_during_the_stop_leaves_the_running_trials_as_stored():
+def test_a_second_ctrl_c_during_the_stop_leaves_the_running_trials_as_stored(ctrl_c_reaches_python):
     """A second Ctrl-C while the interrupted trials record their end cuts the wait short. The caller then
     reports the study as it is; a trial that recorded its failure a moment later made that report wrong
     (trials.csv said `running` where the storage said FAIL). A trial left so stays RUNNING."""
