@@ -13,7 +13,10 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
   fast, timing turn  with --mps, the --cells cells fast with `device_turn="timing"`: each worker copies and
              captures outside its turn, which holds the timing alone. Every pass then runs under CUDA MPS
              (`nasutil.evaluator.mps`, started before anything touches the device): the workers share one
-             context on the device, so a copy or capture beside another worker's timing switches no contexts
+             context on the device, so a copy or capture beside another worker's timing switches no contexts.
+             Before the daemon starts, a fresh process times the --reference-cells cells with the plain loop
+             without MPS ("reference without MPS"), so that the readings under MPS can be set against the same
+             cells timed without it on the same machine
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -28,6 +31,8 @@ import csv
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -140,17 +145,27 @@ def main() -> int:
     parser.add_argument("--mps", action="store_true",
                         help="run every pass under CUDA MPS, and add the pass with the timing alone in the turn")
     parser.add_argument("--no-woken", action="store_true", help="leave out the woken reference")
+    parser.add_argument("--reference-only", type=Path, default=None, metavar="JSON",
+                        help="only time the --reference-cells cells with the plain loop and write them to JSON")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.reference_only is not None:
+        args.reference_only.write_text(json.dumps(reference_ms(cells(args.cells, args.seed)[: args.reference_cells])))
+        return 0
     if not args.mps:
         return measure(args)
+    without = args.out / "reference_without_mps.json"  # a process of its own, before any context joins MPS
+    subprocess.run([sys.executable, __file__, "--cells", str(args.cells), "--seed", str(args.seed),
+                    "--reference-cells", str(args.reference_cells), "--reference-only", str(without),
+                    "--out", str(args.out)], check=True)
     with shared_device_context():
-        return measure(args)
+        return measure(args, without=json.loads(without.read_text()))
 
 
-def measure(args: argparse.Namespace) -> int:
-    """Every pass, the plain loop's references, and their agreement, written to --out."""
+def measure(args: argparse.Namespace, without: dict[str, float] | None = None) -> int:
+    """Every pass, the plain loop's references (`without`: the plain loop's readings of a process without
+    MPS, where these run under it), and their agreement, written to --out."""
     archs = cells(args.cells, args.seed)
     base = MeasureConfig(device="cuda", dtype="fp16", batch_size=256, mode="cudagraph", counters=False)
     fast = base.fast()
@@ -171,6 +186,8 @@ def measure(args: argparse.Namespace) -> int:
         write(args.out, info, summaries, {}, by_pass, {})  # kept if a later pass is cut short
 
     references = {"reference": reference_ms(archs[: args.reference_cells])}
+    if without is not None:
+        references["reference without MPS"] = without
     if not args.no_woken:
         references["reference, woken"] = reference_ms(archs[: args.reference_cells], woken=True)
     clocks = [m.sm_clock_mhz for p in by_pass.values() for m in p.values() if m.ok and m.sm_clock_mhz]
@@ -195,6 +212,12 @@ def measure(args: argparse.Namespace) -> int:
         agreement["default vs " + timing] = differences(by_pass["default"], by_pass[timing], floor)
         agreement["fast vs " + timing] = differences(by_pass["fast"], by_pass[timing], floor)
         agreement["reference vs " + timing] = against_reference(timing)
+        agreement["reference without MPS vs " + timing] = against_reference(timing, "reference without MPS")
+        agreement["reference without MPS vs fast"] = against_reference("fast", "reference without MPS")
+        ratios = [references["reference"][a] / ms for a, ms in without.items()]
+        agreement["reference without MPS vs reference"] = {
+            "cells": len(ratios), "median": statistics.median(abs(x - 1) for x in ratios),
+            "max": max(abs(x - 1) for x in ratios), "median_ratio": statistics.median(ratios)}
     if args.cold_pass:
         agreement["reference vs fast, cold workers"] = against_reference("fast, cold workers")
         agreement["fast, cold workers vs fast"] = differences(by_pass["fast"], by_pass["fast, cold workers"], floor)
