@@ -469,6 +469,7 @@ def test_readmes_mps_figures_are_the_seed_111_passes():
     by = {p["pass"]: p for p in rate["passes"]}
     whole, timing = by["fast"], by["fast, timing turn"]
     default, plain = rate["agreement"]["default vs fast, timing turn"], rate["agreement"]["reference vs fast, timing turn"]
+
     def readings(path: Path) -> dict[tuple[str, str], float]:
         """(pass, arch) -> latency of the fast pass and the plain loop's reference."""
         return {(r["pass"], r["arch"]): float(r["latency_ms"]) for r in tables.rows_of(path)
