@@ -73,7 +73,7 @@ def test_a_daemon_that_will_not_start_is_one_line_and_leaves_the_variables_as_th
 def test_no_control_program_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(mps, "FALLBACK", tmp_path / "nowhere" / mps.CONTROL)
-    with pytest.raises(NasutilError, match=r"^--mps needs nvidia-cuda-mps-control \(NVIDIA's driver utilities\) "
+    with pytest.raises(NasutilError, match=r"^CUDA MPS needs nvidia-cuda-mps-control \(NVIDIA's driver utilities\) "
                                            r"on PATH; it was not found$"):
         mps.control_program()
 
@@ -82,8 +82,12 @@ def test_a_server_is_seen_only_where_the_daemon_lists_one(recording, tmp_path):
     """After the workers start, a daemon that lists no server means they made contexts of their own."""
     with mps.shared_device_context(tmp_path / "mps"):
         assert not mps.server_running()
+        with pytest.raises(NasutilError, match=r"^the workers started without an MPS server \(the daemon's log is "
+                                               rf"in {tmp_path / 'mps' / 'log'}\); measure without MPS$"):
+            mps.require_server()
         (tmp_path / "server").write_text("4321\n")
         assert mps.server_running()
+        mps.require_server()
     assert "read=get_server_list" in recording.read_text()
 
 

@@ -29,7 +29,7 @@ from nasutil import NasutilError
 from nasutil.data.nasbench201 import accuracy_table
 from nasutil.errors import fail
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
-from nasutil.evaluator.mps import server_running, shared_device_context
+from nasutil.evaluator.mps import require_server, shared_device_context
 from nasutil.evaluator.sweep import sweep_batch
 
 FIELDS = ("space", "arch", "status", "device_name", "dtype", "batch_size", "mode", "input_size", "latency_ms",
@@ -147,25 +147,28 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
            "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
     runs.append(run)
-    with shared_device_context() if mps else contextlib.nullcontext(), \
-            Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
-        evaluator.start()
-        if mps and not server_running():
-            fail("error: mps=true, but the workers started without an MPS server (see $CUDA_MPS_LOG_DIRECTORY)")
-        started = time.perf_counter()
-        for at in range(0, len(todo), 256):
-            part = todo[at: at + 256]
-            results = list(evaluator.measure_many([Candidate("nb201", a) for a in part]))
-            write_rows(path, [m.to_row(FIELDS) for m in results], FIELDS, append=True)
-            elapsed = time.perf_counter() - started
-            run.update(cells=run["cells"] + len(results), seconds=round(elapsed, 1),
-                       cells_per_s=round((run["cells"] + len(results)) / elapsed, 2),
-                       failed=run["failed"] + sum(not m.ok for m in results),
-                       clock_retries=run["clock_retries"] + sum(m.timing.get("clock_retries", 0) for m in results),
-                       retimed_for_cv=run["retimed_for_cv"] + sum(bool(m.timing.get("remeasured")) for m in results))
-            runs_path.write_text(json.dumps(runs, indent=1))
-            log(f"[all] {run['cells']}/{len(todo)} cells in {elapsed:.0f} s ({run['cells_per_s']} cells/s, "
-                f"{run['failed']} failed)")
+    try:
+        with shared_device_context() if mps else contextlib.nullcontext(), \
+                Evaluator(config, workers=workers, timeout_s=float(cfg.timeout_s)) as evaluator:
+            evaluator.start()
+            if mps:
+                require_server()
+            started = time.perf_counter()
+            for at in range(0, len(todo), 256):
+                part = todo[at: at + 256]
+                results = list(evaluator.measure_many([Candidate("nb201", a) for a in part]))
+                write_rows(path, [m.to_row(FIELDS) for m in results], FIELDS, append=True)
+                elapsed = time.perf_counter() - started
+                run.update(cells=run["cells"] + len(results), seconds=round(elapsed, 1),
+                           cells_per_s=round((run["cells"] + len(results)) / elapsed, 2),
+                           failed=run["failed"] + sum(not m.ok for m in results),
+                           clock_retries=run["clock_retries"] + sum(m.timing.get("clock_retries", 0) for m in results),
+                           retimed_for_cv=run["retimed_for_cv"] + sum(bool(m.timing.get("remeasured")) for m in results))
+                runs_path.write_text(json.dumps(runs, indent=1))
+                log(f"[all] {run['cells']}/{len(todo)} cells in {elapsed:.0f} s ({run['cells_per_s']} cells/s, "
+                    f"{run['failed']} failed)")
+    except NasutilError as exc:  # no MPS daemon, or workers that missed it: the chunks written so far stay
+        fail(f"error: {exc}")
     log(f"[all] {len(measured_cells(path))} cells measured in all")
 
 

@@ -20,7 +20,7 @@ from nasutil.errors import NasutilError
 from nasutil.evaluator.cache import URL_VARIABLE, MeasurementCache, default_cache_location, default_cache_path
 from nasutil.evaluator.config import MODES, MeasureConfig, available_device
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.mps import shared_device_context
+from nasutil.evaluator.mps import require_server, shared_device_context
 
 #: exit status where every candidate failed to measure (a user error is 2, as everywhere)
 EXIT_ALL_FAILED = 1
@@ -158,8 +158,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
         with shared_device_context() if args.mps else contextlib.nullcontext(), \
                 Evaluator(config, cache=cache, isolate=not args.in_process, timeout_s=args.timeout,
                           remeasure=args.remeasure, workers=workers, devices=devices) as evaluator:
-            if args.mps:
-                _check_shared_context(evaluator)
+            if args.mps:  # the workers start now, and must have reached the MPS server
+                evaluator.start()
+                require_server()
             if args.sweep:
                 return _sweep(evaluator, list(candidates), args, out_file)
             results = evaluator.measure_many(candidates, progress=(total or 0) > 1 and sys.stderr.isatty(),
@@ -185,17 +186,6 @@ def cmd_measure(args: argparse.Namespace) -> int:
         print(f"nasutil: {failures} of {measured} measurements failed (the error is in each one's row)",
               file=sys.stderr)
     return EXIT_ALL_FAILED if failures and failures == measured else 0
-
-
-def _check_shared_context(evaluator: Evaluator) -> None:
-    """Start the workers and make sure they reached an MPS server: workers with contexts of their own would
-    have their timed windows lengthened by each other's copies and captures."""
-    from nasutil.evaluator.mps import server_running
-
-    evaluator.start()
-    if not server_running():
-        raise NasutilError("--mps: the workers started without an MPS server (the daemon's log is in "
-                           "$CUDA_MPS_LOG_DIRECTORY); measure without --mps")
 
 
 def _sweep(evaluator: Evaluator, candidates: list[Candidate], args: argparse.Namespace, out_file) -> int:

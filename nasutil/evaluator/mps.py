@@ -37,7 +37,7 @@ def control_program() -> str:
     """The MPS control program, or a one-line error saying it is missing."""
     found = shutil.which(CONTROL) or (str(FALLBACK) if FALLBACK.is_file() else None)
     if found is None:
-        raise NasutilError(f"--mps needs {CONTROL} (NVIDIA's driver utilities) on PATH; it was not found")
+        raise NasutilError(f"CUDA MPS needs {CONTROL} (NVIDIA's driver utilities) on PATH; it was not found")
     return found
 
 
@@ -82,6 +82,14 @@ def server_running() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return listed.returncode == 0 and any(line.strip() for line in listed.stdout.splitlines())
+
+
+def require_server() -> None:
+    """A one-line error unless the workers, started by now, reached an MPS server: with contexts of their own
+    their timed windows would be lengthened by each other's copies and captures."""
+    if not server_running():
+        raise NasutilError("the workers started without an MPS server (the daemon's log is in "
+                           f"{os.environ.get('CUDA_MPS_LOG_DIRECTORY', 'its log folder')}); measure without MPS")
 
 
 def _ask_to_quit(program: str) -> None:
