@@ -361,6 +361,7 @@ def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_as
                                repeats=2, min_window_ms=0.1, counters=False, device_turn=turn)
         m = measure_model(model, config, input_size=8, exclusive=exclusive())
         assert m.ok and entered == [turn] and "turn_wait_s" not in m.timing
+        assert m.timing["turn_s"] >= m.timing["time_s"] + m.timing["to_device_s"]  # held from the copy on
 
 
 def test_a_result_stored_between_the_look_and_the_claim_is_taken_not_measured_again(installed_plugin, tmp_path):

@@ -237,3 +237,38 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up(mo
     assert on_device == {"first": False, "timing": True, "whole": False, "timing again": True, "whole again": False}
     assert min(readings["timing"], readings["timing again"]) == pytest.approx(
         min(readings["whole"], readings["whole again"]), rel=0.02), readings
+
+
+def test_measure_with_mps_reaches_a_server_and_reads_what_a_plain_loop_reads():
+    """`nasutil measure --fast --mps` as a user runs it: the daemon starts, the workers reach its server, every
+    cell is measured with the turn holding the timing alone, and the readings stay within the evaluator's known
+    gap to a plain loop of graph replays in this process, which runs without MPS (6%, as above)."""
+    import json
+    import subprocess
+    import sys
+
+    from nasutil.errors import NasutilError
+    from nasutil.evaluator.mps import control_program
+    from nasutil.evaluator.reference import graph_replay_ms
+    from nasutil.registry import get_space
+
+    try:
+        control_program()
+    except NasutilError as exc:
+        pytest.skip(str(exc))
+    proc = subprocess.run([sys.executable, "-m", "nasutil", "measure", "nb201", "--sample", "24", "--seed", "11",
+                           "--fast", "--workers", "4", "--mps", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 24 and all(r["status"] == "ok" for r in rows), proc.stderr[-2000:]
+    space = get_space("nb201")
+    ratios = []
+    with torch.inference_mode():
+        for r in rows[:8]:
+            model = space.build(space.parse(r["arch"]), num_classes=10).eval()
+            model = model.to("cuda", torch.float16, memory_format=torch.channels_last)
+            x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(
+                memory_format=torch.channels_last)
+            ratios.append(r["latency_ms"] / graph_replay_ms(model, x, replays=20, windows=7))
+    print("under MPS / plain loop without it:", [round(x, 4) for x in ratios])
+    assert abs(statistics.median(ratios) - 1) <= 0.06, ratios

@@ -74,7 +74,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
     1.5x too long with copies and captures left outside the turn.) With `config.device_turn="timing"`,
     for workers that share one context through CUDA MPS, the copies and a capture without eager warm-up
-    run before the turn, and `timing["turn_wait_s"]` is the wait for it.
+    run before the turn, `timing["turn_wait_s"]` is the wait for it, and the captured graph is let go after
+    it. `timing["turn_s"]` is how long the turn was held.
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
@@ -97,8 +98,10 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     with contextlib.ExitStack() as stack:
         stack.enter_context(matmul_precision(config.dtype))
         stack.enter_context(torch.inference_mode())
+        turn = stack.enter_context(contextlib.ExitStack())  # closed once the device work is done
         if not outside:
-            stack.enter_context(exclusive or contextlib.nullcontext())
+            turn.enter_context(exclusive or contextlib.nullcontext())
+            held = time.perf_counter()
         t0 = time.perf_counter()
         model = model.to(device)
         if outside:
@@ -116,8 +119,9 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
             except RuntimeError:  # retried below with an eager warm-up, which runs on the device: inside the turn
                 pass
             waited = time.perf_counter()
-            stack.enter_context(exclusive or contextlib.nullcontext())
-            phases["turn_wait_s"] = time.perf_counter() - waited
+            turn.enter_context(exclusive or contextlib.nullcontext())
+            held = time.perf_counter()
+            phases["turn_wait_s"] = held - waited
         if run is None:
             run = prepare(model, x, config.mode, warm_up=warm_up or outside)
         phases["prepare_s"] = time.perf_counter() - t0 - phases.get("turn_wait_s", 0.0)
@@ -166,7 +170,10 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
             layers = layer_breakdown(counts, times, config.batch_size, peak)
             phases["layers_s"] = time.perf_counter() - t0
             phases["kernel_time_ms"] = kernel_total_ms
-        del run
+        if not outside:  # letting a graph go may touch the device: inside the turn where contexts switch
+            del run
+        phases["turn_s"] = time.perf_counter() - held
+        turn.close()
 
     return Measurement(
         space=space, arch=arch, arch_hash=arch_hash, device=device.type, device_name=name, dtype=config.dtype,
