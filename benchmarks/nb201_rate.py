@@ -17,8 +17,9 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
              Before the daemon starts, a fresh process times the --reference-cells cells with the plain loop
              without MPS ("reference without MPS"), so that the readings under MPS can be set against the same
              cells timed without it on the same machine
-  fast, timing turn, SETTINGS  with --mps and --timing-variant SETTINGS (e.g. repeats=4), the timing-turn pass
-             again with those `MeasureConfig` settings changed: a shorter timing set against the same cells
+  fast, SETTINGS  with --variant SETTINGS (e.g. repeats=4), the fast pass again with those `MeasureConfig`
+             settings changed (with --mps: "fast, timing turn, SETTINGS", from the timing-turn pass): a shorter
+             timing set against the same cells
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -157,9 +158,9 @@ def main() -> int:
                              "(Evaluator(warm=False), as before workers warmed themselves)")
     parser.add_argument("--mps", action="store_true",
                         help="run every pass under CUDA MPS, and add the pass with the timing alone in the turn")
-    parser.add_argument("--timing-variant", action="append", default=[], type=variant, metavar="KEY=VALUE[,...]",
-                        help="with --mps, also run the timing-turn pass with these MeasureConfig settings changed "
-                             "(repeatable)")
+    parser.add_argument("--variant", action="append", default=[], type=variant, metavar="KEY=VALUE[,...]",
+                        help="also run the fast pass (with --mps: the timing-turn pass) with these MeasureConfig "
+                             "settings changed (repeatable)")
     parser.add_argument("--no-woken", action="store_true", help="leave out the woken reference")
     parser.add_argument("--reference-only", type=Path, default=None, metavar="JSON",
                         help="only time the --reference-cells cells with the plain loop and write them to JSON")
@@ -189,9 +190,11 @@ def measure(args: argparse.Namespace, without: dict[str, float] | None = None) -
               ("fast again", fast, archs[: args.repeat_cells])]
     if args.mps:
         passes.insert(1, ("fast, timing turn", fast.with_(device_turn="timing"), archs))
-        for n, changes in enumerate(args.timing_variant):
-            name = "fast, timing turn, " + ",".join(f"{k}={v}" for k, v in changes.items())
-            passes.insert(2 + n, (name, fast.with_(device_turn="timing", **changes), archs))
+    varied = "fast, timing turn" if args.mps else "fast"
+    for n, changes in enumerate(args.variant):
+        name = f"{varied}, " + ",".join(f"{k}={v}" for k, v in changes.items())
+        passes.insert(1 + args.mps + n, (name, fast.with_(device_turn="timing" if args.mps else "whole", **changes),
+                                         archs))
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cpus": len(os.sched_getaffinity(0)), "mps": args.mps}
     if args.cold_pass:
@@ -233,15 +236,16 @@ def measure(args: argparse.Namespace, without: dict[str, float] | None = None) -
         agreement["reference vs " + timing] = against_reference(timing)
         agreement["reference without MPS vs " + timing] = against_reference(timing, "reference without MPS")
         agreement["reference without MPS vs fast"] = against_reference("fast", "reference without MPS")
-        for name in by_pass:
-            if name.startswith(timing + ", "):
-                agreement["default vs " + name] = differences(by_pass["default"], by_pass[name], floor)
-                agreement["reference vs " + name] = against_reference(name)
-                agreement["reference without MPS vs " + name] = against_reference(name, "reference without MPS")
         ratios = [references["reference"][a] / ms for a, ms in without.items()]
         agreement["reference without MPS vs reference"] = {
             "cells": len(ratios), "median": statistics.median(abs(x - 1) for x in ratios),
             "max": max(abs(x - 1) for x in ratios), "median_ratio": statistics.median(ratios)}
+    for name in by_pass:
+        if name.startswith(varied + ", ") and name != "fast, cold workers":
+            agreement["default vs " + name] = differences(by_pass["default"], by_pass[name], floor)
+            agreement["reference vs " + name] = against_reference(name)
+            if without is not None:
+                agreement["reference without MPS vs " + name] = against_reference(name, "reference without MPS")
     if args.cold_pass:
         agreement["reference vs fast, cold workers"] = against_reference("fast, cold workers")
         agreement["fast, cold workers vs fast"] = differences(by_pass["fast"], by_pass["fast, cold workers"], floor)
