@@ -72,7 +72,7 @@ def test_spaces_without_a_listing_are_counted(installed_plugin):
 def test_fast_settings_time_and_count_on_cpu():
     cell = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
     config = CPU.with_(batch_size=1, input_size=None).fast()
-    assert not config.counters and not config.eager_warm_up and config.repeats == 5
+    assert not config.counters and not config.eager_warm_up and config.repeats == 4
     with Evaluator(config, isolate=False) as ev:
         m = ev.measure(Candidate("nb201", cell))
     with Evaluator(CPU.with_(batch_size=1, input_size=None, repeats=2), isolate=False) as ev:

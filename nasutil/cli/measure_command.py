@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "and latency_iqr_ms")
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--fast", action="store_true",
-                   help="settings for measuring a whole space: 5 windows of >= 2 ms, no counters, graphs captured "
+                   help="settings for measuring a whole space: 4 windows of >= 0.5 ms, no counters, graphs captured "
                         "without eager warm-up; it trades some repeatability (BENCHMARKS.md: within 0.74%% of the defaults on an "
                         "H200, single cells up to 18%% off on an H100 at 16 workers)")
     p.add_argument("--mps", action="store_true",
