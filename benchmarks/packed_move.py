@@ -1,11 +1,14 @@
-"""The evaluator's move of a candidate to the device, one packed copy per dtype (`nasutil.evaluator.transfer`),
-against `Module.to`: the host time of the move, and the replay latency of the network moved each way.
+"""Whether the evaluator should move a candidate to the device in one packed copy per dtype
+(`nasutil.colocate.transfer`, which a population's members use) instead of `Module.to`: the host time of the
+move, and the replay latency of the network moved each way.
 
     python benchmarks/packed_move.py --cells 120 --out OUT
 
 For each of --cells fresh NAS-Bench-201 cells (fp16, batch 256, channels_last), in one process: the network is
 built and cast on the host twice, moved once each way (the order alternating from cell to cell), each copy's
 CUDA graph captured and timed by a plain replay loop. Writes packed_move.json (summary) and packed_move.csv.
+(On an H100 the packed move took longer for a candidate alone, 11.9 ms against 7.3 ms at the median, so the
+evaluator keeps `Module.to`: BENCHMARKS.md, "Shorter fast timings".)
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch
 
 from nasutil import get_space
 from nasutil.evaluator.reference import graph_replay_ms
-from nasutil.evaluator.transfer import move_to_device
+from nasutil.colocate.transfer import move_to_device
 
 WAYS = ("packed", "module_to")
 

@@ -59,7 +59,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         parser.exit(2, "validation_cost.py: error: needs a CUDA device\n")
 
-    from nasutil.evaluator.transfer import move_to_device
+    from nasutil.colocate.transfer import move_to_device
     import numpy as np
 
     from nasutil.registry import get_space

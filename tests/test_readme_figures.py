@@ -453,37 +453,27 @@ def test_readmes_warmed_worker_figures_are_the_seed_110_passes():
             f"(warmed and cold workers {apart:.2%} apart at the median over {warm['cells']} cells") in " ".join(readme().split())
 
 
-def test_readmes_fast_against_default_figures_on_8_workers_are_the_seed_110_pass():
-    rate = json.loads((ROOT / "benchmarks" / "results" / "h100" / "rate" / "fresh_s110" / "nb201_rate.json").read_text())
-    pair = rate["agreement"]["default vs fast"]
+def test_readmes_fast_figures_are_the_seed_114_pass():
+    """The fast settings against the default settings on 200 fresh cells, and the plain loop reading both alike."""
+    rate = json.loads((ROOT / "benchmarks" / "results" / "h100" / "rate" / "fast4_s114" / "nb201_rate.json").read_text())
+    pair, got = rate["agreement"]["default vs fast"], rate["agreement"]
     assert {p["workers"] for p in rate["passes"]} == {8}
-    assert (f"on another H100 with 8 workers {pair['cells']} fresh cells read within {pair['max']:.2%} of them "
-            f"({pair['median']:.2%} at the median)") in " ".join(readme().split())
+    assert abs(got["reference vs fast"]["median_ratio"] - got["reference vs default"]["median_ratio"]) < 0.005
+    assert (f"On an H100 with 8 workers it read {pair['cells']} fresh cells within {pair['max']:.2%} of the default "
+            f"settings ({pair['median']:.2%} at the median)") in " ".join(readme().split())
 
 
-def test_readmes_mps_figures_are_the_seed_111_passes():
-    import test_benchmarks_tables as tables
-
-    folder = ROOT / "benchmarks" / "results" / "h100" / "rate"
-    rate = json.loads((folder / "mps_s111" / "nb201_rate.json").read_text())
-    by = {p["pass"]: p for p in rate["passes"]}
-    whole, timing = by["fast"], by["fast, timing turn"]
-    default, plain = rate["agreement"]["default vs fast, timing turn"], rate["agreement"]["reference vs fast, timing turn"]
-
-    def readings(path: Path) -> dict[tuple[str, str], float]:
-        """(pass, arch) -> latency of the fast pass and the plain loop's reference."""
-        return {(r["pass"], r["arch"]): float(r["latency_ms"]) for r in tables.rows_of(path)
-                if r["pass"] in ("fast", "reference") and r["status"] == "ok" and r["latency_ms"]}
-
-    here = readings(folder / "mps_s111" / "nb201_rate.csv")
-    higher = []  # the MPS run's fast readings over each earlier run's readings of the same cells
-    for run, way in (("fresh_s110", "fast"), ("fresh_s110", "reference"), ("rate_s98", "fast")):
-        there = readings(folder / run / "nb201_rate.csv")
-        common = [arch for (name, arch) in there if name == way and ("fast", arch) in here]
-        higher.append(statistics.median(here[("fast", arch)] / there[(way, arch)] for arch in common))
-    text = " ".join(readme().split())
-    assert (f"measured {timing['cells']} NAS-Bench-201 cells at {timing['cells_per_s']:.2f} a second, "
-            f"{timing['cells_per_s'] / whole['cells_per_s']:.2f}x the same cells with the whole turn, within "
-            f"{default['max']:.2%} of the default settings ({default['cells']} of those cells) and {plain['max']:.2%} "
-            f"of a plain loop of graph replays ({plain['cells']} of them;") in text
-    assert f"on other H100s, read {min(higher):.2f}-{max(higher):.2f}x higher under it" in text
+def test_readmes_mps_figures_are_the_seed_112_passes():
+    """Every pass under MPS against the plain loop timed without MPS on the same machine."""
+    folder = ROOT / "benchmarks" / "results" / "h100" / "rate" / "mps_same_s112"
+    without = json.loads((folder / "reference_without_mps.json").read_text())
+    with (folder / "nb201_rate.csv").open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "ok"]
+    passes = dict.fromkeys(r["pass"] for r in rows)
+    medians = []
+    for name in passes:
+        ms = {r["arch"]: float(r["latency_ms"]) for r in rows if r["pass"] == name}
+        medians.append(statistics.median(ms[a] / m for a, m in without.items()))
+    assert len(passes) == 6
+    assert (f"every pass under MPS read the same {len(without)} cells {min(medians):.3f}-{max(medians):.3f}x a plain "
+            f"loop timed without MPS") in " ".join(readme().split())

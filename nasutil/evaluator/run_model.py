@@ -19,7 +19,6 @@ from nasutil.evaluator.measurement import Measurement
 from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.peak import measured_peak_tflops
 from nasutil.evaluator.timing import time_windows
-from nasutil.evaluator.transfer import move_to_device
 from nasutil.errors import NasutilError
 
 
@@ -104,7 +103,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
             turn.enter_context(exclusive or contextlib.nullcontext())
             held = time.perf_counter()
         t0 = time.perf_counter()
-        model = move_to_device(model, device, channels_last=config.channels_last)  # one copy per dtype
+        model = model.to(device)
         if outside:
             x = torch.randn(config.batch_size, in_channels, input_size, input_size, dtype=dtype)
             x = x.contiguous(memory_format=memory_format).to(device)

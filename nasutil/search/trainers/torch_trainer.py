@@ -39,7 +39,7 @@ from nasutil.colocate.host_times import HostTimes
 from nasutil.colocate.population import Gate, Member, Population
 from nasutil.colocate.compiled import COMPILE_LOCK
 from nasutil.colocate.training_step import TrainingStep, cosine_rates
-from nasutil.evaluator.transfer import move_to_device
+from nasutil.colocate.transfer import move_to_device
 from nasutil.errors import Interrupted, NasutilError
 from nasutil.evaluator.config import chosen_device
 from nasutil import datasets

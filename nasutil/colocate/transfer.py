@@ -8,24 +8,17 @@ host, the move is one copy and one call that cuts the buffer back into views, wh
 52-189 ms in the same population (BENCHMARKS.md, "Seeds 99 and 100 on an H100", where the search as a
 whole ran no faster: the device set its pace).
 
-The evaluator moves each candidate so too: inside a worker's turn on the device, where the copy is part of
-what the turn holds.
-
 The values, shapes, memory formats, parameter objects and their `requires_grad` are those `Module.to`
-gives (`tests/test_evaluator_transfer.py`); only where each tensor's storage lies differs (slices of one
-buffer, each starting on a 512-byte boundary, as the caching allocator aligns a tensor of its own: a kernel
-may take another path for a less aligned pointer, and a timing must not move with the packing). One
-parameter in two modules is moved once; a network where two tensors share storage (a buffer that views a
-weight), or that holds anything but plain dense tensors, is moved by `Module.to` instead.
+gives (`tests/test_colocate_transfer.py`); only where each tensor's storage lies differs (slices of one
+buffer). One parameter in two modules is moved once; a network where two tensors share storage (a buffer
+that views a weight), or that holds anything but plain dense tensors, is moved by `Module.to` instead.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
-
-#: where each tensor's slice of the packed buffer starts: the caching allocator's alignment of a block
-ALIGN_BYTES = 512
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 
 def move_to_device(model: nn.Module, device: torch.device, channels_last: bool = False,
@@ -69,23 +62,9 @@ def _move_group(group: list[torch.Tensor], device: torch.device, channels_last: 
     """One dtype's tensors: laid out on the host as they will lie on the device (channels-last 4-D tensors
     as their NHWC order), copied at once, then each tensor given its view of the copy."""
     laid_out = [_in_memory_order(t) if channels_last and t.dim() == 4 else t for t in group]
-    for t, piece in zip(group, _packed(laid_out, device)):
+    flat = _flatten_dense_tensors(laid_out).to(device)
+    for t, piece in zip(group, _unflatten_dense_tensors(flat, laid_out)):
         t.data = piece.permute(0, 3, 1, 2) if channels_last and t.dim() == 4 else piece
-
-
-def _packed(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
-    """Tensors of one dtype copied to `device` in one buffer, each a contiguous slice that starts on
-    `ALIGN_BYTES`."""
-    step = max(1, ALIGN_BYTES // tensors[0].element_size())
-    offsets, end = [], 0
-    for t in tensors:
-        offsets.append(end)
-        end += -(-t.numel() // step) * step
-    host = torch.zeros(end, dtype=tensors[0].dtype)
-    for t, start in zip(tensors, offsets):
-        host[start:start + t.numel()].copy_(t.reshape(-1))
-    flat = host.to(device)
-    return [flat[start:start + t.numel()].view(t.shape) for t, start in zip(tensors, offsets)]
 
 
 def _in_memory_order(t: torch.Tensor) -> torch.Tensor:

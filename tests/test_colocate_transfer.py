@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from nasutil.evaluator.transfer import move_to_device
+from nasutil.colocate.transfer import move_to_device
 from nasutil.registry import get_space
 
 CELL = "|nor_conv_3x3~0|+|skip_connect~0|nor_conv_1x1~1|+|avg_pool_3x3~0|skip_connect~1|nor_conv_3x3~2|"
@@ -94,19 +94,3 @@ def test_a_packed_move_to_the_gpu_gives_what_module_to_gives():
         assert torch.equal(got, want), name
     storages = {t.untyped_storage().data_ptr() for _, t in _tensors(model)}
     assert len(storages) <= 2  # packed: one buffer per dtype
-
-
-def test_each_packed_tensor_starts_on_the_allocators_alignment():
-    """A timing must not move with the packing: every slice starts on 512 bytes from the buffer's start, as a
-    tensor the caching allocator gives by itself does, whatever the sizes before it (a 10-class bias: 20 bytes
-    in half precision)."""
-    from nasutil.evaluator.transfer import ALIGN_BYTES
-
-    model = _network().to(torch.float16)
-    move_to_device(model, torch.device("cpu"), channels_last=True, packed=True)
-    for dtype in (torch.float16, torch.int64):
-        tensors = [t for _, t in _tensors(model) if t.dtype == dtype]
-        base = tensors[0].untyped_storage().data_ptr()
-        assert all(t.untyped_storage().data_ptr() == base for t in tensors)
-        assert all((t.data_ptr() - base) % ALIGN_BYTES == 0 for t in tensors), dtype
-    assert any(t.numel() * 2 % ALIGN_BYTES for _, t in _tensors(model) if t.dtype == torch.float16)  # not trivial
