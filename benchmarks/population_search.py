@@ -37,6 +37,10 @@ Writes population_search_runs.jsonl (a line per run as it ends; with `evaluator=
 throughput, SM clock and latency spread under `measurements`), NAME.json and NAME.csv. With measured
 survivors, each run's row puts them against the baseline's readings of the same cells: how many both
 measured (`survivors_shared`), the range of throughput ratios and how many agree within 1%.
+Before and after each run, `host_pace_before_ms` and `host_pace_after_ms` time the host itself: the median
+milliseconds to build and cast one of a fixed set of NAS-Bench-201 networks on the CPU. A population's rate is
+bound by its host work, and the same seed once ran 1.65x slower in one process than in the next on one machine,
+every host phase alike: the probe tells a slow host from a slow search.
 """
 
 from __future__ import annotations
@@ -62,6 +66,27 @@ RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto
 
 
 HOST_PHASES = [phase for phase, _ in TRAINER_HOST_PHASES]  # a candidate's host work, as the trainer times it
+PACE_CELLS = 8  # networks the host probe builds, the same ones every time
+
+
+def host_pace_ms() -> float:
+    """Median milliseconds to build one of `PACE_CELLS` fixed NAS-Bench-201 networks and cast it to half
+    precision in channels-last format on the CPU: what a member's build and cast ask of the host."""
+    import numpy as np
+    import torch
+
+    from nasutil import get_space
+
+    space = get_space("nb201")
+    rng = np.random.default_rng(0)
+    cells = [space.sample(rng) for _ in range(PACE_CELLS)]
+    space.build(cells[0], num_classes=10, input_size=28)  # first-use costs, untimed
+    times = []
+    for arch in cells:
+        started = time.perf_counter()
+        space.build(arch, num_classes=10, input_size=28).to(torch.float16, memory_format=torch.channels_last)
+        times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times)
 
 
 def parse_run(name: str) -> dict:
@@ -229,7 +254,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
                "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms", "quiet_s",
                *(f"mean_{phase}_ms" for phase in HOST_PHASES), "survivors_shared", "survivor_ratio_min",
-               "survivor_ratio_max", "survivors_within_1pct"]
+               "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
@@ -289,7 +314,9 @@ def run_all(args: argparse.Namespace) -> list[dict]:
         for name in order_for(args.runs, index):
             spec = parse_run(name)
             trials = spec["budget"] or (args.eager_trials if spec["eager"] else args.trials)
+            before = host_pace_ms()
             results.append(search(name, seed, trials, args, work))
+            results[-1]["host_pace_before_ms"], results[-1]["host_pace_after_ms"] = before, host_pace_ms()
             if spec["eager"] and args.plain_loop:
                 results[-1]["plain_loop"] = plain_loop(results[-1], args)
             if name == args.baseline and args.plain_sample:

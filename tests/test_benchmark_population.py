@@ -747,6 +747,7 @@ def test_a_call_cut_short_keeps_the_summary_of_the_runs_that_ended(tmp_path, mon
 
     rows = list(csv.DictReader((tmp_path / "cut.csv").open()))
     assert [r["run"] for r in rows] == ["p1"] and json.loads((tmp_path / "cut.json").read_text())["runs"]
+    assert 0 < float(rows[0]["host_pace_before_ms"]) < 10_000 and 0 < float(rows[0]["host_pace_after_ms"]) < 10_000
 
 
 def test_a_run_named_twice_or_badly_is_one_line_and_exit_2(tmp_path):
