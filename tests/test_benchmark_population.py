@@ -1779,3 +1779,39 @@ def test_the_h100_seeds_105_and_106_table_and_notes_are_their_result_files():
     assert -max(off["cold"]) * 100 > 2.5 and f"{-max(off['cold']) * 100:.1f}-{-min(off['cold']):.1%} low" in flat
     assert f"a warmed one's {-min(off['warm']):.1%} low to {max(off['warm']):.1%} high" in flat
     assert max(abs(v) for v in off["warm"]) < 0.02 < min(abs(v) for v in off["cold"])
+
+
+def test_the_h100_seed_116_table_and_notes_are_its_result_files():
+    """The table is the run's CSV rows and its host probes; the notes' figures are computed from them."""
+    import csv
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "pace_s116"
+    rows = {r["run"]: r for r in csv.DictReader((folder / "population_search_b64_s116.csv").read_text().splitlines())}
+    runs = [json.loads(line) for line in (folder / "population_search_b64_s116_runs.jsonl").read_text().splitlines()]
+
+    def shown(row: dict, key: str, fmt: str) -> str:
+        return fmt.format(float(row[key])) if row[key] else ""
+
+    expected = []
+    for r in runs:
+        row, population = rows[r["run"]], r["run"] != "p1"
+        expected.append([r["run"], f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
+                         str(r["pruned_before_training"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
+                         shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
+                         shown(row, "hypervolume_ratio", "{:.3f}") if population else "",
+                         shown(row, "device_busy", "{:.2f}"), shown(row, "mean_turn_wait_ms", "{:.0f}"),
+                         shown(row, "mean_build_ms", "{:.0f}"), shown(row, "mean_validate_ms", "{:.0f}"),
+                         f"{r['host_pace_before_ms']:.1f} / {r['host_pace_after_ms']:.1f}"])
+        assert r["failed"] == 0 and r["finished"] == 48
+    marker = "**Seed 116 on an H100, the host timed beside each run"
+    assert _table_after(marker) == expected
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seeds 105 and 106 on an H100")].split())
+    p16 = rows["p16-pareto-qa"]
+    speedup, front = float(p16["speedup_over_baseline"]), float(p16["hypervolume_ratio"])
+    assert f"ran **{speedup:.2f}x** one at a time with a front of **{front:.3f}**" in flat
+    assert speedup < 5 and front < 0.95  # both goals still missed
+    assert (f"waited {float(p16['mean_turn_wait_ms']):.0f} ms and a validation took "
+            f"{float(p16['mean_validate_ms']):.0f} ms") in flat
+    probes = [r[k] for r in runs for k in ("host_pace_before_ms", "host_pace_after_ms")]
+    assert f"read the host at {min(probes):.1f}-{max(probes):.1f} ms a network" in flat
