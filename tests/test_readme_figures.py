@@ -116,11 +116,12 @@ H100_CALLS["99 at batch 256"] = ("population_search_b256_measured_s99.csv",)
 H100_CALLS.update({seed: ("prestart_s105/population_search_b64.csv",) for seed in (105, 106)})
 H100_CALLS.update({seed: ("fresh_s107/population_search_b64_s107.csv",) for seed in (107, 108)})
 H100_CALLS[109] = ("fresh_s107/population_search_b64_s109.csv",)  # the whole seed ran in the second process
+H100_CALLS[116] = ("pace_s116/population_search_b64_s116.csv",)
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
                    ("h200", (85,), (16, 64)), ("h100", (99, 100, 101), (16,)), ("h100", (99, 100, 101), (64, 256)),
-                   ("h100", ("99 at batch 256",), (16, 64)), ("h100", (105, 106, 107, 108, 109), (16,)),
+                   ("h100", ("99 at batch 256",), (16, 64)), ("h100", (105, 106, 107, 108, 109, 116), (16,)),
                    ("h100", (105, 106, 107, 108, 109), (64,)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
@@ -477,3 +478,11 @@ def test_readmes_mps_figures_are_the_seed_112_passes():
     assert len(passes) == 6
     assert (f"every pass under MPS read the same {len(without)} cells {min(medians):.3f}-{max(medians):.3f}x a plain "
             f"loop timed without MPS") in " ".join(readme().split())
+
+
+def test_readmes_seed_116_figures_are_its_run():
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "pace_s116"
+    row = next(r for r in csv.DictReader((folder / "population_search_b64_s116.csv").read_text().splitlines())
+               if r["run"] == "p16-pareto-qa")
+    assert (f"Seed 116, with the host's own speed timed beside each run, ran {float(row['speedup_over_baseline']):.2f}x "
+            f"with a front of {float(row['hypervolume_ratio']):.3f}") in " ".join(readme().split())
