@@ -43,9 +43,9 @@ import numpy as np
 import torch
 
 from nasutil import get_space
+from nasutil.errors import NasutilError
 from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.mps import server_running, shared_device_context
-from nasutil.errors import NasutilError
 from nasutil.evaluator.reference import graph_replay_ms
 
 PHASES = ("build_s", "count_s", "cast_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s", "turn_s")

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from nasutil import get_space
-from nasutil.evaluator.reference import graph_replay_ms
 from nasutil.colocate.transfer import move_to_device
+from nasutil.evaluator.reference import graph_replay_ms
 
 WAYS = ("packed", "module_to")
 
