@@ -1,0 +1,27 @@
+"""benchmarks/nb201_rate.py refuses a bad `--variant` before it looks for a device, naming the setting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "nb201_rate.py"
+
+
+@pytest.mark.parametrize("variant, says", [
+    ("repeats=1", "repeats must be a whole number from 2 to 10,000, got 1"),
+    ("repeats", "'repeats'"),
+    ("no_such_setting=3", "no_such_setting"),
+    ("min_window_ms=-1", "min_window_ms must be a finite number >= 0"),
+])
+def test_a_bad_variant_is_refused_with_exit_2(tmp_path, variant, says):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--variant", "repeats=4", "--variant", variant,
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "argument --variant" in last and says in last, done.stderr
+    assert not any(tmp_path.iterdir())  # nothing measured, nothing written
