@@ -136,12 +136,28 @@ def write(out: Path, info: dict, summaries: list[dict], agreement: dict, by_pass
                 writer.writerow([name, arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
 
 
+#: what every pass shares (the device, dtype, batch, mode and, by --mps, the turn): a variant changes its timing
+FIXED = ("device", "dtype", "batch_size", "mode", "channels_last", "input_size", "num_classes", "device_turn")
+
+
 def variant(text: str) -> dict:
-    """`repeats=4,min_window_ms=1.5` as MeasureConfig settings, checked by MeasureConfig itself."""
+    """`repeats=4,min_window_ms=1.5` as MeasureConfig timing settings (values as JSON: numbers, true, false),
+    checked by MeasureConfig itself."""
+    changes = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{item!r}: expected KEY=VALUE")
+        if key in FIXED:
+            raise argparse.ArgumentTypeError(f"{key}: every pass shares it; a variant changes the timing settings")
+        try:
+            changes[key] = json.loads(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r}: the value must be a number, true or false") from None
     try:
-        changes = {k.strip(): json.loads(v) for k, v in (item.split("=", 1) for item in text.split(","))}
         MeasureConfig(device="cpu", mode="eager").with_(**changes)
-    except (ValueError, TypeError, NasutilError) as exc:
+    except (TypeError, NasutilError) as exc:
         raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     return changes
 

@@ -24,13 +24,14 @@ import numpy as np
 import torch
 
 from nasutil import get_space
+from nasutil.space import SearchSpace
 from nasutil.colocate.transfer import move_to_device
 from nasutil.evaluator.reference import graph_replay_ms
 
 WAYS = ("packed", "module_to")
 
 
-def moved(space, arch: str, way: str) -> tuple[torch.nn.Module, float]:
+def moved(space: SearchSpace, arch: str, way: str) -> tuple[torch.nn.Module, float]:
     model = space.build(space.parse(arch), num_classes=10).eval()
     model = model.to(dtype=torch.float16, memory_format=torch.channels_last)
     torch.cuda.synchronize()
@@ -49,6 +50,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=115)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.cells < 1:
+        parser.error(f"--cells must be at least 1, got {args.cells}")
+    if not torch.cuda.is_available():
+        parser.error("it moves networks to a CUDA device, and none is available here")
     args.out.mkdir(parents=True, exist_ok=True)
     space = get_space("nb201")
     every = [a.to_string() for a in space.enumerate()]
@@ -56,7 +61,8 @@ def main() -> int:
     x = torch.randn(256, 3, 32, 32, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
     rows = []
     with torch.inference_mode():
-        moved(space, archs[0], "packed"), moved(space, archs[0], "module_to")  # first-use costs, untimed
+        for way in WAYS:  # first-use costs, untimed
+            moved(space, archs[0], way)
         for n, arch in enumerate(archs):
             for way in (WAYS if n % 2 == 0 else WAYS[::-1]):
                 model, move_ms = moved(space, arch, way)

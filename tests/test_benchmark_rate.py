@@ -14,8 +14,11 @@ SCRIPT = ROOT / "benchmarks" / "nb201_rate.py"
 
 @pytest.mark.parametrize("variant, says", [
     ("repeats=1", "repeats must be a whole number from 2 to 10,000, got 1"),
-    ("repeats", "'repeats'"),
+    ("repeats", "'repeats': expected KEY=VALUE"),
     ("no_such_setting=3", "no_such_setting"),
+    ('device_turn="whole"', "device_turn: every pass shares it"),
+    ("mode=eager", "mode: every pass shares it"),
+    ("counters=yes", "the value must be a number, true or false"),
     ("min_window_ms=-1", "min_window_ms must be a finite number >= 0"),
 ])
 def test_a_bad_variant_is_refused_with_exit_2(tmp_path, variant, says):

@@ -621,8 +621,20 @@ def shorter_fast_timings(text: str, s113: tuple[list[list[str]], list[list[str]]
          f"{new113['cells_per_s']:.2f} against {fast113['cells_per_s']:.2f} "
          f"({new113['cells_per_s'] / fast113['cells_per_s']:.2f}x)",
          f"project {new113['projected_15625_min']:.1f} and {fast114['projected_15625_min']:.1f} minutes")
+    latencies = [float(r["latency_ms"]) for call in ("variants_s113", "fast4_s114")
+                 for r in rows_of(rate_dir / call / "nb201_rate.csv") if r["pass"] == "fast" and r["status"] == "ok"]
+    deciles = statistics.quantiles(latencies, n=10)
+    says(text, f"takes {deciles[0]:.1f}-{deciles[-1]:.1f} ms a forward on an H100")
+    built = {call: [p["mean_phase_ms"]["build_s"] for p in load(rate_dir / call / "nb201_rate.json")["passes"]]
+             for call in ("mps_same_s112", "variants_s113", "fast4_s114")}
+    slow = built["variants_s113"] + built["fast4_s114"]
+    says(text, f"building a cell took {min(slow):.0f}-{max(slow):.0f} ms against "
+               f"{min(built['mps_same_s112']):.0f}-{max(built['mps_same_s112']):.0f}",
+         f"building a cell took {built['variants_s113'][0]:.1f} ms in the first pass, {built['variants_s113'][2]:.1f} in "
+         "the third")
     packed = load(ROOT / "benchmarks" / "results" / "h100" / "packed_move_s115" / "packed_move.json")
     move, replay = packed["median_move_ms"], packed["replay_packed_over_module_to"]
+    says(text, f"cost about {move['packed'] - move['module_to']:.1f} ms a cell more than `Module.to`")
     assert packed["cells"] == 120 and move["packed"] > move["module_to"]  # why the evaluator kept Module.to
     says(text, f"moved {packed['cells']} fresh cells in {move['packed']:.1f} ms at the median against "
                f"{move['module_to']:.1f} ms", f"({replay['median']:.3f} at the median, {replay['min']:.3f}-{replay['max']:.3f})")
@@ -1382,6 +1394,10 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_predictor_cost, r"2\.26-2\.72 \| not known \(([0-9]+)-"),
     (check_host_turn_waiters, r"\| 64 \| 136\.5 \| ([0-9.,]+) \|"),
     (check_host_turn_waiters, r"at 64, ([0-9]+)x at 256"),
+    (check_nb201_rate, r"\| fast, timing turn, repeats=4 \| 600 \| ([0-9.]+) \|"),
+    (check_nb201_rate, r"\| fast, against the plain loop without MPS \| 100 \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| default vs fast \| 200 \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| fast, repeats=3,min_window_ms=0\.5 \| 600 \| 28\.20 \| 9\.2 min \| ([0-9.]+) \|"),
 ]
 
 

@@ -239,10 +239,12 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up(mo
         min(readings["whole"], readings["whole again"]), rel=0.02), readings
 
 
-def test_measure_with_mps_reaches_a_server_and_reads_what_a_plain_loop_reads():
-    """`nasutil measure --fast --mps` as a user runs it: the daemon starts, the workers reach its server, every
-    cell is measured with the turn holding the timing alone, and the readings stay within the evaluator's known
-    gap to a plain loop of graph replays in this process, which runs without MPS (6%, as above)."""
+def test_measure_with_mps_reaches_a_server_and_reads_above_a_plain_loop_without_it():
+    """`nasutil measure --fast --mps` as a user runs it: the daemon starts, the workers reach its server and every
+    cell is measured with the turn holding the timing alone. Its readings lie above a plain loop of graph replays
+    in this process, which runs without MPS, where workers without MPS read below such a loop: on H100s the
+    median ratio was 1.051-1.058 here, and every pass under MPS read 1.047-1.053 of it in `nb201_rate.py`
+    (BENCHMARKS.md, "Readings under MPS against a plain loop without it"). The bound leaves room on both sides."""
     import json
     import subprocess
     import sys
@@ -271,4 +273,4 @@ def test_measure_with_mps_reaches_a_server_and_reads_what_a_plain_loop_reads():
                 memory_format=torch.channels_last)
             ratios.append(r["latency_ms"] / graph_replay_ms(model, x, replays=20, windows=7))
     print("under MPS / plain loop without it:", [round(x, 4) for x in ratios])
-    assert abs(statistics.median(ratios) - 1) <= 0.06, ratios
+    assert 1.0 < statistics.median(ratios) < 1.12, ratios

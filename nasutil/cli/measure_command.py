@@ -53,12 +53,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fast", action="store_true",
                    help="settings for measuring a whole space: 4 windows of >= 0.5 ms, no counters, graphs captured "
                         "without eager warm-up (BENCHMARKS.md: within 1.07%% of the defaults on 200 fresh cells on an "
-                        "H100, 0.36%% at the median)")
+                        "H100 with 8 workers, 0.36%% at the median; with 16 workers and a dipping clock the earlier "
+                        "settings read single cells up to 18%% off); where one cell matters, measure without it")
     p.add_argument("--mps", action="store_true",
                    help="the workers share one device context through CUDA MPS (its daemon started for this run "
                         "and asked to quit after), so with --fast a worker's turn on the device holds its timing "
-                        "alone: faster, but on an H100 it read cells about 10%% above workers without MPS "
-                        "(BENCHMARKS.md); its readings are kept out of the cache")
+                        "alone: faster, but on an H100 it read cells 5%% above a plain loop without MPS, which "
+                        "workers without MPS read below (BENCHMARKS.md); its readings are kept out of the cache")
     p.add_argument("--no-counters", dest="counters", action="store_false", help="skip NVML GPM counters")
     p.add_argument("--sweep", action="store_true", help="sweep batch sizes 1, 2, 4, ... until saturation")
     p.add_argument("--slo-ms", type=positive_float, default=None, help="with --sweep: largest batch within SLO")
@@ -142,8 +143,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     if args.mps and args.in_process:
         raise NasutilError("--mps shares the device among worker processes; drop --in-process")
     if args.mps and args.cache:
-        raise NasutilError("--mps keeps its readings out of the cache (they read about 10% above readings without "
-                           "MPS); drop --cache")
+        raise NasutilError("--mps keeps its readings out of the cache (on an H100 they read 5% above a plain loop "
+                           "without MPS); drop --cache")
     cache = None if args.no_cache or args.mps else MeasurementCache(args.cache or default_cache_location())
     out_file = None
     if args.out is not None:

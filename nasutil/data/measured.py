@@ -50,7 +50,8 @@ SHIPPED = {
                    {"device_name": "NVIDIA H200", "dtype": "fp16", "batch_size": 256, "mode": "cudagraph",
                     "space": "nb201"},
                    "all 15,625 NAS-Bench-201 cells measured on an H200 on 2026-12-01 (fp16, batch 256, CUDA graph, "
-                   "channels-last, 32x32 input; the evaluator's fast settings; driver 580.159.04, torch 2.11.0)"),
+                   "channels-last, 32x32 input; the evaluator's fast settings of that date, five windows of >= 2 ms; "
+                   "driver 580.159.04, torch 2.11.0)"),
 }
 
 

@@ -134,9 +134,10 @@ class MeasureConfig:
     def fast(self) -> MeasureConfig:
         """Settings for measuring a whole space: 4 windows of >= 0.5 ms after one warm-up, timed again with
         longer windows where their CV exceeds 1%, no counters, and CUDA graphs captured without eager
-        warm-up runs once the worker has captured one. Most NAS-Bench-201 cells at batch 256 take 1.7-3.6 ms
-        a call on an H100, so a window is one call: 5 windows of >= 2 ms (one or two calls) agreed with the
-        default settings no better and took 1.2x as long a timing (BENCHMARKS.md, "Shorter fast timings").
+        warm-up runs once the worker has captured one. Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms
+        a forward on an H100, so a window is one forward: 5 windows of >= 2 ms (one forward or two) agreed with
+        the default settings as closely on 200 fresh cells (0.30% against 0.36% at the median, 1.16% against
+        1.07% at worst) and took 1.2x as long a timing (BENCHMARKS.md, "Shorter fast timings").
         BENCHMARKS.md measures its rate and repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
                        eager_warm_up=False)

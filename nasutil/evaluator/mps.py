@@ -5,12 +5,13 @@ contexts: a copy or a capture of one worker beside another worker's timed window
 so a worker's turn on the device has to cover its copy, capture and timing (BENCHMARKS.md, "Copies and
 captures side by side"). Under MPS the workers are clients of one server context: the copies and a capture
 that only records may run outside the turn, and the turn holds the timing alone
-(`MeasureConfig(device_turn="timing")`). On an H100 that measured 600 NAS-Bench-201 cells 1.60x as fast as
-the whole turn, within 2.1% of the default settings under MPS. But MPS is not a neutral host: on one H100
-every pass under it read the same cells 1.047-1.053x a plain loop timed without it, where workers without it
-read about 0.96 of that loop (BENCHMARKS.md, "Readings under MPS against the same cells without it"). So
-readings taken under MPS rank cells within their own table and are kept apart from (and out of the cache of)
-readings without it; a deployed network has a context of its own.
+(`MeasureConfig(device_turn="timing")`). On H100s that measured 600 NAS-Bench-201 cells 1.60x and 1.44x as
+fast as the whole turn under MPS (two runs), within 1.59% and 2.10% of the default settings under MPS. But MPS
+is not a neutral host: on one H100 every pass under it read the same cells 1.047-1.053x a plain loop timed
+without it, where workers without it read about 0.96 of such a loop on other H100s (BENCHMARKS.md, "Readings
+under MPS against a plain loop without it"). So readings taken under MPS rank cells within their own table
+and are kept apart from (and out of the cache of) readings without it; a deployed network has a context of
+its own.
 
 `shared_device_context()` starts the control daemon for this process and the workers it starts, with its
 pipe and log folders in a folder of its own, and asks it to quit at the end. It must be entered before

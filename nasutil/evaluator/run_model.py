@@ -99,6 +99,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         stack.enter_context(matmul_precision(config.dtype))
         stack.enter_context(torch.inference_mode())
         turn = stack.enter_context(contextlib.ExitStack())  # closed once the device work is done
+        held = time.perf_counter()
         if not outside:
             turn.enter_context(exclusive or contextlib.nullcontext())
             held = time.perf_counter()
