@@ -206,11 +206,10 @@ def measure(args: argparse.Namespace, without: dict[str, float] | None = None) -
               ("fast again", fast, archs[: args.repeat_cells])]
     if args.mps:
         passes.insert(1, ("fast, timing turn", fast.with_(device_turn="timing"), archs))
-    varied = "fast, timing turn" if args.mps else "fast"
-    for n, changes in enumerate(args.variant):
-        name = f"{varied}, " + ",".join(f"{k}={v}" for k, v in changes.items())
-        passes.insert(1 + args.mps + n, (name, fast.with_(device_turn="timing" if args.mps else "whole", **changes),
-                                         archs))
+    varied = fast.with_(device_turn="timing") if args.mps else fast
+    variants = [(("fast, timing turn, " if args.mps else "fast, ") + ",".join(f"{k}={v}" for k, v in changes.items()),
+                 varied.with_(**changes), archs) for changes in args.variant]
+    passes[1 + args.mps:1 + args.mps] = variants
     info = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cpus": len(os.sched_getaffinity(0)), "mps": args.mps}
     if args.cold_pass:
@@ -256,12 +255,11 @@ def measure(args: argparse.Namespace, without: dict[str, float] | None = None) -
         agreement["reference without MPS vs reference"] = {
             "cells": len(ratios), "median": statistics.median(abs(x - 1) for x in ratios),
             "max": max(abs(x - 1) for x in ratios), "median_ratio": statistics.median(ratios)}
-    for name in by_pass:
-        if name.startswith(varied + ", ") and name != "fast, cold workers":
-            agreement["default vs " + name] = differences(by_pass["default"], by_pass[name], floor)
-            agreement["reference vs " + name] = against_reference(name)
-            if without is not None:
-                agreement["reference without MPS vs " + name] = against_reference(name, "reference without MPS")
+    for name, _, _ in variants:
+        agreement["default vs " + name] = differences(by_pass["default"], by_pass[name], floor)
+        agreement["reference vs " + name] = against_reference(name)
+        if without is not None:
+            agreement["reference without MPS vs " + name] = against_reference(name, "reference without MPS")
     if args.cold_pass:
         agreement["reference vs fast, cold workers"] = against_reference("fast, cold workers")
         agreement["fast, cold workers vs fast"] = differences(by_pass["fast"], by_pass["fast, cold workers"], floor)
