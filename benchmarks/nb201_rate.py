@@ -17,9 +17,9 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
              Before the daemon starts, a fresh process times the --reference-cells cells with the plain loop
              without MPS ("reference without MPS"), so that the readings under MPS can be set against the same
              cells timed without it on the same machine
-  fast, SETTINGS  with --variant SETTINGS (e.g. repeats=4), the fast pass again with those `MeasureConfig`
-             settings changed (with --mps: "fast, timing turn, SETTINGS", from the timing-turn pass): a shorter
-             timing set against the same cells
+  fast, SETTINGS  with --variant SETTINGS (e.g. repeats=4 or clean_capture=false,device_turn="split"), the
+             fast pass again with those `MeasureConfig` settings changed (with --mps: "fast, timing turn,
+             SETTINGS", from the timing-turn pass): another way of timing set against the same cells
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process
   reference, woken  the same loop with 50 ms of fp16 matrix products on the device right before each cell:
              whether the state another process's burst left an H200 in (BENCHMARKS.md, "Seed 96") closes
@@ -136,13 +136,13 @@ def write(out: Path, info: dict, summaries: list[dict], agreement: dict, by_pass
                 writer.writerow([name, arch, "ok", ms, "", "", "", *([""] * len(PHASES))])
 
 
-#: what every pass shares (the device, dtype, batch, mode and, by --mps, the turn): a variant changes its timing
-FIXED = ("device", "dtype", "batch_size", "mode", "channels_last", "input_size", "num_classes", "device_turn")
+#: what every pass shares (the device, dtype, batch and mode): a variant changes how the network is timed
+FIXED = ("device", "dtype", "batch_size", "mode", "channels_last", "input_size", "num_classes")
 
 
 def variant(text: str) -> dict:
-    """`repeats=4,min_window_ms=1.5` as MeasureConfig timing settings (values as JSON: numbers, true, false),
-    checked by MeasureConfig itself."""
+    """`repeats=4,min_window_ms=1.5` as MeasureConfig timing settings (values as JSON: numbers, true, false,
+    "quoted text"), checked by MeasureConfig itself."""
     changes = {}
     for item in text.split(","):
         key, sep, value = item.partition("=")
@@ -150,11 +150,11 @@ def variant(text: str) -> dict:
         if not sep or not key:
             raise argparse.ArgumentTypeError(f"{item!r}: expected KEY=VALUE")
         if key in FIXED:
-            raise argparse.ArgumentTypeError(f"{key}: every pass shares it; a variant changes the timing settings")
+            raise argparse.ArgumentTypeError(f"{key}: every pass shares it; a variant changes how a network is timed")
         try:
             changes[key] = json.loads(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{item!r}: the value must be a number, true or false") from None
+            raise argparse.ArgumentTypeError(f"{item!r}: the value must be a number, true, false or \"text\"") from None
     try:
         MeasureConfig(device="cpu", mode="eager").with_(**changes)
     except (TypeError, NasutilError) as exc:

@@ -16,9 +16,9 @@ SCRIPT = ROOT / "benchmarks" / "nb201_rate.py"
     ("repeats=1", "repeats must be a whole number from 2 to 10,000, got 1"),
     ("repeats", "'repeats': expected KEY=VALUE"),
     ("no_such_setting=3", "no_such_setting"),
-    ('device_turn="whole"', "device_turn: every pass shares it"),
+    ('device_turn="somewhere"', "device_turn must be one of whole, timing, split, got 'somewhere'"),
     ("mode=eager", "mode: every pass shares it"),
-    ("counters=yes", "the value must be a number, true or false"),
+    ("counters=yes", 'the value must be a number, true, false or "text"'),
     ("min_window_ms=-1", "min_window_ms must be a finite number >= 0"),
 ])
 def test_a_bad_variant_is_refused_with_exit_2(tmp_path, variant, says):

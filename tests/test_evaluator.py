@@ -321,6 +321,26 @@ def test_a_killed_worker_does_not_keep_the_device():
     turns._lock.release()
 
 
+def test_a_turn_may_be_taken_again_and_says_when_it_waits_each_time():
+    """A split measurement enters its task's turn twice (the copy, then the timing): each entry waits for the
+    lock, tells the parent "waiting" then "running", and lets the lock go on leaving."""
+    import multiprocessing as mp
+    import os
+
+    from nasutil.evaluator.worker import DeviceTurns
+
+    turns = DeviceTurns(mp.get_context("spawn"))
+    states: list[str] = []
+    turn = turns.turn(states.append)
+    for _ in range(2):
+        with turn:
+            assert turns._holder.value == os.getpid() and not turns._lock.acquire(block=False)
+        assert turns._holder.value == 0
+    assert states == ["waiting", "running"] * 2
+    assert turns._lock.acquire(timeout=1)
+    turns._lock.release()
+
+
 def test_a_lead_in_runs_untimed_calls_before_the_windows():
     from nasutil.evaluator.timing import time_windows
 
@@ -339,16 +359,19 @@ def test_a_lead_in_runs_untimed_calls_before_the_windows():
 
 
 def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_asked_on_a_gpu():
-    """`device_turn` is checked up front; on a CPU (nothing to share) the turn is entered before the network
-    is moved, whichever is asked, and no wait for it is reported."""
+    """`device_turn` and `clean_capture` are checked up front; on a CPU (nothing to share) the turn is entered
+    once, before the network is moved, whichever is asked, and no wait for it is reported."""
     import contextlib
 
     from nasutil.evaluator.run_model import measure_model
 
     for bad in ("all", "", None, 1):
-        with pytest.raises(NasutilError, match="device_turn must be one of whole, timing"):
+        with pytest.raises(NasutilError, match="device_turn must be one of whole, timing, split"):
             MeasureConfig(device="cpu", device_turn=bad)
-    for turn in ("whole", "timing"):
+    for bad in ("no", None, 0):
+        with pytest.raises(NasutilError, match="clean_capture must be True or False"):
+            MeasureConfig(device="cpu", clean_capture=bad)
+    for turn in ("whole", "timing", "split"):
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
         entered: list[str] = []
 
@@ -358,7 +381,8 @@ def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_as
             yield
 
         config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False,
-                               repeats=2, min_window_ms=0.1, counters=False, device_turn=turn)
+                               repeats=2, min_window_ms=0.1, counters=False, device_turn=turn,
+                               clean_capture=turn == "whole")
         m = measure_model(model, config, input_size=8, exclusive=exclusive())
         assert m.ok and entered == [turn] and "turn_wait_s" not in m.timing
         assert m.timing["turn_s"] >= m.timing["time_s"] + m.timing["to_device_s"]  # held from the copy on

@@ -13,7 +13,7 @@ from nasutil.space import MAX_NUM_CLASSES
 
 MODES = ("eager", "cudagraph", "compile")
 DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
-DEVICE_TURNS = ("whole", "timing")  # what a worker's turn on the device covers (`MeasureConfig.device_turn`)
+DEVICE_TURNS = ("whole", "timing", "split")  # what a worker's turn on the device covers (`MeasureConfig.device_turn`)
 #: the largest batch measured or predicted: 10**20 overflowed inside torch, and a prediction for it was nonsense
 MAX_BATCH_SIZE = 1 << 16
 #: the largest input resolution (height and width) a network is measured at
@@ -89,12 +89,18 @@ class MeasureConfig:
     # run the model eagerly twice before capturing its CUDA graph; False skips that in a worker that has
     # captured before, where library handles and workspaces already exist (see `fast`)
     eager_warm_up: bool = True
-    # what a worker's turn on the device covers: "whole" (copy, capture and timing; the default) or "timing"
-    # (timing, counters and profiling; the copy and a capture without eager warm-up run outside it). Only
-    # "whole" is right where each worker has its own context on the device: any device work of another
-    # process makes the GPU switch contexts inside a timed window. "timing" is meant for workers that share
-    # one context through CUDA MPS (`nvidia-cuda-mps-control -d` before they start).
+    # what a worker's turn on the device covers: "whole" (copy, capture and timing; the default), "split"
+    # (two turns, the copy in one and the timing in the other, a capture without eager warm-up between them
+    # outside both) or "timing" (timing, counters and profiling; the copy and a capture without eager
+    # warm-up outside it). Any device work of another process, even a copy, makes the GPU switch contexts
+    # inside a timed window; "split" leaves out only a capture, which records and runs nothing. "timing" is
+    # meant for workers that share one context through CUDA MPS (`nvidia-cuda-mps-control -d` before they
+    # start).
     device_turn: str = "whole"
+    # capture a graph without eager warm-up through `torch.cuda.graph`, which synchronizes the device and
+    # empties the allocator's cache first (True), or at once on a side stream, the cache emptied only once
+    # it passes `modes.CACHE_LIMIT_BYTES` (False: `modes.lean_capture`)
+    clean_capture: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str):
@@ -123,7 +129,7 @@ class MeasureConfig:
             raise NasutilError("counter windows need counter_max_ms >= counter_window_ms")
         if self.device_turn not in DEVICE_TURNS:
             raise NasutilError(f"device_turn must be one of {', '.join(DEVICE_TURNS)}, got {self.device_turn!r}")
-        for name in ("channels_last", "counters", "per_layer", "eager_warm_up"):
+        for name in ("channels_last", "counters", "per_layer", "eager_warm_up", "clean_capture"):
             if not isinstance(getattr(self, name), bool):
                 raise NasutilError(f"{name} must be True or False, got {getattr(self, name)!r}")
         size = self.input_size

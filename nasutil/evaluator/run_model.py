@@ -16,7 +16,7 @@ from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_count
 from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
 from nasutil.evaluator.layers import layer_breakdown, profile_layer_times_ms
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.modes import prepare
+from nasutil.evaluator.modes import prepare, trim_cache
 from nasutil.evaluator.peak import measured_peak_tflops
 from nasutil.evaluator.timing import time_windows
 from nasutil.errors import NasutilError
@@ -72,10 +72,12 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
     candidates while one of them has the device to itself. (Any device work from another process,
     even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
-    1.5x too long with copies and captures left outside the turn.) With `config.device_turn="timing"`,
-    for workers that share one context through CUDA MPS, the copies and a capture without eager warm-up
-    run before the turn, `timing["turn_wait_s"]` is the wait for it, and the captured graph is let go after
-    it. `timing["turn_s"]` is how long the turn was held.
+    1.5x too long with copies and captures left outside the turn.) With `config.device_turn="split"`, the
+    copies take one turn and the timing another, and a capture without eager warm-up runs between them.
+    With `config.device_turn="timing"`, for workers that share one context through CUDA MPS, the copies and
+    a capture without eager warm-up run before the turn and the captured graph is let go after it. In both,
+    `timing["turn_wait_s"]` is the wait for the (second) turn. `timing["turn_s"]` is how long the turns
+    were held.
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
@@ -92,39 +94,52 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     phases["cast_s"] = time.perf_counter() - t0
 
     warm_up = config.eager_warm_up or not _captured_before
-    # with `device_turn="timing"` only work that runs nothing on the device stays outside the turn: the
-    # copies (the input drawn on the host) and a capture that only records
-    outside = config.device_turn == "timing" and device.type == "cuda" and config.mode == "cudagraph" and not warm_up
+    # a capture without eager warm-up runs nothing on the device: "split" and "timing" take it out of the
+    # turn ("timing" the copies too, which is right only where the workers share one context through MPS)
+    graphed = device.type == "cuda" and config.mode == "cudagraph" and not warm_up
+    turn_kind = config.device_turn if graphed else "whole"
+    lean = device.type == "cuda" and not config.clean_capture
     with contextlib.ExitStack() as stack:
         stack.enter_context(matmul_precision(config.dtype))
         stack.enter_context(torch.inference_mode())
         turn = stack.enter_context(contextlib.ExitStack())  # closed once the device work is done
-        held = time.perf_counter()
-        if not outside:
+
+        def take_turn() -> float:
             turn.enter_context(exclusive or contextlib.nullcontext())
-            held = time.perf_counter()
+            if lean:  # the pools of graphs let go since the last trim, freed inside the turn
+                trim_cache(device)
+            return time.perf_counter()
+
+        held = time.perf_counter() if turn_kind == "timing" else take_turn()
         t0 = time.perf_counter()
         model = model.to(device)
-        if outside:
+        if turn_kind == "timing":
             x = torch.randn(config.batch_size, in_channels, input_size, input_size, dtype=dtype)
             x = x.contiguous(memory_format=memory_format).to(device)
         else:
             x = torch.randn(config.batch_size, in_channels, input_size, input_size, device=device, dtype=dtype)
             x = x.contiguous(memory_format=memory_format)
+        if turn_kind == "split":  # the copies done before the turn is handed on
+            torch.cuda.synchronize(device)
         phases["to_device_s"] = time.perf_counter() - t0
+        held_before = 0.0
+        if turn_kind == "split":
+            held_before = time.perf_counter() - held
+            turn.close()
         t0 = time.perf_counter()
         run = None
-        if outside:
+        if turn_kind != "whole":
             try:
-                run = prepare(model, x, config.mode, warm_up=False, retry_with_warm_up=False)
+                run = prepare(model, x, config.mode, warm_up=False, retry_with_warm_up=False,
+                              clean_capture=config.clean_capture)
             except RuntimeError:  # retried below with an eager warm-up, which runs on the device: inside the turn
                 pass
             waited = time.perf_counter()
-            turn.enter_context(exclusive or contextlib.nullcontext())
-            held = time.perf_counter()
+            held = take_turn()
             phases["turn_wait_s"] = held - waited
         if run is None:
-            run = prepare(model, x, config.mode, warm_up=warm_up or outside)
+            run = prepare(model, x, config.mode, warm_up=warm_up or turn_kind != "whole",
+                          clean_capture=config.clean_capture)
         phases["prepare_s"] = time.perf_counter() - t0 - phases.get("turn_wait_s", 0.0)
 
         t0 = time.perf_counter()
@@ -171,9 +186,9 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
             layers = layer_breakdown(counts, times, config.batch_size, peak)
             phases["layers_s"] = time.perf_counter() - t0
             phases["kernel_time_ms"] = kernel_total_ms
-        if not outside:  # letting a graph go may touch the device: inside the turn where contexts switch
+        if turn_kind != "timing":  # letting a graph go may touch the device: inside the turn where contexts switch
             del run
-        phases["turn_s"] = time.perf_counter() - held
+        phases["turn_s"] = held_before + time.perf_counter() - held
         turn.close()
 
     return Measurement(

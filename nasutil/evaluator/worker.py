@@ -17,7 +17,7 @@ import signal
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -40,22 +40,33 @@ class DeviceTurns:
         self._lock = ctx.Lock()
         self._holder = ctx.Value("i", 0, lock=False)
 
-    @contextlib.contextmanager
-    def turn(self, notify: Callable[[str], None] = lambda state: None) -> Iterator[None]:
-        notify("waiting")
-        with self._lock:
-            self._holder.value = os.getpid()
-            notify("running")
-            try:
-                yield
-            finally:
-                self._holder.value = 0
+    def turn(self, notify: Callable[[str], None] = lambda state: None) -> Turn:
+        """A task's turn, entered once for each stretch of its device work (a split measurement: twice)."""
+        return Turn(self, notify)
 
     def release_if_held_by(self, pid: int | None) -> None:
         """Called by the parent after killing `pid`: a dead holder can no longer release the lock."""
         if pid and self._holder.value == pid:
             self._holder.value = 0
             self._lock.release()
+
+
+class Turn:
+    """A context manager that may be entered again once it has been left: each entry waits for the device,
+    telling `notify` "waiting" and then "running" (the parent's time limit runs only while not waiting)."""
+
+    def __init__(self, turns: DeviceTurns, notify: Callable[[str], None]) -> None:
+        self._turns, self._notify = turns, notify
+
+    def __enter__(self) -> None:
+        self._notify("waiting")
+        self._turns._lock.acquire()
+        self._turns._holder.value = os.getpid()
+        self._notify("running")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._turns._holder.value = 0
+        self._turns._lock.release()
 
 
 def _first_line(exc: BaseException) -> str:
