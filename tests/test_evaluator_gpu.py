@@ -242,14 +242,15 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up(mo
 def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_capture(monkeypatch):
     """`device_turn="split"` with `clean_capture=False`: once this process has captured a graph, a fast
     measurement takes the turn twice, first with the network still on the host (the copy), then with it on
-    the device and captured (the timing), and reads what the whole turn with a clean capture reads."""
+    the device and captured (the timing), and reads what the whole turn with a clean capture reads. Batch 256,
+    three of each, alternated: single readings of one process at batch 64 moved 3.4% on an H100."""
     from nasutil.evaluator import run_model
     from nasutil.evaluator.run_model import measure_model
     from nasutil.registry import get_space
 
     monkeypatch.setattr(run_model, "_captured_before", False)  # as in a fresh worker
     space = get_space("nb201")
-    fast = GPU.with_(counters=False).fast()
+    fast = GPU.with_(counters=False, batch_size=256).fast()
     split = fast.with_(device_turn="split", clean_capture=False)
 
     class Exclusive:
@@ -262,25 +263,24 @@ def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_captu
         def __exit__(self, *exc_info):
             return None
 
-    readings, entries = {}, {}
-    for name, config in (("first", fast), ("split", split), ("whole", fast), ("split again", split),
-                         ("whole again", fast)):
+    readings, entries = {"whole": [], "split": []}, {"whole": [], "split": []}
+    for name, config in [("first", fast)] + [("split", split), ("whole", fast)] * 3:
         model = space.build(space.parse(CELL), num_classes=10)
         exclusive = Exclusive(model)
         m = measure_model(model, config, input_size=32, exclusive=exclusive)
         assert m.ok
-        readings[name], entries[name] = m.latency_ms, exclusive.entries
-    assert entries == {"first": [False], "split": [False, True], "whole": [False], "split again": [False, True],
-                       "whole again": [False]}
-    assert min(readings["split"], readings["split again"]) == pytest.approx(
-        min(readings["whole"], readings["whole again"]), rel=0.02), readings
+        if name != "first":
+            readings[name].append(m.latency_ms)
+            entries[name].append(exclusive.entries)
+    assert entries == {"whole": [[False]] * 3, "split": [[False, True]] * 3}
+    assert statistics.median(readings["split"]) == pytest.approx(statistics.median(readings["whole"]), rel=0.02), \
+        readings
 
 
-def test_lean_captures_give_their_memory_back_once_the_cache_passes_its_limit(monkeypatch):
-    """A lean capture leaves the pools of graphs let go in the allocator's cache; the next measurement's turn
-    empties it once it holds more than `CACHE_LIMIT_BYTES`. With the limit at one byte, ten measurements
-    leave far less reserved than ten with the limit out of reach."""
-    from nasutil.evaluator import modes, run_model
+def test_lean_captures_share_one_pool_so_memory_stays_at_one_graphs_worth(monkeypatch):
+    """Each capture through `torch.cuda.graph` takes a pool of its own; lean captures share one, so that ten
+    different networks captured and let go in turn leave the device memory where one left it."""
+    from nasutil.evaluator import run_model
     from nasutil.evaluator.run_model import measure_model
     from nasutil.registry import get_space
 
@@ -288,15 +288,15 @@ def test_lean_captures_give_their_memory_back_once_the_cache_passes_its_limit(mo
     lean = GPU.with_(counters=False, batch_size=256).fast().with_(clean_capture=False)
     rng = np.random.default_rng(5)
     archs = [space.sample(rng) for _ in range(10)]
+    heaviest = space.parse("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|"
+                           "nor_conv_3x3~2|")
     monkeypatch.setattr(run_model, "_captured_before", True)
-    reserved = {}
-    for limit in (1 << 50, 1):
-        monkeypatch.setattr(modes, "CACHE_LIMIT_BYTES", limit)
-        torch.cuda.empty_cache()
-        for arch in archs:
-            assert measure_model(space.build(arch, num_classes=10), lean, input_size=32).ok
-        reserved[limit] = torch.cuda.memory_reserved()
-    assert reserved[1] < reserved[1 << 50] / 3, reserved
+    torch.cuda.empty_cache()
+    assert measure_model(space.build(heaviest, num_classes=10), lean, input_size=32).ok
+    one = torch.cuda.memory_reserved()
+    for arch in archs:
+        assert measure_model(space.build(arch, num_classes=10), lean, input_size=32).ok
+    assert torch.cuda.memory_reserved() <= 1.25 * one, (one, torch.cuda.memory_reserved())
 
 
 def test_measure_with_mps_reaches_a_server_and_reads_above_a_plain_loop_without_it():
