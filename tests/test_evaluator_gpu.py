@@ -277,10 +277,11 @@ def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_captu
         readings
 
 
-def test_lean_captures_share_one_pool_so_memory_stays_at_one_graphs_worth(monkeypatch):
-    """Each capture through `torch.cuda.graph` takes a pool of its own; lean captures share one, so that ten
-    different networks captured and let go in turn leave the device memory where one left it."""
-    from nasutil.evaluator import run_model
+def test_lean_captures_give_their_memory_back_once_the_cache_passes_its_limit(monkeypatch):
+    """A lean capture leaves the pools of graphs let go in the allocator's cache; the next measurement's turn
+    empties it once it holds more than `CACHE_LIMIT_BYTES`. With the limit at one byte, ten measurements
+    leave far less reserved than ten with the limit out of reach."""
+    from nasutil.evaluator import modes, run_model
     from nasutil.evaluator.run_model import measure_model
     from nasutil.registry import get_space
 
@@ -288,15 +289,15 @@ def test_lean_captures_share_one_pool_so_memory_stays_at_one_graphs_worth(monkey
     lean = GPU.with_(counters=False, batch_size=256).fast().with_(clean_capture=False)
     rng = np.random.default_rng(5)
     archs = [space.sample(rng) for _ in range(10)]
-    heaviest = space.parse("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|nor_conv_3x3~0|nor_conv_3x3~1|"
-                           "nor_conv_3x3~2|")
     monkeypatch.setattr(run_model, "_captured_before", True)
-    torch.cuda.empty_cache()
-    assert measure_model(space.build(heaviest, num_classes=10), lean, input_size=32).ok
-    one = torch.cuda.memory_reserved()
-    for arch in archs:
-        assert measure_model(space.build(arch, num_classes=10), lean, input_size=32).ok
-    assert torch.cuda.memory_reserved() <= 1.25 * one, (one, torch.cuda.memory_reserved())
+    reserved = {}
+    for limit in (1 << 50, 1):
+        monkeypatch.setattr(modes, "CACHE_LIMIT_BYTES", limit)
+        torch.cuda.empty_cache()
+        for arch in archs:
+            assert measure_model(space.build(arch, num_classes=10), lean, input_size=32).ok
+        reserved[limit] = torch.cuda.memory_reserved()
+    assert reserved[1] < reserved[1 << 50] / 3, reserved
 
 
 def test_measure_with_mps_reaches_a_server_and_reads_above_a_plain_loop_without_it():

@@ -98,8 +98,8 @@ class MeasureConfig:
     # start).
     device_turn: str = "whole"
     # capture a graph without eager warm-up through `torch.cuda.graph`, which synchronizes the device and
-    # empties the allocator's cache first and gives each graph a memory pool of its own (True), or at once
-    # on a side stream into one pool that the process's captures share (False: `modes.lean_capture`)
+    # empties the allocator's cache first (True), or at once on a side stream, the cache emptied only once
+    # it passes `modes.CACHE_LIMIT_BYTES` (False: `modes.lean_capture`)
     clean_capture: bool = True
 
     def __post_init__(self) -> None:

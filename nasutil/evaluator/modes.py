@@ -80,17 +80,16 @@ def _capture(model: nn.Module, x: torch.Tensor) -> tuple[Callable[[], object], t
 
 
 def lean_capture(model: nn.Module, x: torch.Tensor) -> tuple[Callable[[], object], torch.cuda.CUDAGraph]:
-    """`model(x)` recorded into a CUDA graph on a side stream, its memory taken from one pool that every lean
-    capture of this process shares, and nothing else: no device-wide synchronize, no emptied cache before
-    it, no wait after it. `torch.cuda.graph` does all three and gives each graph a pool of its own, so that
-    each capture freed every cached block and allocated device memory afresh. Capture runs nothing, so it
+    """`model(x)` recorded into a CUDA graph on a side stream, and nothing else: no device-wide synchronize,
+    no emptied cache before it, no wait after it. `torch.cuda.graph` does all three, so that each capture
+    of a new network freed every cached block and allocated its memory afresh. Capture runs nothing, so it
     needs no wait for the copies queued before it: the graph runs when it is replayed, on the caller's
-    stream, after them. The graphs share the pool's blocks as scratch space: each replay writes everything
-    it reads after its input, so graphs replayed one at a time on one stream never see each other's data,
-    and memory stays at one graph's worth however many are captured."""
+    stream, after them. The caller empties the cache now and then (`trim_cache`): a graph's memory pool,
+    once let go, is only given back by `torch.cuda.empty_cache`."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(_capture_stream(x.device)):
-        graph.capture_begin(pool=_capture_pool(x.device).id)
+    side = _capture_stream(x.device)
+    with torch.cuda.stream(side):
+        graph.capture_begin()
         try:
             model(x)
         finally:
@@ -103,10 +102,18 @@ def _capture_stream(device: torch.device) -> torch.cuda.Stream:
     return torch.cuda.Stream(device=device)
 
 
-@functools.cache
-def _capture_pool(device: torch.device) -> torch.cuda.MemPool:
-    with torch.cuda.device(device):
-        return torch.cuda.MemPool()
+#: the memory a process may keep cached between lean captures (`trim_cache`)
+CACHE_LIMIT_BYTES = 2 << 30
+
+
+def trim_cache(device: torch.device, limit: int | None = None) -> bool:
+    """Empty the allocator's cache where it holds more than `limit` bytes (`CACHE_LIMIT_BYTES` left out): the
+    pools of graphs let go since the last trim. Frees device memory, so it belongs inside a worker's turn.
+    True where it emptied."""
+    if torch.cuda.memory_reserved(device) <= (CACHE_LIMIT_BYTES if limit is None else limit):
+        return False
+    torch.cuda.empty_cache()
+    return True
 
 
 _log = logging.getLogger(__name__)
