@@ -17,7 +17,7 @@ Passes, all fp16, batch 256, CUDA graph, channels_last, no counters, in one proc
              Before the daemon starts, a fresh process times the --reference-cells cells with the plain loop
              without MPS ("reference without MPS"), so that the readings under MPS can be set against the same
              cells timed without it on the same machine
-  fast, SETTINGS  with --variant SETTINGS (e.g. repeats=4 or clean_capture=false,device_turn="split"), the
+  fast, SETTINGS  with --variant SETTINGS (e.g. repeats=4 or device_turn="whole"), the
              fast pass again with those `MeasureConfig` settings changed (with --mps: "fast, timing turn,
              SETTINGS", from the timing-turn pass): another way of timing set against the same cells
   reference  the first --reference-cells cells timed by a plain loop of CUDA-graph replays in this process

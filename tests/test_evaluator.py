@@ -73,6 +73,8 @@ def test_fast_settings_time_and_count_on_cpu():
     cell = "|nor_conv_3x3~0|+|none~0|skip_connect~1|+|avg_pool_3x3~0|none~1|nor_conv_1x1~2|"
     config = CPU.with_(batch_size=1, input_size=None).fast()
     assert not config.counters and not config.eager_warm_up and config.repeats == 4
+    assert config.device_turn == "split"  # the capture outside the turn; MPS's "timing" turn is kept
+    assert CPU.with_(device_turn="timing").fast().device_turn == "timing"
     with Evaluator(config, isolate=False) as ev:
         m = ev.measure(Candidate("nb201", cell))
     with Evaluator(CPU.with_(batch_size=1, input_size=None, repeats=2), isolate=False) as ev:
@@ -359,7 +361,7 @@ def test_a_lead_in_runs_untimed_calls_before_the_windows():
 
 
 def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_asked_on_a_gpu():
-    """`device_turn` and `clean_capture` are checked up front; on a CPU (nothing to share) the turn is entered
+    """`device_turn` is checked up front; on a CPU (nothing to share) the turn is entered
     once, before the network is moved, whichever is asked, and no wait for it is reported."""
     import contextlib
 
@@ -368,9 +370,6 @@ def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_as
     for bad in ("all", "", None, 1):
         with pytest.raises(NasutilError, match="device_turn must be one of whole, timing, split"):
             MeasureConfig(device="cpu", device_turn=bad)
-    for bad in ("no", None, 0):
-        with pytest.raises(NasutilError, match="clean_capture must be True or False"):
-            MeasureConfig(device="cpu", clean_capture=bad)
     for turn in ("whole", "timing", "split"):
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
         entered: list[str] = []
@@ -381,8 +380,7 @@ def test_a_device_turn_covers_the_whole_measurement_unless_only_the_timing_is_as
             yield
 
         config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", channels_last=False,
-                               repeats=2, min_window_ms=0.1, counters=False, device_turn=turn,
-                               clean_capture=turn == "whole")
+                               repeats=2, min_window_ms=0.1, counters=False, device_turn=turn)
         m = measure_model(model, config, input_size=8, exclusive=exclusive())
         assert m.ok and entered == [turn] and "turn_wait_s" not in m.timing
         assert m.timing["turn_s"] >= m.timing["time_s"] + m.timing["to_device_s"]  # held from the copy on

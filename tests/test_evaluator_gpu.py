@@ -219,7 +219,7 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up(mo
 
     monkeypatch.setattr(run_model, "_captured_before", False)  # as in a fresh worker
     space = get_space("nb201")
-    fast = GPU.with_(counters=False).fast()
+    fast = GPU.with_(counters=False).fast().with_(device_turn="whole")
     timing = fast.with_(device_turn="timing")
     readings, on_device = {}, {}
     for name, config in (("first", timing), ("timing", timing), ("whole", fast),
@@ -239,10 +239,10 @@ def test_a_timing_turn_holds_the_timing_alone_once_a_capture_needs_no_warm_up(mo
         min(readings["whole"], readings["whole again"]), rel=0.02), readings
 
 
-def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_capture(monkeypatch):
-    """`device_turn="split"` with `clean_capture=False`: once this process has captured a graph, a fast
+def test_a_split_turn_copies_in_one_turn_and_times_in_another_with_the_capture_between(monkeypatch):
+    """`device_turn="split"` (the fast settings' turn): once this process has captured a graph, a fast
     measurement takes the turn twice, first with the network still on the host (the copy), then with it on
-    the device and captured (the timing), and reads what the whole turn with a clean capture reads. Batch 256,
+    the device and captured (the timing), and reads what the whole turn reads. Batch 256,
     three of each, alternated: single readings of one process at batch 64 moved 3.4% on an H100."""
     from nasutil.evaluator import run_model
     from nasutil.evaluator.run_model import measure_model
@@ -250,8 +250,8 @@ def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_captu
 
     monkeypatch.setattr(run_model, "_captured_before", False)  # as in a fresh worker
     space = get_space("nb201")
-    fast = GPU.with_(counters=False, batch_size=256).fast()
-    split = fast.with_(device_turn="split", clean_capture=False)
+    split = GPU.with_(counters=False, batch_size=256).fast()
+    fast = split.with_(device_turn="whole")
 
     class Exclusive:
         def __init__(self, model):
@@ -275,29 +275,6 @@ def test_a_split_turn_copies_in_one_turn_and_times_in_another_after_a_lean_captu
     assert entries == {"whole": [[False]] * 3, "split": [[False, True]] * 3}
     assert statistics.median(readings["split"]) == pytest.approx(statistics.median(readings["whole"]), rel=0.02), \
         readings
-
-
-def test_lean_captures_give_their_memory_back_once_the_cache_passes_its_limit(monkeypatch):
-    """A lean capture leaves the pools of graphs let go in the allocator's cache; the next measurement's turn
-    empties it once it holds more than `CACHE_LIMIT_BYTES`. With the limit at one byte, ten measurements
-    leave far less reserved than ten with the limit out of reach."""
-    from nasutil.evaluator import modes, run_model
-    from nasutil.evaluator.run_model import measure_model
-    from nasutil.registry import get_space
-
-    space = get_space("nb201")
-    lean = GPU.with_(counters=False, batch_size=256).fast().with_(clean_capture=False)
-    rng = np.random.default_rng(5)
-    archs = [space.sample(rng) for _ in range(10)]
-    monkeypatch.setattr(run_model, "_captured_before", True)
-    reserved = {}
-    for limit in (1 << 50, 1):
-        monkeypatch.setattr(modes, "CACHE_LIMIT_BYTES", limit)
-        torch.cuda.empty_cache()
-        for arch in archs:
-            assert measure_model(space.build(arch, num_classes=10), lean, input_size=32).ok
-        reserved[limit] = torch.cuda.memory_reserved()
-    assert reserved[1] < reserved[1 << 50] / 3, reserved
 
 
 def test_measure_with_mps_reaches_a_server_and_reads_above_a_plain_loop_without_it():

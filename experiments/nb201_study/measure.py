@@ -143,7 +143,7 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     done_before = measured_cells(path)
     todo = [c for c in order if c not in done_before]
     workers = int(cfg.workers)
-    config = base_config(cfg, int(cfg.batch_size)).fast().with_(device_turn="timing" if mps else "whole")
+    config = base_config(cfg, int(cfg.batch_size)).with_(device_turn="timing" if mps else "whole").fast()
     run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
            "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
     runs.append(run)

@@ -97,10 +97,6 @@ class MeasureConfig:
     # meant for workers that share one context through CUDA MPS (`nvidia-cuda-mps-control -d` before they
     # start).
     device_turn: str = "whole"
-    # capture a graph without eager warm-up through `torch.cuda.graph`, which synchronizes the device and
-    # empties the allocator's cache first (True), or at once on a side stream, the cache emptied only once
-    # it passes `modes.CACHE_LIMIT_BYTES` (False: `modes.lean_capture`)
-    clean_capture: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str):
@@ -129,7 +125,7 @@ class MeasureConfig:
             raise NasutilError("counter windows need counter_max_ms >= counter_window_ms")
         if self.device_turn not in DEVICE_TURNS:
             raise NasutilError(f"device_turn must be one of {', '.join(DEVICE_TURNS)}, got {self.device_turn!r}")
-        for name in ("channels_last", "counters", "per_layer", "eager_warm_up", "clean_capture"):
+        for name in ("channels_last", "counters", "per_layer", "eager_warm_up"):
             if not isinstance(getattr(self, name), bool):
                 raise NasutilError(f"{name} must be True or False, got {getattr(self, name)!r}")
         size = self.input_size
@@ -139,14 +135,18 @@ class MeasureConfig:
 
     def fast(self) -> MeasureConfig:
         """Settings for measuring a whole space: 4 windows of >= 0.5 ms after one warm-up, timed again with
-        longer windows where their CV exceeds 1%, no counters, and CUDA graphs captured without eager
-        warm-up runs once the worker has captured one. Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms
+        longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
+        runs once the worker has captured one, and that capture outside the worker's turn on the device
+        (`device_turn="split"`; "timing" is kept where asked, for workers under MPS). On H100s the split
+        turn measured 1.27-1.30x as many NAS-Bench-201 cells a second as one turn for all, and read them
+        within 0.27-0.29% of the default settings at the median (BENCHMARKS.md, "The capture outside the
+        turn"). Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms
         a forward on an H100, so a window is one forward: 5 windows of >= 2 ms (one forward or two) agreed with
         the default settings as closely on 200 fresh cells (0.30% against 0.36% at the median, 1.16% against
         1.07% at worst) and took 1.2x as long a timing (BENCHMARKS.md, "Shorter fast timings").
         BENCHMARKS.md measures its rate and repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
-                       eager_warm_up=False)
+                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split")
 
     def with_(self, **changes) -> MeasureConfig:
         return replace(self, **changes)

@@ -28,17 +28,14 @@ class PreparedRun:
 
 
 def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = True,
-            retry_with_warm_up: bool = True, clean_capture: bool = True) -> PreparedRun:
+            retry_with_warm_up: bool = True) -> PreparedRun:
     """Must be called under `torch.inference_mode()` or `torch.no_grad()`.
 
     warm_up=False captures a CUDA graph without running the model eagerly first, so that no kernel
     runs on the device (capture only records); right only in a process whose library handles and
     workspaces already exist. A capture that fails without warm-up is retried with it, unless
     `retry_with_warm_up` is False: then its error is raised (a caller outside its turn on the device
-    retries inside it).
-
-    clean_capture=False captures a graph without warm-up at once on a side stream (`lean_capture`) instead
-    of through `torch.cuda.graph`, which first waits for the whole device and empties the allocator's cache."""
+    retries inside it)."""
     if mode == "eager":
         return PreparedRun(lambda: model(x))
     if mode == "cudagraph":
@@ -46,7 +43,7 @@ def prepare(model: nn.Module, x: torch.Tensor, mode: str, *, warm_up: bool = Tru
             raise NasutilError("mode 'cudagraph' needs a CUDA device (use eager or compile on CPU)")
         if not warm_up:
             try:
-                return PreparedRun(*(_capture(model, x) if clean_capture else lean_capture(model, x)))
+                return PreparedRun(*_capture(model, x))
             except RuntimeError:
                 torch.cuda.synchronize(x.device)
                 if not retry_with_warm_up:
@@ -77,43 +74,6 @@ def _capture(model: nn.Module, x: torch.Tensor) -> tuple[Callable[[], object], t
         model(x)
     torch.cuda.synchronize(x.device)
     return graph.replay, graph
-
-
-def lean_capture(model: nn.Module, x: torch.Tensor) -> tuple[Callable[[], object], torch.cuda.CUDAGraph]:
-    """`model(x)` recorded into a CUDA graph on a side stream, and nothing else: no device-wide synchronize,
-    no emptied cache before it, no wait after it. `torch.cuda.graph` does all three, so that each capture
-    of a new network freed every cached block and allocated its memory afresh. Capture runs nothing, so it
-    needs no wait for the copies queued before it: the graph runs when it is replayed, on the caller's
-    stream, after them. The caller empties the cache now and then (`trim_cache`): a graph's memory pool,
-    once let go, is only given back by `torch.cuda.empty_cache`."""
-    graph = torch.cuda.CUDAGraph()
-    side = _capture_stream(x.device)
-    with torch.cuda.stream(side):
-        graph.capture_begin()
-        try:
-            model(x)
-        finally:
-            graph.capture_end()
-    return graph.replay, graph
-
-
-@functools.cache
-def _capture_stream(device: torch.device) -> torch.cuda.Stream:
-    return torch.cuda.Stream(device=device)
-
-
-#: the memory a process may keep cached between lean captures (`trim_cache`)
-CACHE_LIMIT_BYTES = 2 << 30
-
-
-def trim_cache(device: torch.device, limit: int | None = None) -> bool:
-    """Empty the allocator's cache where it holds more than `limit` bytes (`CACHE_LIMIT_BYTES` left out): the
-    pools of graphs let go since the last trim. Frees device memory, so it belongs inside a worker's turn.
-    True where it emptied."""
-    if torch.cuda.memory_reserved(device) <= (CACHE_LIMIT_BYTES if limit is None else limit):
-        return False
-    torch.cuda.empty_cache()
-    return True
 
 
 _log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from nasutil.evaluator.counters import NvmlDevice, empty_counters, measure_count
 from nasutil.evaluator.dtypes import matmul_precision, torch_dtype
 from nasutil.evaluator.layers import layer_breakdown, profile_layer_times_ms
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.modes import prepare, trim_cache
+from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.peak import measured_peak_tflops
 from nasutil.evaluator.timing import time_windows
 from nasutil.errors import NasutilError
@@ -98,7 +98,6 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     # turn ("timing" the copies too, which is right only where the workers share one context through MPS)
     graphed = device.type == "cuda" and config.mode == "cudagraph" and not warm_up
     turn_kind = config.device_turn if graphed else "whole"
-    lean = device.type == "cuda" and not config.clean_capture
     with contextlib.ExitStack() as stack:
         stack.enter_context(matmul_precision(config.dtype))
         stack.enter_context(torch.inference_mode())
@@ -106,8 +105,6 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
 
         def take_turn() -> float:
             turn.enter_context(exclusive or contextlib.nullcontext())
-            if lean:  # the pools of graphs let go since the last trim, freed inside the turn
-                trim_cache(device)
             return time.perf_counter()
 
         held = time.perf_counter() if turn_kind == "timing" else take_turn()
@@ -130,16 +127,14 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
         run = None
         if turn_kind != "whole":
             try:
-                run = prepare(model, x, config.mode, warm_up=False, retry_with_warm_up=False,
-                              clean_capture=config.clean_capture)
+                run = prepare(model, x, config.mode, warm_up=False, retry_with_warm_up=False)
             except RuntimeError:  # retried below with an eager warm-up, which runs on the device: inside the turn
                 pass
             waited = time.perf_counter()
             held = take_turn()
             phases["turn_wait_s"] = held - waited
         if run is None:
-            run = prepare(model, x, config.mode, warm_up=warm_up or turn_kind != "whole",
-                          clean_capture=config.clean_capture)
+            run = prepare(model, x, config.mode, warm_up=warm_up or turn_kind != "whole")
         phases["prepare_s"] = time.perf_counter() - t0 - phases.get("turn_wait_s", 0.0)
 
         t0 = time.perf_counter()
