@@ -312,7 +312,7 @@ def check_nb201_rate(text: str) -> None:
     heading = "### The whole NAS-Bench-201 space in one pass"
     (runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, mps_passes, mps_agreement,
      same_passes, same_agreement, s113_passes, s113_agreement, s114_passes, s114_agreement,
-     shared) = tables(section(text, heading))
+     split_passes, split_agreement, beside_timer, shared) = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -354,6 +354,7 @@ def check_nb201_rate(text: str) -> None:
     one_context_through_mps(section(text, heading), mps_passes, mps_agreement)
     same_cells_with_and_without_mps(section(text, heading), same_passes, same_agreement)
     shorter_fast_timings(section(text, heading), (s113_passes, s113_agreement), (s114_passes, s114_agreement))
+    the_capture_outside_the_turn(section(text, heading), split_passes, split_agreement, beside_timer)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -504,6 +505,91 @@ def one_context_through_mps(text: str, passes: list[list[str]], agreement: list[
     (n110, fast110), (_, plain110), (n98, fast98) = shared
     says(text, f"{n110} cells of seed 110, {fast110:.2f}x that run's fast readings and {plain110:.2f}x its plain "
                f"loop's (median); {n98} cells of seed 98, {fast98:.2f}x its fast readings")
+
+
+SPLIT_RUNS = {"117": "split_s117", "118": "pooled_s118", "119": "split_s119", "120": "split_first_s120"}
+
+
+def the_capture_outside_the_turn(text: str, passes: list[list[str]], agreement: list[list[str]],
+                                 beside_timer: list[list[str]]) -> None:
+    """h100/rate/split_s117, pooled_s118, split_s119 and split_first_s120: every pass and comparison the script
+    wrote, the notes' figures, turn_contents.json and the GPU tests' counts."""
+    rate_dir = ROOT / "benchmarks" / "results" / "h100" / "rate"
+    rates = {seed: load(rate_dir / call / "nb201_rate.json") for seed, call in SPLIT_RUNS.items()}
+    expected_passes = [(seed, p) for seed, rate in rates.items() for p in rate["passes"]]
+    assert [row[:2] for row in passes] == [[seed, p["pass"]] for seed, p in expected_passes]
+    for row, (_, p) in zip(passes, expected_passes):
+        phase = p["mean_phase_ms"]
+        wait = [phase["turn_wait_s"]] if phase["turn_wait_s"] > 0 else []
+        assert (row[8] == "") == (not wait), row
+        agree(" ".join(row[2:]), p["cells"], p["cells_per_s"], p["projected_15625_min"], phase["build_s"],
+              phase["to_device_s"], phase["prepare_s"], *wait, phase["time_s"], phase["turn_s"])
+    expected = [(seed, name, got) for seed, rate in rates.items() for name, got in rate["agreement"].items()]
+    assert [row[:2] for row in agreement] == [[seed, name] for seed, name, _ in expected]
+    for row, (_, _, got) in zip(agreement, expected):
+        assert (row[4] == "") == ("p90" not in got)
+        agree(" ".join(row[2:]), got["cells"], pct(got["median"]), *([pct(got["p90"])] if "p90" in got else []),
+              pct(got["max"]), got["median_ratio"])
+    for rate in rates.values():
+        assert rate["machine"]["device"] == "NVIDIA H100 80GB HBM3" and rate["machine"]["mps"] is False
+
+    def pass_(seed: str, name: str) -> dict:
+        return next(p for p in rates[seed]["passes"] if p["pass"] == name)
+
+    lean_split = "fast, clean_capture=False,device_turn=split"
+    split = {"117": pass_("117", lean_split), "119": pass_("119", "fast, device_turn=split"), "120": pass_("120", "fast")}
+    whole = {"117": pass_("117", "fast"), "119": pass_("119", "fast"), "120": pass_("120", "fast, device_turn=whole")}
+    split_names = {"117": lean_split, "119": "fast, device_turn=split", "120": "fast"}
+    whole_names = {"117": "fast", "119": "fast", "120": "fast, device_turn=whole"}
+    says(text, *(f"{split[s]['cells_per_s']:.2f} against {whole[s]['cells_per_s']:.2f}"
+                 f"{' cells a second' if s == '117' else ''} (seed {s}, {split[s]['cells_per_s'] / whole[s]['cells_per_s']:.2f}x"
+                 for s in split))
+    ratios = [split[s]["cells_per_s"] / whole[s]["cells_per_s"] for s in split]
+    says(text, f"measured {min(ratios):.2f}-{max(ratios):.2f}x as many cells a second")
+    agreement_of = {s: rates[s]["agreement"] for s in split}
+    for key in ("median", "max"):
+        says(text, ", ".join(f"{pct(agreement_of[s]['default vs ' + split_names[s]][key]):.2f}%" for s in ("117", "119"))
+             + f" and {pct(agreement_of['120']['default vs ' + split_names['120']][key]):.2f}%")
+        says(text, ", ".join(f"{pct(agreement_of[s]['default vs ' + whole_names[s]][key]):.2f}%" for s in ("117", "119"))
+             + f" and {pct(agreement_of['120']['default vs ' + whole_names['120']][key]):.2f}%")
+    for names in (split_names, {s: "default" for s in split}):
+        says(text, ", ".join(f"{agreement_of[s]['reference vs ' + names[s]]['median_ratio']:.3f}" for s in ("117", "119"))
+             + f" and {agreement_of['120']['reference vs ' + names['120']]['median_ratio']:.3f}")
+
+    def span(runs: dict, phase: str) -> str:
+        values = [p["mean_phase_ms"][phase] for p in runs.values()]
+        return f"{min(values):.1f}-{max(values):.1f}"
+
+    splits = {**split, "119 lean": pass_("119", lean_split)}
+    says(text, f"held {span(split, 'turn_s')} ms a cell against {span(whole, 'turn_s')}",
+         f"copy ({span(splits, 'to_device_s')} ms a cell)", f"the timing took {span(splits, 'time_s')} ms",
+         f"built a cell in {span(splits, 'build_s')} ms, against {pass_('118', 'fast')['mean_phase_ms']['build_s']:.0f} ms",
+         f"measured {pass_('118', 'fast')['cells_per_s']:.2f} cells a second",
+         f"projected {min(p['projected_15625_min'] for p in splits.values()):.1f}-"
+         f"{max(p['projected_15625_min'] for p in splits.values()):.1f} minutes")
+    lean117 = pass_("117", "fast, clean_capture=False")["mean_phase_ms"]["prepare_s"]
+    says(text, f"took {lean117:.1f} ms against {whole['117']['mean_phase_ms']['prepare_s']:.1f} in one turn",
+         f"{pass_('119', lean_split)['mean_phase_ms']['prepare_s']:.1f} against "
+         f"{split['119']['mean_phase_ms']['prepare_s']:.1f} in a split turn",
+         f"a capture took {pass_('118', lean_split)['mean_phase_ms']['prepare_s']:.1f} ms")
+    pooled = (rate_dir / "pooled_s118" / "gpu_tests.log").read_text()
+    one, ten = (int(v) for v in re.search(r"AssertionError: \((\d+), (\d+)\)", pooled).groups())
+    says(text, f"ten cells left {ten / 1e9:.2f} GB reserved against {one / 1e9:.2f} GB after one")
+    assert "INTERNAL ASSERT FAILED" in (rate_dir / "pooled_s118" / "turn_contents.log").read_text()
+    timing = rates["118"]["agreement"]["default vs fast, clean_capture=False,device_turn=timing"]
+    says(text, f"read {timing['median_ratio']:.3f}x the default settings and a copy took "
+               f"{pass_('118', 'fast, clean_capture=False,device_turn=timing')['mean_phase_ms']['to_device_s']:.0f} ms")
+    phases = load(rate_dir / "split_s117" / "turn_contents.json")["phases"]
+    assert [row[0] for row in beside_timer] == [p["phase"] for p in phases]
+    for row, p in zip(beside_timer, phases):
+        agree(" ".join(row[1:]), p["readings"], p["median_ms"], p["p90_ms"], p["max_ms"], p["work_per_s"])
+    alone = [p for p in phases if p["phase"] == "alone"]
+    by = {p["phase"]: p for p in phases}
+    assert by["copies"]["p90_ms"] <= 1.001 * max(p["p90_ms"] for p in alone)  # copies beside: no change
+    assert by["captures"]["p90_ms"] > 1.05 * max(p["p90_ms"] for p in alone)  # captures beside: some longer
+    assert re.search(r"^3 passed", (rate_dir / "split_s119" / "gpu_tests.log").read_text(), re.M)
+    assert (rate_dir / "split_first_s120" / "gpu_tests.log").read_text().strip().endswith(".........rc=124")
+    says(text, "after 9 tests passed")
 
 
 def rate_passes(passes: list[list[str]], rate: dict) -> None:
@@ -1401,6 +1487,10 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_nb201_rate, r"\| fast, against the plain loop without MPS \| 100 \| ([0-9.]+)% \|"),
     (check_nb201_rate, r"\| default vs fast \| 200 \| ([0-9.]+)% \|"),
     (check_nb201_rate, r"\| fast, repeats=3,min_window_ms=0\.5 \| 600 \| 28\.20 \| 9\.2 min \| ([0-9.]+) \|"),
+    (check_nb201_rate, r"\| 120 \| fast, device_turn=whole \| 600 \| ([0-9.]+) \|"),
+    (check_nb201_rate, r"\| 119 \| default vs fast, device_turn=split \| 200 \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| copies \| 497 \| [0-9.]+ \| ([0-9.]+) \|"),
+    (check_nb201_rate, r"\(seed 120, ([0-9.]+)x, the split turn run first\)"),
 ]
 
 

@@ -1,10 +1,12 @@
 """One device context for every measuring worker, through CUDA MPS (Multi-Process Service).
 
 Without MPS each worker process has a context of its own on the GPU, and the GPU switches between
-contexts: a copy or a capture of one worker beside another worker's timed window lengthens that window,
-so a worker's turn on the device has to cover its copy, capture and timing (BENCHMARKS.md, "Copies and
-captures side by side"). Under MPS the workers are clients of one server context: the copies and a capture
-that only records may run outside the turn, and the turn holds the timing alone
+contexts: with the workers' copies and captures outside their turns, an H100 read cells 1.46x what one
+turn for all read, so a worker's copy holds a turn of its own; only a capture, which records, runs between
+that turn and the timing's (`device_turn="split"`, the fast settings, which read the cells as one turn
+did; BENCHMARKS.md, "Copies and captures side by side" and "The capture outside the turn"). Under MPS the
+workers are clients of one server context: the copies and a capture that only records may run outside the
+turn, and the turn holds the timing alone
 (`MeasureConfig(device_turn="timing")`). On H100s that measured 600 NAS-Bench-201 cells 1.60x and 1.44x as
 fast as the whole turn under MPS (two runs), within 1.59% and 2.10% of the default settings under MPS. But MPS
 is not a neutral host: on one H100 every pass under it read the same cells 1.047-1.053x a plain loop timed

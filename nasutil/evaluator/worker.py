@@ -30,11 +30,13 @@ from nasutil.evaluator.task import R, Task
 class DeviceTurns:
     """Lets sibling workers take turns on the device; survives a holder that is killed mid-turn.
 
-    A turn covers a candidate's copy, capture and timing. Letting several workers copy and capture side by
-    side (never beside a timing) was measured no faster on an H200: each copy then took 190-240 ms instead
-    of 14, the device switching between the workers' contexts (BENCHMARKS.md, "Copies and captures side by
-    side"). Where the workers share one context through CUDA MPS, `MeasureConfig(device_turn="timing")`
-    lets the turn cover the timing alone (`nasutil.evaluator.mps`)."""
+    A turn covers a candidate's copy, capture and timing, or, with `MeasureConfig(device_turn="split")` (the
+    fast settings), a candidate takes two: one for the copy and one for the timing, its capture (which only
+    records) between them. Letting several workers copy and capture side by side (never beside a timing)
+    was measured no faster on an H200: each copy then took 190-240 ms instead of 14, the device switching
+    between the workers' contexts (BENCHMARKS.md, "Copies and captures side by side"). Where the workers
+    share one context through CUDA MPS, `MeasureConfig(device_turn="timing")` lets the turn cover the timing
+    alone (`nasutil.evaluator.mps`)."""
 
     def __init__(self, ctx) -> None:
         self._lock = ctx.Lock()
