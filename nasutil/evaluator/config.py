@@ -92,10 +92,10 @@ class MeasureConfig:
     # what a worker's turn on the device covers: "whole" (copy, capture and timing; the default), "split"
     # (two turns, the copy in one and the timing in the other, a capture without eager warm-up between them
     # outside both) or "timing" (timing, counters and profiling; the copy and a capture without eager
-    # warm-up outside it). Any device work of another process, even a copy, makes the GPU switch contexts
-    # inside a timed window; "split" leaves out only a capture, which records and runs nothing. "timing" is
-    # meant for workers that share one context through CUDA MPS (`nvidia-cuda-mps-control -d` before they
-    # start).
+    # warm-up outside it). Other processes' copies beside a timed window lengthen it; "split" leaves out
+    # only a capture, which records and runs nothing (beside a timing it lengthened some windows, which the
+    # median of the fast settings' windows absorbed). "timing" is meant for workers that share one context
+    # through CUDA MPS (`nvidia-cuda-mps-control -d` before they start).
     device_turn: str = "whole"
 
     def __post_init__(self) -> None:
@@ -137,14 +137,15 @@ class MeasureConfig:
         """Settings for measuring a whole space: 4 windows of >= 0.5 ms after one warm-up, timed again with
         longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
         runs once the worker has captured one, and that capture outside the worker's turn on the device
-        (`device_turn="split"`; "timing" is kept where asked, for workers under MPS). On H100s the split
-        turn measured 1.27-1.30x as many NAS-Bench-201 cells a second as one turn for all, and read them
-        within 0.27-0.29% of the default settings at the median (BENCHMARKS.md, "The capture outside the
-        turn"). Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms
-        a forward on an H100, so a window is one forward: 5 windows of >= 2 ms (one forward or two) agreed with
-        the default settings as closely on 200 fresh cells (0.30% against 0.36% at the median, 1.16% against
-        1.07% at worst) and took 1.2x as long a timing (BENCHMARKS.md, "Shorter fast timings").
-        BENCHMARKS.md measures its rate and repeatability against the defaults and a plain timing loop."""
+        (`device_turn="split"`; "timing" is kept where asked, for workers under MPS).
+
+        Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
+        forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200
+        fresh cells (0.30% against 0.36% at the median, 1.16% against 1.07% at worst) and took 1.2x as long a
+        timing (BENCHMARKS.md, "Shorter fast timings"). On H100s the split turn measured 1.27-1.30x as many
+        cells a second as one turn for all, reading them within 0.22-0.29% of the default settings at the
+        median (BENCHMARKS.md, "The capture outside the turn"). BENCHMARKS.md measures its rate and
+        repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
                        eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split")
 

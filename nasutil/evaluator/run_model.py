@@ -70,9 +70,9 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     FLOPs are counted (unless `counts` brings them from the space's op listing) and the model is cast
     on the CPU before `exclusive` is entered; everything that touches the device (copies, capture,
     warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
-    candidates while one of them has the device to itself. (Any device work from another process,
-    even a copy, makes the GPU switch contexts inside a timed window: BENCHMARKS.md measured windows
-    1.5x too long with copies and captures left outside the turn.) With `config.device_turn="split"`, the
+    candidates while one of them has the device to itself. (Other processes' copies and captures beside a
+    timed window lengthen it: BENCHMARKS.md measured windows 1.5x too long with both left outside the
+    turn.) With `config.device_turn="split"`, the
     copies take one turn and the timing another, and a capture without eager warm-up runs between them.
     With `config.device_turn="timing"`, for workers that share one context through CUDA MPS, the copies and
     a capture without eager warm-up run before the turn and the captured graph is let go after it. In both,
