@@ -587,9 +587,19 @@ def the_capture_outside_the_turn(text: str, passes: list[list[str]], agreement: 
     by = {p["phase"]: p for p in phases}
     assert by["copies"]["p90_ms"] <= 1.001 * max(p["p90_ms"] for p in alone)  # copies beside: no change
     assert by["captures"]["p90_ms"] > 1.05 * max(p["p90_ms"] for p in alone)  # captures beside: some longer
+    says(text, f"{by['captures']['p90_ms']:.3f} ms against {min(p['p90_ms'] for p in alone):.3f}-"
+               f"{max(p['p90_ms'] for p in alone):.3f} alone, the median {pct(by['captures']['median_over_alone'] - 1):.1f}% up")
+    lines = (rate_dir / "pooled_s118" / "turn_contents.log").read_text().splitlines()
+    first, captured = json.loads(lines[0]), json.loads(lines[1])
+    assert (first["phase"], captured["phase"]) == ("alone", "captures")
+    says(text, f"moved the median by {pct(captured['median_ms'] / first['median_ms'] - 1):.1f}% "
+               f"({captured['median_ms']:.3f} ms against {first['median_ms']:.3f}")
     assert re.search(r"^3 passed", (rate_dir / "split_s119" / "gpu_tests.log").read_text(), re.M)
     assert (rate_dir / "split_first_s120" / "gpu_tests.log").read_text().strip().endswith(".........rc=124")
     says(text, "after 9 tests passed")
+    failed = (rate_dir / "split_s117" / "gpu_tests.log").read_text()
+    assert re.search(r"^1 failed, 2 passed", failed, re.M) and "1.2304800152778625" in failed
+    says(text, "the split turn's 1.2305 ms against 1.2743 for the whole turn, 3.4%")
 
 
 def rate_passes(passes: list[list[str]], rate: dict) -> None:

@@ -342,6 +342,16 @@ def test_a_turn_may_be_taken_again_and_says_when_it_waits_each_time():
     assert turns._lock.acquire(timeout=1)
     turns._lock.release()
 
+    def parent_gone(state: str) -> None:
+        if state == "running":
+            raise BrokenPipeError("the parent let its end go")
+
+    with pytest.raises(BrokenPipeError):
+        with turns.turn(parent_gone):
+            pass
+    assert turns._holder.value == 0 and turns._lock.acquire(timeout=1)  # not left held for the siblings
+    turns._lock.release()
+
 
 def test_a_lead_in_runs_untimed_calls_before_the_windows():
     from nasutil.evaluator.timing import time_windows

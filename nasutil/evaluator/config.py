@@ -92,10 +92,10 @@ class MeasureConfig:
     # what a worker's turn on the device covers: "whole" (copy, capture and timing; the default), "split"
     # (two turns, the copy in one and the timing in the other, a capture without eager warm-up between them
     # outside both) or "timing" (timing, counters and profiling; the copy and a capture without eager
-    # warm-up outside it). Other processes' copies beside a timed window lengthen it; "split" leaves out
-    # only a capture, which records and runs nothing (beside a timing it lengthened some windows, which the
-    # median of the fast settings' windows absorbed). "timing" is meant for workers that share one context
-    # through CUDA MPS (`nvidia-cuda-mps-control -d` before they start).
+    # warm-up outside it). With the copies and the capture outside the turn, the other workers' work
+    # lengthened timed windows; "split" leaves out only the capture, which records and launches nothing, and
+    # read the cells as one turn did. "timing" is meant for workers that share one context through CUDA MPS
+    # (`nvidia-cuda-mps-control -d` before they start).
     device_turn: str = "whole"
 
     def __post_init__(self) -> None:
@@ -137,7 +137,8 @@ class MeasureConfig:
         """Settings for measuring a whole space: 4 windows of >= 0.5 ms after one warm-up, timed again with
         longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
         runs once the worker has captured one, and that capture outside the worker's turn on the device
-        (`device_turn="split"`; "timing" is kept where asked, for workers under MPS).
+        (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
+        `.fast().with_(device_turn="whole")` keeps one turn for all).
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
         forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200

@@ -1,9 +1,9 @@
 """One device context for every measuring worker, through CUDA MPS (Multi-Process Service).
 
 Without MPS each worker process has a context of its own on the GPU, and the GPU switches between
-contexts: with the workers' copies and captures outside their turns, an H100 read cells 1.46x what one
-turn for all read, so a worker's copy holds a turn of its own; only a capture, which records, runs between
-that turn and the timing's (`device_turn="split"`, the fast settings, which read the cells as one turn
+contexts: with the workers' copies and captures outside their turns, an H100 read cells 1.46x what the
+default settings read, so a worker's copy keeps a turn of its own; only a capture, which records, runs
+between that turn and the timing's (`device_turn="split"`, the fast settings, which read the cells as one turn
 did; BENCHMARKS.md, "Copies and captures side by side" and "The capture outside the turn"). Under MPS the
 workers are clients of one server context: the copies and a capture that only records may run outside the
 turn, and the turn holds the timing alone

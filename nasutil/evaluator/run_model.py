@@ -70,7 +70,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     FLOPs are counted (unless `counts` brings them from the space's op listing) and the model is cast
     on the CPU before `exclusive` is entered; everything that touches the device (copies, capture,
     warm-up, timing, counters, profiling) runs inside it, so that several workers can prepare
-    candidates while one of them has the device to itself. (Other processes' copies and captures beside a
+    candidates while one of them has the device to itself. `exclusive` must be a context manager that
+    may be entered again once left (`DeviceTurns.turn` gives one): the split turn enters it twice. (Other processes' copies and captures beside a
     timed window lengthen it: BENCHMARKS.md measured windows 1.5x too long with both left outside the
     turn.) With `config.device_turn="split"`, the
     copies take one turn and the timing another, and a capture without eager warm-up runs between them.
@@ -94,8 +95,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     phases["cast_s"] = time.perf_counter() - t0
 
     warm_up = config.eager_warm_up or not _captured_before
-    # a capture without eager warm-up runs nothing on the device: "split" and "timing" take it out of the
-    # turn ("timing" the copies too, which is right only where the workers share one context through MPS)
+    # a capture without eager warm-up only records (it launches nothing): "split" and "timing" take it out of
+    # the turn ("timing" the copies too, which is right only where the workers share one context through MPS)
     graphed = device.type == "cuda" and config.mode == "cudagraph" and not warm_up
     turn_kind = config.device_turn if graphed else "whole"
     with contextlib.ExitStack() as stack:

@@ -63,8 +63,12 @@ class Turn:
     def __enter__(self) -> None:
         self._notify("waiting")
         self._turns._lock.acquire()
-        self._turns._holder.value = os.getpid()
-        self._notify("running")
+        try:
+            self._turns._holder.value = os.getpid()
+            self._notify("running")
+        except BaseException:  # a parent gone mid-notice must not leave the siblings waiting for the lock
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
         self._turns._holder.value = 0
