@@ -183,7 +183,9 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
             phases["layers_s"] = time.perf_counter() - t0
             phases["kernel_time_ms"] = kernel_total_ms
         if turn_kind != "timing":  # letting a graph go may touch the device: inside the turn where contexts switch
+            t0 = time.perf_counter()
             del run
+            phases["release_s"] = time.perf_counter() - t0
         phases["turn_s"] = held_before + time.perf_counter() - held
         turn.close()
 
