@@ -7,6 +7,8 @@ import csv
 import json
 import re
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -472,6 +474,18 @@ def test_readmes_fast_figures_are_the_seed_120_pass():
             f"for all ({fast['cells_per_s'] / whole['cells_per_s']:.2f}x; "
             f"{other['fast, device_turn=split']['cells_per_s'] / other['fast']['cells_per_s']:.2f}x on another fresh "
             f"seed), a projected {fast['projected_15625_min']:.1f} minutes") in text
+
+
+def test_the_fast_flags_help_gives_the_seed_120_pass():
+    """`nasutil measure --help` quotes the fast settings' agreement with the defaults from the same run as README."""
+    rate = json.loads((ROOT / "benchmarks" / "results" / "h100" / "rate" / "split_first_s120" / "nb201_rate.json")
+                      .read_text())
+    pair = rate["agreement"]["default vs fast"]
+    shown = subprocess.run([sys.executable, "-m", "nasutil", "measure", "--help"], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+    assert shown.returncode == 0, shown.stderr
+    assert (f"within {pair['max']:.2%} of the defaults on {pair['cells']} fresh cells on an H100 with 8 workers, "
+            f"{pair['median']:.2%} at the median") in " ".join(shown.stdout.split())
 
 
 def test_readmes_mps_figures_are_the_seed_112_passes():
