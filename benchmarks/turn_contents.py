@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing as mp
 import statistics
 import time
@@ -101,10 +102,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=117)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if not (math.isfinite(args.seconds) and 0.5 <= args.seconds <= 600):  # a phase needs readings for its deciles
+        parser.error(f"--seconds must be from 0.5 to 600, got {args.seconds:g}")
+    if args.networks < 1:
+        parser.error(f"--networks must be at least 1, got {args.networks}")
     import torch
 
     if not torch.cuda.is_available():
-        parser.exit(2, "error: turn_contents.py times a CUDA device; none is here\n")
+        parser.error("it times a CUDA device, and none is available here")
     args.out.mkdir(parents=True, exist_ok=True)
     ctx = mp.get_context("spawn")
     to_timer, from_timer, to_other, from_other = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Queue()

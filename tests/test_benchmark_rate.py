@@ -1,4 +1,5 @@
-"""benchmarks/nb201_rate.py refuses a bad `--variant` before it looks for a device, naming the setting."""
+"""benchmarks/nb201_rate.py refuses a bad `--variant`, and turn_contents.py bad settings, before either looks for a
+device, naming the setting."""
 
 from __future__ import annotations
 
@@ -28,3 +29,16 @@ def test_a_bad_variant_is_refused_with_exit_2(tmp_path, variant, says):
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and "argument --variant" in last and says in last, done.stderr
     assert not any(tmp_path.iterdir())  # nothing measured, nothing written
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--seconds", "0"], "--seconds must be from 0.5 to 600, got 0"),
+    (["--seconds", "nan"], "--seconds must be from 0.5 to 600, got nan"),
+    (["--networks", "0"], "--networks must be at least 1, got 0"),
+])
+def test_turn_contents_refuses_bad_input_with_exit_2_before_it_looks_for_a_device(tmp_path, args, says):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "turn_contents.py"), *args,
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 2 and says in done.stderr.strip().splitlines()[-1], done.stderr
+    assert not (tmp_path / "out").exists()

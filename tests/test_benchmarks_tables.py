@@ -537,10 +537,10 @@ def the_capture_outside_the_turn(text: str, passes: list[list[str]], agreement: 
         return next(p for p in rates[seed]["passes"] if p["pass"] == name)
 
     lean_split = "fast, clean_capture=False,device_turn=split"
-    split = {"117": pass_("117", lean_split), "119": pass_("119", "fast, device_turn=split"), "120": pass_("120", "fast")}
-    whole = {"117": pass_("117", "fast"), "119": pass_("119", "fast"), "120": pass_("120", "fast, device_turn=whole")}
     split_names = {"117": lean_split, "119": "fast, device_turn=split", "120": "fast"}
     whole_names = {"117": "fast", "119": "fast", "120": "fast, device_turn=whole"}
+    split = {seed: pass_(seed, name) for seed, name in split_names.items()}
+    whole = {seed: pass_(seed, name) for seed, name in whole_names.items()}
     says(text, *(f"{split[s]['cells_per_s']:.2f} against {whole[s]['cells_per_s']:.2f}"
                  f"{' cells a second' if s == '117' else ''} (seed {s}, {split[s]['cells_per_s'] / whole[s]['cells_per_s']:.2f}x"
                  for s in split))
