@@ -41,6 +41,11 @@ Before and after each run, `host_pace_before_ms` and `host_pace_after_ms` time t
 milliseconds to build and cast one of a fixed set of NAS-Bench-201 networks on the CPU. A population's rate is
 bound by its host work, and the same seed once ran 1.65x slower in one process than in the next on one machine,
 every host phase alike: the probe tells a slow host from a slow search.
+With `--engine-floor`, each graph run's training (every ended trial's cell for the epochs it trained) is
+replayed right after it on the engine alone (benchmarks/engine_floor.py): `engine_floor_s`, the seconds the
+engine needs for that work, over the span is `engine_share`; `speedup_over_baseline_span` is the run's rate
+over the baseline's, both over their spans; and `engine_bound_over_baseline` the same with the run at its
+engine floor: the most a search around the engine could read over the baseline as the baseline ran.
 """
 
 from __future__ import annotations
@@ -114,6 +119,7 @@ def parse_run(name: str) -> dict:
 
 
 def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Path) -> dict:
+    from engine_floor import run_work
     from nasutil.cli.search_command import main as search_main
 
     spec = parse_run(name)
@@ -164,11 +170,18 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "candidates_per_gpu_hour_span": len(ended) / span * 3600 if span == span and span > 0 else None,
             "best_accuracy": max((t.user_attrs["accuracy"] for t in done), default=None),
             "points": [(t.values[0], t.values[1]) for t in done], "numbers": [t.number for t in done],
-            "trial_seconds": [(t.user_attrs.get("arch"), (t.datetime_complete - t.datetime_start).total_seconds())
-                              for t in done if t.datetime_start and t.datetime_complete],
+            "trial_seconds": trial_seconds(done),
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
-            "population_activity": activity}
+            "population_activity": activity, "work": run_work(ended)}
+
+
+def trial_seconds(done: list) -> list[tuple[str, float]]:
+    """Each trained trial's cell and its seconds from start to end, for the plain loop to train again: a repeat
+    of a cell already trained ends without training (`training_epochs` 0, a few milliseconds), and a loop's
+    seconds over those would rate nothing."""
+    return [(t.user_attrs.get("arch"), (t.datetime_complete - t.datetime_start).total_seconds()) for t in done
+            if t.datetime_start and t.datetime_complete and float(t.user_attrs.get("training_epochs") or 0.0) > 0]
 
 
 def _measurement(t: optuna.trial.FrozenTrial) -> dict:
@@ -197,7 +210,8 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             r["hypervolume"] = hypervolume_2d([(a, t / top) for a, t in r["points"]], (0.0, 0.0))
         for r in group:
             row = {k: v for k, v in r.items()
-                   if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample", "measurements")}
+                   if k not in ("points", "numbers", "trial_seconds", "plain_loop", "plain_sample", "measurements",
+                                "work", "engine_member_ms")}
             activity = r.get("population_activity") or {}
             row["mean_together"], row["device_busy"] = activity.get("mean_together"), activity.get("device_bound")
             row["mean_paused"], row["mean_unjoined"] = activity.get("mean_paused"), activity.get("mean_unjoined")
@@ -210,6 +224,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
                 row["speedup_over_baseline"] = r["candidates_per_gpu_hour"] / base["candidates_per_gpu_hour"]
                 row["hypervolume_ratio"] = r["hypervolume"] / base["hypervolume"] if base["hypervolume"] else None
                 row.update(survivors_against(r, base))
+                row.update(against_the_engine(r, base))
             if slow is not None and slow.get("candidates_per_gpu_hour_span"):
                 row["speedup_over_eager"] = r["candidates_per_gpu_hour"] / slow["candidates_per_gpu_hour_span"]
             if slow is not None and slow.get("plain_loop"):
@@ -220,6 +235,17 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
                 row["speedup_over_plain_search"] = r["candidates_per_gpu_hour"] / plain_rate
             rows.append(row)
     return rows
+
+
+def against_the_engine(run: dict, base: dict) -> dict:
+    """Over the trials' spans (start-up left out): the run's rate over the baseline's, and the most it could
+    read if it trained at the engine's floor (`engine_floor.py`), the baseline as it ran; empty without the
+    floor (`--engine-floor`)."""
+    if not (run.get("span_s") and base.get("span_s") and run.get("engine_floor_s")):
+        return {}
+    base_rate = base["finished"] / base["span_s"]
+    return {"speedup_over_baseline_span": run["finished"] / run["span_s"] / base_rate,
+            "engine_bound_over_baseline": run["finished"] / run["engine_floor_s"] / base_rate}
 
 
 def survivors_against(run: dict, base: dict) -> dict:
@@ -254,7 +280,10 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "hypervolume", "hypervolume_ratio", "epochs_trained", "measured", "mean_together", "device_busy",
                "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms", "quiet_s",
                *(f"mean_{phase}_ms" for phase in HOST_PHASES), "survivors_shared", "survivor_ratio_min",
-               "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms"]
+               "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms",
+               "engine_steps", "engine_floor_s", "engine_alone_floor_s", "engine_share", "engine_together_gain",
+               "engine_alone_ms_median", "engine_clock_gap", "speedup_over_baseline_span",
+               "engine_bound_over_baseline"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)
@@ -280,6 +309,9 @@ def main() -> int:
     parser.add_argument("--plain-sample", type=int, default=0, metavar="K",
                         help="train K of the baseline's cells again with the plain loop, which rates the "
                              "baseline's whole search as a plain eager loop would run it")
+    parser.add_argument("--engine-floor", action="store_true",
+                        help="after each run, replay its training on the engine alone (engine_floor.py): the "
+                             "share of its span the engine needs, and the most it could read over the baseline")
     parser.add_argument("--name", default="population_search")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--from-runs", type=Path, nargs="+", metavar="RUNS_JSONL",
@@ -321,6 +353,8 @@ def run_all(args: argparse.Namespace) -> list[dict]:
                 results[-1]["plain_loop"] = plain_loop(results[-1], args)
             if name == args.baseline and args.plain_sample:
                 results[-1]["plain_sample"] = plain_loop(results[-1], args, sample=args.plain_sample)
+            if getattr(args, "engine_floor", False) and not spec["eager"]:
+                results[-1].update(engine_floor(results[-1], args))
             with (args.out / f"{args.name}_runs.jsonl").open("a") as fh:  # kept if a later run is cut short
                 fh.write(json.dumps({**results[-1], "settings": args.settings, "batch_size": args.batch_size}) + "\n")
             r = results[-1]
@@ -352,6 +386,19 @@ def plain_loop(run: dict, args: argparse.Namespace, sample: int | None = None) -
         print(json.dumps({"plain_loop": arch, "seconds": round(result["seconds"], 2),
                           "trial_seconds": round(trial_seconds, 2)}), flush=True)
     return timed
+
+
+def engine_floor(run: dict, args: argparse.Namespace) -> dict:
+    """The engine's own time for the run's training, replayed right after it on the same device."""
+    from engine_floor import in_steps, summary, time_engine
+
+    timings = time_engine(run["work"], run["population"], args.dataset, args.batch_size, run["seed"],
+                          data_dir=os.environ.get("NASUTIL_DATA_DIR", "data"))
+    result = summary(in_steps(run["work"], timings["batches"]), timings, run["population"], run["span_s"])
+    print(json.dumps({"engine_floor": run["run"], "seed": run["seed"], "floor_s": round(result["engine_floor_s"], 2),
+                      "span_s": round(run["span_s"], 2), "clock_gap": round(result["engine_clock_gap"], 4)}),
+          flush=True)
+    return result
 
 
 def plain(value):

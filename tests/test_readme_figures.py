@@ -119,12 +119,15 @@ H100_CALLS.update({seed: ("prestart_s105/population_search_b64.csv",) for seed i
 H100_CALLS.update({seed: ("fresh_s107/population_search_b64_s107.csv",) for seed in (107, 108)})
 H100_CALLS[109] = ("fresh_s107/population_search_b64_s109.csv",)  # the whole seed ran in the second process
 H100_CALLS[116] = ("pace_s116/population_search_b64_s116.csv",)
+H100_CALLS.update({seed: ("engine_s121/population_search_b64_s121_122.csv",) for seed in (121, 122)})
+H100_CALLS.update({seed: (f"engine_s121/population_search_b64_s{seed}.csv",) for seed in (123, 124)})
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
                    ("h200", (85,), (16, 64)), ("h100", (99, 100, 101), (16,)), ("h100", (99, 100, 101), (64, 256)),
                    ("h100", ("99 at batch 256",), (16, 64)), ("h100", (105, 106, 107, 108, 109, 116), (16,)),
-                   ("h100", (105, 106, 107, 108, 109), (64,)))
+                   ("h100", (105, 106, 107, 108, 109), (64,)), ("h100", (121, 122, 123, 124), (16,)),
+                   ("h100", (121, 122, 123, 124), (64,)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
@@ -137,9 +140,12 @@ def population_runs(device: str, call: int | str) -> list[dict]:
     calls = []
     for name in (H200_CALLS if device == "h200" else H100_CALLS)[call]:
         path = POPULATION[device] / name
-        settings = json.loads(path.with_suffix(".json").read_text())["settings"]
+        summary = json.loads(path.with_suffix(".json").read_text())
         rows = list(csv.DictReader(path.read_text().splitlines()))
-        calls.append((settings, [r for r in rows if not isinstance(call, int) or r["seed"] == str(call)]))
+        rows = [r for r in rows if not isinstance(call, int) or r["seed"] == str(call)]
+        if any(drew_a_repeat(summary, r["seed"]) for r in rows):  # its ratio divides by a trial that trained nothing
+            rows = [{**r, "speedup_over_plain_search": ""} for r in rows]
+        calls.append((summary["settings"], rows))
     p1 = next(float(r["candidates_per_gpu_hour"]) for _, rows in calls for r in rows if r["run"] == "p1")
     runs = [(settings, rows, r) for settings, rows in calls for r in rows
             if re.fullmatch(r"p(16|64|256)-pareto(-qa)?(\.\d+)?", r["run"])]
@@ -157,6 +163,14 @@ def population_runs(device: str, call: int | str) -> list[dict]:
                       "p1_pruned": next((int(x["pruned_before_training"]) for x in rows if x["run"] == "p1"), None),
                       "pruned": int(r["pruned_before_training"]), "together": r["mean_together"]})
     return found
+
+
+def drew_a_repeat(summary: dict, seed: str) -> bool:
+    """Whether the plain loop's sample of one at a time's cells (`--plain-sample`) drew a repeat of a cell already
+    trained: its trial ends in milliseconds without training (a trained candidate takes 0.7 s or more on these
+    GPUs), so the loop's seconds over it rate nothing. Samples drawn before population_search.py left repeats out."""
+    sample = (summary.get("plain_sample") or {}).get(f"p1/s{seed}") or []
+    return any(p["trial_seconds"] < 0.2 for p in sample)
 
 
 def spread(values: list[float], fmt: str, suffix: str = "") -> str:
@@ -510,3 +524,26 @@ def test_readmes_seed_116_figures_are_its_run():
                if r["run"] == "p16-pareto-qa")
     assert (f"Seed 116, with the host's own speed timed beside each run, ran {float(row['speedup_over_baseline']):.2f}x "
             f"with a front of {float(row['hypervolume_ratio']):.3f}") in " ".join(readme().split())
+
+
+def test_the_engine_floor_sentence_is_the_seed_121_to_124_runs():
+    """README's sentence on the engine floor: the bound and the shares of the default runs, from the files."""
+    runs = [r for seed in (121, 122, 123, 124) for name in H100_CALLS[seed]
+            for r in csv.DictReader((POPULATION["h100"] / name).read_text().splitlines()) if r["seed"] == str(seed)]
+    runs = list({(r["run"], r["seed"]): r for r in runs}.values())  # seeds 121 and 122 share a file
+    sixteen = [r for r in runs if r["run"] == "p16-pareto-qa"]
+    alone = [r for r in runs if r["run"] == "p1"]
+    assert len(sixteen) == len(alone) == 4
+
+    def span(rows: list[dict], key: str, scale: float, fmt: str) -> str:
+        values = [scale * float(r[key]) for r in rows]
+        return f"{format(min(values), fmt)}-{format(max(values), fmt)}"
+
+    text = " ".join(readme().split())
+    assert (f"the engine could give 16 at once {span(sixteen, 'engine_bound_over_baseline', 1, '.2f')}x one at a time"
+            in text)
+    assert (f"leaves 16 at once {span(sixteen, 'engine_share', 100, '.0f')}% of its span in the engine, against "
+            f"{span(alone, 'engine_share', 100, '.0f')}% for one at a time") in text
+    repeats = [seed for seed in (107, 109, 122) for name in H100_CALLS[seed]
+               if drew_a_repeat(json.loads((POPULATION["h100"] / name).with_suffix(".json").read_text()), str(seed))]
+    assert repeats == [107, 109, 122] and "on seeds 107, 109 and 122 drew a repeat" in text
