@@ -312,7 +312,7 @@ def check_nb201_rate(text: str) -> None:
     heading = "### The whole NAS-Bench-201 space in one pass"
     (runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, mps_passes, mps_agreement,
      same_passes, same_agreement, s113_passes, s113_agreement, s114_passes, s114_agreement,
-     split_passes, split_agreement, beside_timer, shared) = tables(section(text, heading))
+     split_passes, split_agreement, beside_timer, pinned, shared) = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -355,6 +355,7 @@ def check_nb201_rate(text: str) -> None:
     same_cells_with_and_without_mps(section(text, heading), same_passes, same_agreement)
     shorter_fast_timings(section(text, heading), (s113_passes, s113_agreement), (s114_passes, s114_agreement))
     the_capture_outside_the_turn(section(text, heading), split_passes, split_agreement, beside_timer)
+    page_locked_copies(section(text, heading), pinned)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -600,6 +601,39 @@ def the_capture_outside_the_turn(text: str, passes: list[list[str]], agreement: 
     failed = (rate_dir / "split_s117" / "gpu_tests.log").read_text()
     assert re.search(r"^1 failed, 2 passed", failed, re.M) and "1.2304800152778625" in failed
     says(text, "the split turn's 1.2305 ms against 1.2743 for the whole turn, 3.4%")
+
+
+def page_locked_copies(text: str, rows: list[list[str]]) -> None:
+    """h100/rate/pinned_s121: the three 600-cell passes with their phases and agreement, the notes' ratios and
+    the evaluator GPU tests' count."""
+    folder = ROOT / "benchmarks" / "results" / "h100" / "rate" / "pinned_s121"
+    rate = load(folder / "nb201_rate.json")
+    assert rate["machine"]["device"] == "NVIDIA H100 80GB HBM3" and rate["machine"]["mps"] is False
+    names = {"fast (split turn)": "fast", "fast, pinned copies": "fast, pinned_copy=True",
+             "fast, one turn for all": "fast, device_turn=whole"}
+    passes = {p["pass"]: p for p in rate["passes"]}
+    assert [row[0] for row in rows] == list(names)
+    for row in rows:
+        p, name = passes[names[row[0]]], names[row[0]]
+        phase, against, plain = (p["mean_phase_ms"], rate["agreement"][f"default vs {name}"],
+                                 rate["agreement"][f"reference vs {name}"])
+        pin = [phase["pin_s"]] if phase["pin_s"] else []
+        assert (row[3] == "") == (not pin), row
+        agree(" ".join(row[1:]), p["cells"], p["cells_per_s"], *pin, phase["to_device_s"], phase["turn_s"],
+              pct(against["median"]), pct(against["max"]), plain["median_ratio"])
+    split, pinned, whole = (passes[names[n]] for n in names)
+    says(text, f"Page-locking took {pinned['mean_phase_ms']['pin_s']:.1f} ms a cell",
+         f"to save {split['mean_phase_ms']['to_device_s'] - pinned['mean_phase_ms']['to_device_s']:.1f} ms of copy",
+         f"ran at {pinned['cells_per_s'] / split['cells_per_s']:.2f}x the split turn's rate",
+         f"read {split['cells_per_s'] / whole['cells_per_s']:.2f}x one turn for all "
+         f"({split['cells_per_s']:.2f} against {whole['cells_per_s']:.2f}",
+         f"Projected: {split['projected_15625_min']:.1f} min for 15,625 cells",
+         f"read {rate['agreement']['reference vs default']['median_ratio']:.3f} of the plain loop on "
+         f"{rate['agreement']['reference vs default']['cells']} cells")
+    log = (folder / "gpu_tests_evaluator.log").read_text()
+    assert re.search(r"^4 passed, 9 deselected", log, re.M) and log.strip().endswith("rc=0")
+    for test in ("split_turn", "timing_turn", "warmed_workers", "mps"):
+        assert re.search(rf"PASSED tests/test_evaluator_gpu.py::test_\w*{test}", log), test
 
 
 def rate_passes(passes: list[list[str]], rate: dict) -> None:
