@@ -6,14 +6,15 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-wW][-qf|-qr|-qa][@TRIALS][.K]`: P candidates trained at once, `eager` for
+A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-wW][-qf|-qr|-qa][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
 `trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
 `-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
 and 1/4), `-rR` at most R of them stepping in one round (`trainer.round_size=R`), `-lL` L rounds queued ahead of
 the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared while the places are full
 (`trainer.ahead=A`; the default P/4), `-wW` W eager warm-up steps before each capture
 (`trainer.warm_up_steps=W`; the default 3), `-qf`/`-qr`/`-qa` the prune policy of `--settings` judging on final
-accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough were trained to the end (`auto`), `.K` a repeat of the same
+accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough were trained to the end (`auto`),
+`-j` the study in Optuna's journal file (`storage=journal`) instead of SQLite, `.K` a repeat of the same
 run in the same call (`p16-pareto.2`: within one seed, what the halving chooses to train moves a run's rate
 by a third), `@TRIALS` a trial budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less
 per trial, so compare where the work is alike). `p1` is the project's default: one candidate at a time,
@@ -67,7 +68,7 @@ from nasutil.search.trainers.torch_trainer import HOST_PHASES as TRAINER_HOST_PH
 
 RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?"
                  r"(?:-r(?P<round>\d+))?(?:-l(?P<lead>\d+))?(?:-a(?P<ahead>\d+))?(?:-w(?P<warm>\d+))?(?:-q(?P<fidelity>[fra]))?"
-                 r"(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
+                 r"(?P<journal>-j)?(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
 HOST_PHASES = [phase for phase, _ in TRAINER_HOST_PHASES]  # a candidate's host work, as the trainer times it
@@ -97,7 +98,7 @@ def host_pace_ms() -> float:
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][-lL][-aA][-wW][-qf|-qr|-qa][@TRIALS][.K], "
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][-lL][-aA][-wW][-qf|-qr|-qa][-j][@TRIALS][.K], "
                          "e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
@@ -111,6 +112,8 @@ def parse_run(name: str) -> dict:
         spec["warm_up_steps"] = int(match["warm"])
     if match["fidelity"]:
         spec["prune_fidelity"] = {"f": "final", "r": "rung", "a": "auto"}[match["fidelity"]]
+    if match["journal"]:
+        spec["storage"] = "journal"
     if match["factor"]:
         if not match["halving"] or int(match["factor"]) < 2:
             raise SystemExit(f"run {name!r}: -fF needs a halving (-pareto, -accuracy) and F >= 2")
@@ -140,6 +143,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
         overrides.append(f"trainer.warm_up_steps={spec['warm_up_steps']}")
     if "prune_fidelity" in spec:  # with a prune policy in --settings that takes it (dominated_throughput)
         overrides.append(f"prune.fidelity={spec['prune_fidelity']}")
+    if "storage" in spec:  # the study in Optuna's journal file instead of SQLite
+        overrides.append(f"storage={spec['storage']}")
     if "reduction_factor" in spec:  # two rungs, as the defaults have: at 1/F^2 and 1/F of the training
         factor = spec["reduction_factor"]
         overrides += [f"halving.reduction_factor={factor}", f"halving.min_fraction={1 / factor ** 2:.6g}"]
@@ -149,9 +154,7 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
     started = time.perf_counter()
     code = search_main(overrides)
     wall = time.perf_counter() - started
-    if not (run_dir / "study.db").exists():
-        raise SystemExit(f"run {study_name}: the search stopped before it made its study (exit code {code})")
-    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{run_dir / 'study.db'}")
+    study = run_study(run_dir, study_name, code)
     finished = [t for t in study.trials if t.state.is_finished() and not t.user_attrs.get("surplus")]
     done = [t for t in finished if t.state == optuna.trial.TrialState.COMPLETE and "accuracy" in t.user_attrs]
     ended = [t for t in finished if t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)]
@@ -174,6 +177,20 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity, "work": run_work(ended)}
+
+
+def run_study(run_dir: Path, study_name: str, code: int) -> optuna.Study:
+    """A finished run's study, from its SQLite file or (`-j`) its journal."""
+    journal, database = run_dir / "journal.log", run_dir / "study.db"
+    if journal.exists():
+        from optuna.storages.journal import JournalFileBackend
+
+        storage: optuna.storages.BaseStorage | str = optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
+    elif database.exists():
+        storage = f"sqlite:///{database}"
+    else:
+        raise SystemExit(f"run {study_name}: the search stopped before it made its study (exit code {code})")
+    return optuna.load_study(study_name=study_name, storage=storage)
 
 
 def trial_seconds(done: list) -> list[tuple[str, float]]:

@@ -2015,3 +2015,70 @@ def test_the_plain_loop_samples_only_cells_whose_trial_trained():
     for t, seconds in zip(trials, (3.0, 0.01, 0.5)):
         t.datetime_start, t.datetime_complete = start, start + datetime.timedelta(seconds=seconds)
     assert trial_seconds(trials) == [("a", 3.0), ("b", 0.5)]
+
+
+def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
+    """`-j`: a real two-trial search on the CPU (digits) keeps its study in Optuna's journal file, and the
+    benchmark reads its trials back from there, as it reads SQLite's."""
+    import argparse
+    import sys
+
+    monkeypatch.setenv("NASUTIL_CACHE_DIR", str(tmp_path / "cache"))  # the run sets its own; put back after
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import parse_run, search
+
+    assert parse_run("p16-pareto-qa-j")["storage"] == "journal" and "storage" not in parse_run("p16-pareto-qa")
+    args = argparse.Namespace(dataset="digits", epochs=1, batch_size=64,
+                              settings=["trainer.device=cpu", "trainer.max_batches_per_epoch=2", "anchors=0"])
+    run = search("p1-j", 7, 2, args, tmp_path)
+    folder = tmp_path / "p1-j-s7"
+    assert (folder / "journal.log").exists() and not (folder / "study.db").exists()
+    assert run["exit_code"] == 0 and run["finished"] == 2 and run["failed"] == 0
+    assert [arch for arch, _ in run["work"]] == [arch for arch, _ in run["trial_seconds"]] and len(run["work"]) == 2
+
+
+def test_the_storage_time_table_and_notes_are_its_result_file():
+    """BENCHMARKS' storage table is storage_time.json run by run; the notes' ranges and methods come from it."""
+    import collections
+
+    runs = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "storage_time" / "storage_time.json").read_text())["runs"]
+    expected = [[str(r["repeat"] + 1), r["storage"], f"{r['wall_s']:.1f}", f"{r['storage_s']:.2f}", f"{r['calls']:,}",
+                 f"{r['storage_ms_per_trial']:.1f}"] for r in runs]
+    marker = "### Time in the study storage: SQLite against the journal"
+    assert _table_after(marker) == expected
+    assert all(r["exit_code"] == 0 for r in runs)
+    assert [r["storage"] for r in runs] == ["sqlite", "journal", "journal", "sqlite", "sqlite", "journal"]  # alternated
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("### A search with a population, end to end")].split())
+    sqlite, journal = ([r for r in runs if r["storage"] == s] for s in ("sqlite", "journal"))
+
+    def span(rs: list[dict], key: str, fmt: str) -> str:
+        return f"{format(min(r[key] for r in rs), fmt)}-{format(max(r[key] for r in rs), fmt)}"
+
+    assert (f"spent {span(sqlite, 'storage_ms_per_trial', '.0f')} ms a trial inside SQLite against "
+            f"{span(journal, 'storage_ms_per_trial', '.0f')} ms inside the journal; their wall times were "
+            f"{span(sqlite, 'wall_s', '.1f')} s against {span(journal, 'wall_s', '.1f')} s") in flat
+    assert min(r["storage_ms_per_trial"] for r in sqlite) > 3 * max(r["storage_ms_per_trial"] for r in journal) * 0.95
+    docs = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert (f"spent {span(sqlite, 'storage_ms_per_trial', '.0f')} ms a trial inside SQLite against "
+            f"{span(journal, 'storage_ms_per_trial', '.0f')} ms inside the journal") in docs
+    calls = statistics.fmean(r["calls_per_trial"] for r in runs)
+    assert f"about {calls:.0f} a trial" in flat
+    by = collections.defaultdict(lambda: [0, 0.0])
+    for r in sqlite:
+        for name, m in r["by_method"].items():
+            by[name][0] += m["calls"]
+            by[name][1] += m["seconds"]
+    top = sorted(by.items(), key=lambda kv: -kv[1][1])[:3]
+    for name, (c, s) in top:
+        assert f"`{name}` ({c / len(sqlite):.0f} calls a search at {1e3 * s / c:.1f} ms)" in flat, name
+
+
+def test_storage_time_refuses_bad_counts_in_one_line():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "storage_time.py"), "--repeats", "0", "--out",
+                           "/tmp/never"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "at least 1" in done.stderr
