@@ -47,6 +47,10 @@ replayed right after it on the engine alone (benchmarks/engine_floor.py): `engin
 engine needs for that work, over the span is `engine_share`; `speedup_over_baseline_span` is the run's rate
 over the baseline's, both over their spans; and `engine_bound_over_baseline` the same with the run at its
 engine floor: the most a search around the engine could read over the baseline as the baseline ran.
+A population's row also gives its members joined over time (from the trainer's summary): `members_time_mean`,
+their mean weighted by time from the first join to the last leave (`membership_span_s`), and
+`first_join_after_s`, the first member's preparation; the mean in each tenth of the span is in the run's
+`population_activity` (`members_by_tenth`).
 """
 
 from __future__ import annotations
@@ -235,6 +239,8 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             row["mean_turn_wait_ms"] = activity.get("mean_turn_wait_ms")
             row["mean_paused_wait_ms"] = activity.get("mean_paused_wait_ms")
             row["quiet_s"] = activity.get("quiet_s")  # held quiet for measurements of survivors
+            for key in ("members_time_mean", "first_join_after_s", "membership_span_s"):  # members joined over time
+                row[key] = activity.get(key)
             for phase in HOST_PHASES:  # a candidate's host work, phase by phase (the trainer's HostTimes)
                 row[f"mean_{phase}_ms"] = activity.get(f"mean_{phase}_ms")
             if base is not None:
@@ -300,7 +306,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms",
                "engine_steps", "engine_floor_s", "engine_alone_floor_s", "engine_share", "engine_together_gain",
                "engine_alone_ms_median", "engine_clock_gap", "speedup_over_baseline_span",
-               "engine_bound_over_baseline"]
+               "engine_bound_over_baseline", "members_time_mean", "first_join_after_s", "membership_span_s"]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

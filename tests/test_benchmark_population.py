@@ -2082,3 +2082,24 @@ def test_storage_time_refuses_bad_counts_in_one_line():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "storage_time.py"), "--repeats", "0", "--out",
                            "/tmp/never"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "at least 1" in done.stderr
+
+
+def test_a_population_runs_row_gives_its_members_joined_over_time(tmp_path, monkeypatch):
+    """A real population of two on the CPU (digits, four trials): the run's summary carries the members joined
+    over time, and its row in the benchmark's table the time-weighted mean and the first member's preparation."""
+    import argparse
+    import sys
+
+    monkeypatch.setenv("NASUTIL_CACHE_DIR", str(tmp_path / "cache"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import search, summarise
+
+    args = argparse.Namespace(dataset="digits", epochs=1, batch_size=64,
+                              settings=["trainer.device=cpu", "trainer.max_batches_per_epoch=3", "anchors=0"])
+    run = search("p2-pareto-j", 3, 4, args, tmp_path)
+    assert run["exit_code"] == 0 and run["failed"] == 0
+    activity = run["population_activity"]
+    assert 0 < activity["members_time_mean"] <= 2 and len(activity["members_by_tenth"]) == 10
+    assert activity["first_join_after_s"] >= 0 and activity["membership_span_s"] > 0
+    row = summarise([run], "p2-pareto-j", None)[0]
+    assert row["members_time_mean"] == activity["members_time_mean"]

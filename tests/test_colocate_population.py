@@ -474,3 +474,31 @@ def test_activity_says_where_the_members_that_did_not_step_were():
     assert 0 < activity["mean_paused"] < 1  # the pausing member, paused in part of the rounds
     assert 0 < activity["mean_unjoined"] < 1  # the late one, reserved while both places were taken
     assert activity["mean_turn_wait_ms"] >= 0 and population.turn_waits == 11  # 10 pieces of host work, 1 prepare
+
+
+def test_activity_weighs_the_members_joined_by_time():
+    """One member trains alone for a while, then a second joins, then both leave: the time-weighted mean lies
+    between one and two, the first tenth of the span holds one member and the last tenths fewer than two, and
+    the first join comes after the first member's preparation."""
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    first = Member(lambda: time.sleep(0.002), 150, prepare=lambda: time.sleep(0.05))
+    second = Member(lambda: time.sleep(0.002), 40)
+    threads = [_start(population, first, errors, "first")]
+    assert _wait_until(lambda: _joined(population, first))
+    time.sleep(0.1)
+    threads.append(_start(population, second, errors, "second"))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {}
+    activity = population.activity()
+    assert 1.0 < activity["members_time_mean"] < 2.0
+    assert activity["members_by_tenth"][0] == pytest.approx(1.0)
+    assert max(activity["members_by_tenth"]) <= 2.0 and activity["members_by_tenth"][-1] <= 1.0 + 1e-9
+    assert activity["members_time_mean"] == pytest.approx(sum(activity["members_by_tenth"]) / 10, abs=0.01)
+    assert activity["first_join_after_s"] >= 0.05  # the first member prepared for 50 ms after its reservation
+    assert activity["membership_span_s"] > 0.1
+
+
+def test_activity_has_no_width_before_anyone_trained():
+    assert "members_time_mean" not in Population(2).activity()

@@ -198,6 +198,8 @@ class Population:
         self.waiting_s = 0.0  # of that, the time it waited for the device to catch up (the device was busy)
         self.quiets = 0  # times the population was held quiet (a measurement on its device)
         self.quiet_s = 0.0  # the time it was held so, the wait for its queued work included
+        self._first_reserved: float | None = None  # when the first reservation was granted
+        self._membership: list[tuple[float, int]] = []  # (time, members joined) after every join and leave
 
     # -- a member's thread -----------------------------------------------------------------------
 
@@ -287,6 +289,8 @@ class Population:
                 raise
             self._queue.popleft()
             self._reserved.append(place)
+            if self._first_reserved is None:
+                self._first_reserved = time.perf_counter()
             self.most_reserved = max(self.most_reserved, len(self._reserved))
             place.stream = self._lend_stream()
             self._changed.notify_all()
@@ -312,6 +316,7 @@ class Population:
             member.state = READY if member.taken < member.steps else DONE
             member.woken = threading.Condition(self._lock)
             self._members.append(member)
+            self._membership.append((time.perf_counter(), len(self._members)))
             self._start_driver()
             self._changed.notify_all()  # a later reservation may join now
             self._ready.notify()
@@ -334,6 +339,7 @@ class Population:
         finally:
             with self._lock:  # only the member's own thread removes it: nobody else does
                 self._members.remove(member)
+                self._membership.append((time.perf_counter(), len(self._members)))
                 member.state = DONE
                 self._changed.notify_all()  # a place is free
                 self._ready.notify()  # the driver ends if none trains
@@ -459,12 +465,12 @@ class Population:
             return ready
         return sorted(ready, key=lambda m: -m.taken)[:self.round_size]
 
-    def activity(self) -> dict[str, float]:
+    def activity(self) -> dict[str, Any]:
         """How the population trained so far: rounds, members a round on average and at most, members paused
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
         for its turn (all, and a paused member's alone), the share of the driver's time spent waiting for
-        the device (near 1: the device, not the host, sets the pace), and how often and how long it was held
-        quiet for measurements."""
+        the device (near 1: the device, not the host, sets the pace), how often and how long it was held
+        quiet for measurements, and members joined over time (`_width`)."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
@@ -472,7 +478,28 @@ class Population:
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
                 "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
-                "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0}
+                "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, **self._width()}
+
+    def _width(self) -> dict[str, Any]:
+        """Members joined over time, from the first join to the last leave: their mean weighted by time (where the
+        mean over rounds counts a short round as much as a long one), the seconds from the first reservation to
+        the first join (the first member's preparation), that span, and the mean in each tenth of it (the fill
+        at the start, the tail at the end)."""
+        with self._lock:
+            timeline, first = list(self._membership), self._first_reserved
+        if len(timeline) < 2 or timeline[-1][0] <= timeline[0][0]:
+            return {}
+        start, end = timeline[0][0], timeline[-1][0]
+        tenths = [0.0] * 10
+        step = (end - start) / 10
+        for (t0, members), (t1, _) in zip(timeline, timeline[1:]):
+            for k in range(10):  # the part of [t0, t1) in each tenth
+                low, high = start + k * step, start + (k + 1) * step
+                overlap = min(t1, high) - max(t0, low)
+                if overlap > 0:
+                    tenths[k] += members * overlap / step
+        return {"members_time_mean": sum(tenths) / 10, "first_join_after_s": start - (first or start),
+                "membership_span_s": end - start, "members_by_tenth": [round(v, 2) for v in tenths]}
 
     @staticmethod
     def _mark(together: list[Member]) -> Any:

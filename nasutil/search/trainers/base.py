@@ -6,7 +6,7 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from nasutil.space import SearchSpace
 
@@ -69,6 +69,6 @@ class Trainer(ABC):
     def describe(self) -> str:
         return self.name
 
-    def activity(self) -> dict[str, float] | None:
+    def activity(self) -> dict[str, Any] | None:
         """How the trainer used the device, for the run's summary (None where it has nothing to say)."""
         return None

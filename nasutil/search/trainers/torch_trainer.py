@@ -31,6 +31,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -306,7 +307,7 @@ class TorchTrainer(Trainer):
                     with population.gate.launching():
                         run.step_unit.release()
 
-    def activity(self) -> dict[str, float]:
+    def activity(self) -> dict[str, Any]:
         """The population's activity (where candidates train together) and the host work's phases
         (`HostTimes`): what paced the candidates' training."""
         together = self._population.activity() if self._population is not None else {}
