@@ -3,7 +3,7 @@
     python benchmarks/validation_cost.py --cells 8 --seed 5 --out OUT
 
 The torch trainer counts a trained candidate's correct predictions on the validation split (and on the
-test split after its last step) with eager forwards of `EVAL_BATCH` images, queued on the device and read
+test split after its last step) with eager forwards of `trainer.eval_batch` images (1,024 by default), queued on the device and read
 once. For each of `--cells` NAS-Bench-201 cells (drawn with `--seed`), built and moved to the device as the
 trainer does, this times that count several ways on the validation and test splits together (16,000
 Fashion-MNIST images):
@@ -63,7 +63,6 @@ def main() -> int:
     import numpy as np
 
     from nasutil.registry import get_space
-    from nasutil.search.trainers import torch_trainer
     from nasutil.search.trainers.torch_trainer import EVAL_BATCH, TorchTrainer
 
     trainer = TorchTrainer(dataset="fashion_mnist", epochs=1, batch_size=args.batch_size, device="cuda")
@@ -104,14 +103,14 @@ def main() -> int:
 
         larger = {}
         for batch in args.eval_batches:  # the same count, fewer and larger forwards
-            torch_trainer.EVAL_BATCH = batch
+            trainer.eval_batch = batch
             timed_ms(eager)
             b_launch, b_total, b_count = timed_ms(eager)
             larger[batch] = {"launch_ms": round(b_launch, 2), "total_ms": round(b_total, 2),
                              "agrees": int(b_count) == int(eager_count),
                              "peak_mib": round(torch.cuda.max_memory_allocated() / 2**20)}
             torch.cuda.reset_peak_memory_stats()
-        torch_trainer.EVAL_BATCH = EVAL_BATCH
+        trainer.eval_batch = EVAL_BATCH
 
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())

@@ -2029,6 +2029,7 @@ def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     from population_search import parse_run, search
 
     assert parse_run("p16-pareto-qa-j")["storage"] == "journal" and "storage" not in parse_run("p16-pareto-qa")
+    assert parse_run("p16-pareto-w1-e8192-qa-j")["eval_batch"] == 8192 and "eval_batch" not in parse_run("p16-pareto")
     args = argparse.Namespace(dataset="digits", epochs=1, batch_size=64,
                               settings=["trainer.device=cpu", "trainer.max_batches_per_epoch=2", "anchors=0"])
     run = search("p1-j", 7, 2, args, tmp_path)
@@ -2096,10 +2097,11 @@ def test_a_population_runs_row_gives_its_members_joined_over_time(tmp_path, monk
 
     args = argparse.Namespace(dataset="digits", epochs=1, batch_size=64,
                               settings=["trainer.device=cpu", "trainer.max_batches_per_epoch=3", "anchors=0"])
-    run = search("p2-pareto-j", 3, 4, args, tmp_path)
+    run = search("p2-pareto-e256-j", 3, 4, args, tmp_path)
     assert run["exit_code"] == 0 and run["failed"] == 0
+    assert "eval_batch: 256" in (tmp_path / "p2-pareto-e256-j-s3" / ".hydra" / "config.yaml").read_text()
     activity = run["population_activity"]
     assert 0 < activity["members_time_mean"] <= 2 and len(activity["members_by_tenth"]) == 10
     assert activity["first_join_after_s"] >= 0 and activity["membership_span_s"] > 0
-    row = summarise([run], "p2-pareto-j", None)[0]
+    row = summarise([run], "p2-pareto-e256-j", None)[0]
     assert row["members_time_mean"] == activity["members_time_mean"]

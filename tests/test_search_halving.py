@@ -165,12 +165,40 @@ def test_trainer_settings_of_a_population():
     assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs
     assert shipped("trainer", "torch", dataset="digits", population=8, ahead=0).concurrent_trials == 8
     assert trainer.host_turns == 4 and trainer.capture == "beside" and trainer.warm_up_steps == 3
+    assert trainer.eval_batch == 1024
     for bad in (dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe"),
                 dict(host_turns=0), dict(host_turns=1.5), dict(host_turns=True), dict(capture="later"),
                 dict(round_size=0), dict(round_size="all"), dict(lead_rounds=0), dict(lead_rounds=2.5),
-                dict(warm_up_steps=0), dict(warm_up_steps=1.5), dict(warm_up_steps=True)):
+                dict(warm_up_steps=0), dict(warm_up_steps=1.5), dict(warm_up_steps=True), dict(eval_batch=0),
+                dict(eval_batch=512.0), dict(eval_batch=True)):
         with pytest.raises(NasutilError):
             shipped("trainer", "torch", dataset="digits", population=8, **bad)
+
+
+def test_a_validation_counts_the_same_in_forwards_of_any_size():
+    """`trainer.eval_batch`: fewer, larger forwards (or more, smaller ones) count the same correct predictions
+    on the validation split (CPU, digits: float32, so every size computes the same logits up to rounding)."""
+    import torch
+
+    from nasutil.registry import get_space
+
+    trainer = shipped("trainer", "torch", dataset="digits", device="cpu")
+    data = trainer._load()
+    space = get_space("nb201")
+    torch.manual_seed(0)
+    model = space.build(space.parse("|nor_conv_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|avg_pool_3x3~0|"
+                                    "nor_conv_3x3~1|skip_connect~2|"), num_classes=data["num_classes"],
+                        input_size=data["input_size"])
+    forwards: list[int] = []
+    model.register_forward_hook(lambda module, args, out: forwards.append(len(args[0])))
+    counts, images = set(), len(data["valid"][1])
+    for size in (7, 64, 1024, 100_000):
+        trainer.eval_batch = size
+        forwards.clear()
+        counts.add(int(trainer._correct(model, data["valid"], space.in_channels)))
+        assert len(forwards) == -(-images // size) and max(forwards) == min(size, images)  # forwards of that size
+    assert len(counts) == 1 and 0 < counts.pop() <= images
+    assert model.training  # handed back in training mode, as the step expects
 
 
 def test_a_population_gets_its_host_turns_from_the_trainer():
