@@ -41,7 +41,7 @@ class StorageClock:
     def wrap(self, cls: type) -> None:
         for name in dir(cls):
             fn = getattr(cls, name)
-            if name.startswith("_") or not callable(fn) or isinstance(fn, (staticmethod, classmethod)):
+            if name.startswith("_") or not callable(fn):
                 continue
             self._undo.append((cls, name, cls.__dict__.get(name)))
             setattr(cls, name, self._timed(fn, name))

@@ -463,6 +463,11 @@ def test_the_plain_search_rate_scales_the_baselines_span_by_the_loops_share():
     assert ratio == 2.0 and rate == 64 / 200.0 * 3600
 
 
+def _shown(row: dict, key: str, fmt: str) -> str:
+    """A CSV cell as a table shows it: formatted, or blank where the run has no such figure."""
+    return fmt.format(float(row[key])) if row[key] else ""
+
+
 def _table_after(marker: str) -> list[list[str]]:
     """The cells of each row of the first table after `marker` in BENCHMARKS.md."""
     text = (ROOT / "BENCHMARKS.md").read_text()
@@ -1647,20 +1652,17 @@ def test_the_h100_seeds_107_to_109_table_and_notes_are_their_result_files():
     computed from them."""
     runs = seeds_107_to_109()
 
-    def shown(row: dict, key: str, fmt: str) -> str:
-        return fmt.format(float(row[key])) if row[key] else ""
-
     expected = []
     for r in runs:
         row, population = r["row"], r["run"] != "p1"
         expected.append([r["run"], str(r["seed"]), r["process"], f"{r['wall_s']:.1f}", str(r["trained"]),
                          str(r["cut_at_rung"]), str(r["pruned_before_training"]), str(r["failed"]),
                          f"{r['candidates_per_gpu_hour']:,.0f}",
-                         shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
-                         shown(row, "speedup_over_plain_search", "{:.2f}x"),
-                         shown(row, "hypervolume_ratio", "{:.3f}") if population else "",
-                         shown(row, "mean_together", "{:.1f}"), shown(row, "device_busy", "{:.2f}"),
-                         shown(row, "mean_turn_wait_ms", "{:.0f}"), shown(row, "mean_validate_ms", "{:.0f}")])
+                         _shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
+                         _shown(row, "speedup_over_plain_search", "{:.2f}x"),
+                         _shown(row, "hypervolume_ratio", "{:.3f}") if population else "",
+                         _shown(row, "mean_together", "{:.1f}"), _shown(row, "device_busy", "{:.2f}"),
+                         _shown(row, "mean_turn_wait_ms", "{:.0f}"), _shown(row, "mean_validate_ms", "{:.0f}")])
         assert r["failed"] == 0 and r["finished"] == 48
     marker = "**Seeds 107, 108 and 109 on an H100"
     assert _table_after(marker) == expected
@@ -1793,18 +1795,15 @@ def test_the_h100_seed_116_table_and_notes_are_its_result_files():
     rows = {r["run"]: r for r in csv.DictReader((folder / "population_search_b64_s116.csv").read_text().splitlines())}
     runs = [json.loads(line) for line in (folder / "population_search_b64_s116_runs.jsonl").read_text().splitlines()]
 
-    def shown(row: dict, key: str, fmt: str) -> str:
-        return fmt.format(float(row[key])) if row[key] else ""
-
     expected = []
     for r in runs:
         row, population = rows[r["run"]], r["run"] != "p1"
         expected.append([r["run"], f"{r['wall_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
                          str(r["pruned_before_training"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
-                         shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
-                         shown(row, "hypervolume_ratio", "{:.3f}") if population else "",
-                         shown(row, "device_busy", "{:.2f}"), shown(row, "mean_turn_wait_ms", "{:.0f}"),
-                         shown(row, "mean_build_ms", "{:.0f}"), shown(row, "mean_validate_ms", "{:.0f}"),
+                         _shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
+                         _shown(row, "hypervolume_ratio", "{:.3f}") if population else "",
+                         _shown(row, "device_busy", "{:.2f}"), _shown(row, "mean_turn_wait_ms", "{:.0f}"),
+                         _shown(row, "mean_build_ms", "{:.0f}"), _shown(row, "mean_validate_ms", "{:.0f}"),
                          f"{r['host_pace_before_ms']:.1f} / {r['host_pace_after_ms']:.1f}"])
         assert r["failed"] == 0 and r["finished"] == 48
     marker = "**Seed 116 on an H100, the host timed beside each run"
@@ -1915,20 +1914,17 @@ def test_the_h100_seeds_121_to_124_engine_floor_table_and_notes_are_their_result
     figures are computed from them, and the survivor test's failure from its log."""
     runs = seeds_121_to_124()
 
-    def shown(row: dict, key: str, fmt: str) -> str:
-        return fmt.format(float(row[key])) if row[key] else ""
-
     expected = []
     for r in runs:
         row, population = r["row"], r["run"] != "p1"
         most = str(r["population_activity"]["most_together"]) if population else ""
         expected.append([r["run"], str(r["seed"]), f"{r['span_s']:.1f}", str(r["trained"]), str(r["cut_at_rung"]),
                          str(r["pruned_before_training"]), str(r["failed"]), f"{r['candidates_per_gpu_hour']:,.0f}",
-                         *(shown(row, k, f) if population else "" for k, f in (
+                         *(_shown(row, k, f) if population else "" for k, f in (
                              ("speedup_over_baseline", "{:.2f}x"), ("speedup_over_baseline_span", "{:.2f}x"),
                              ("hypervolume_ratio", "{:.3f}"))),
                          f"{r['epochs_trained']:.1f}", f"{r['engine_floor_s']:.1f}", f"{r['engine_share']:.2f}",
-                         *(shown(row, k, f) if population else "" for k, f in (
+                         *(_shown(row, k, f) if population else "" for k, f in (
                              ("engine_together_gain", "{:.2f}x"), ("engine_bound_over_baseline", "{:.2f}x"),
                              ("mean_together", "{:.1f}"))), most])
         assert r["failed"] == 0 and r["finished"] == 48 and r["engine_clock_gap"] <= 0.03
@@ -2004,6 +2000,9 @@ def test_the_h100_seeds_121_to_124_engine_floor_table_and_notes_are_their_result
     assert "1 failed, 5 passed" in log and "queued 0.4518 ms at 1980.0 MHz, quiet [(0.4983, 1980.0), (0.5003, 1980.0), " \
                                           "(0.5005, 1980.0)]" in log
     assert "the fastest cell queued 0.4518 ms against 0.4983-0.5005 ms quiet); the other 5 population GPU tests passed" in flat
+    engine_log = (ROOT / "benchmarks" / "results" / "h100" / "population" / "engine_s121" / "engine_test.log").read_text()
+    assert "PASSED tests/test_benchmark_population.py::test_the_engine_floor_times_cells_alone_and_together" in engine_log
+    assert "1 passed" in engine_log and "the engine floor's own GPU test passed" in flat
 
 
 def test_the_plain_loop_samples_only_cells_whose_trial_trained():
