@@ -23,6 +23,7 @@ for all its steps, where a real population fills and empties. Called from
 
 from __future__ import annotations
 
+import gc
 import statistics
 from collections.abc import Iterable, Sequence
 
@@ -75,6 +76,8 @@ def time_engine(work: Sequence[tuple[str, float]], population: int, dataset: str
     from nasutil import get_space
     from nasutil.search.trainers.torch_trainer import TorchTrainer, _Run
 
+    gc.collect()  # what the search left cached: the replay captures every cell at once, and a call's fourth
+    torch.cuda.empty_cache()  # run ran out of an H100's memory with 40 GiB reserved by the three before
     trainer = TorchTrainer(dataset=dataset, data_dir=data_dir, batch_size=batch_size, epochs=1, device="cuda",
                            seed=seed, compile=False)
     data = trainer._load()
@@ -113,6 +116,9 @@ def time_engine(work: Sequence[tuple[str, float]], population: int, dataset: str
         for run in runs.values():
             run.step_unit.release()
         torch.cuda.synchronize()
+        runs.clear()
+        gc.collect()
+        torch.cuda.empty_cache()
     return {"alone_ms": alone, "alone_ms_events": alone_events, "together_member_ms": together,
             "together_member_ms_events": together_events, "cells": len(cells),
             "batches": len(data["train"][1]) // batch_size}  # the steps of an epoch, as the trainer takes them

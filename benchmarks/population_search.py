@@ -185,7 +185,25 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "trial_seconds": trial_seconds(done),
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
-            "population_activity": activity, "work": run_work(ended)}
+            "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity)}
+
+
+def timeline(ended: list, activity: dict | None) -> dict:
+    """Where a run's span went: each ended trial's start and end in seconds from the first start (its number,
+    epochs trained, and whether it was measured), and the population's first join and last leave on that clock:
+    the span before the first join and after the last leave is the search's alone."""
+    timed = [t for t in ended if t.datetime_start and t.datetime_complete]
+    if not timed:
+        return {}
+    origin = min(t.datetime_start for t in timed).timestamp()
+    trials = [[t.number, round(t.datetime_start.timestamp() - origin, 3), round(t.datetime_complete.timestamp() - origin, 3),
+               round(float(t.user_attrs.get("training_epochs") or 0.0), 4), t.user_attrs.get("hardware_source") == "measured"]
+              for t in sorted(timed, key=lambda t: t.number)]
+    out: dict = {"trials": trials}
+    if activity and activity.get("first_join_at") is not None:
+        out["first_join_s"] = round(activity["first_join_at"] - origin, 3)
+        out["last_leave_s"] = round(activity["last_leave_at"] - origin, 3)
+    return out
 
 
 def run_study(run_dir: Path, study_name: str, code: int) -> optuna.Study:

@@ -2021,6 +2021,28 @@ def test_the_plain_loop_samples_only_cells_whose_trial_trained():
     assert trial_seconds(trials) == [("a", 3.0), ("b", 0.5)]
 
 
+def test_a_runs_timeline_places_the_population_among_its_trials():
+    """Trial starts and ends from the first start, and the population's first join and last leave on the same
+    clock: where a span's seconds went before the first member trained and after the last left."""
+    import datetime
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import timeline
+
+    start = datetime.datetime(2026, 12, 6, 12, 0, 0)
+    trials = [_Trial(1, "b", 1 / 9), _Trial(0, "a", 1.0)]
+    for t, (began, ended) in zip(trials, ((0.5, 2.0), (0.0, 9.0))):
+        t.datetime_start = start + datetime.timedelta(seconds=began)
+        t.datetime_complete = start + datetime.timedelta(seconds=ended)
+    trials[1].user_attrs["hardware_source"] = "measured"
+    origin = start.timestamp()
+    out = timeline(trials, {"first_join_at": origin + 0.25, "last_leave_at": origin + 4.0})
+    assert out["trials"] == [[0, 0.0, 9.0, 1.0, True], [1, 0.5, 2.0, 0.1111, False]]
+    assert out["first_join_s"] == 0.25 and out["last_leave_s"] == 4.0  # 5 s of the span after the last leave
+    assert "first_join_s" not in timeline(trials, None) and timeline([], None) == {}
+
+
 def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     """`-j`: a real two-trial search on the CPU (digits) keeps its study in Optuna's journal file, and the
     benchmark reads its trials back from there, as it reads SQLite's."""

@@ -421,6 +421,34 @@ def test_quiet_holds_every_launch_back():
     assert errors == {}
 
 
+def test_idle_means_nobody_trains_prepares_or_waits_for_a_place():
+    """What a measurement queue asks before it waits for company: a member preparing, training or queued for a
+    place makes the population busy; only once the last has left is it idle (a search's end)."""
+    population = Population(1)
+    errors: dict[str, BaseException] = {}
+    assert population.idle()
+    preparing, go_on = threading.Event(), threading.Event()
+
+    def prepare() -> None:
+        preparing.set()
+        go_on.wait(30)
+
+    first = Member(lambda: time.sleep(0.001), 100_000, prepare=prepare)
+    second = Member(lambda: time.sleep(0.001), 100_000)
+    threads = [_start(population, first, errors, "first")]
+    assert preparing.wait(30) and not population.idle()  # reserved, preparing: not yet training
+    threads.append(_start(population, second, errors, "second"))
+    go_on.set()
+    assert _wait_until(lambda: _joined(population, first))
+    assert not population.idle()
+    first.steps = first.taken + 1  # end it: the second, queued for the one place, joins
+    threads[0].join(timeout=30)
+    assert _wait_until(lambda: _joined(population, second)) and not population.idle()
+    second.steps = second.taken + 1
+    threads[1].join(timeout=30)
+    assert population.idle() and errors == {}
+
+
 def test_the_driver_ends_when_nobody_trains():
     population = Population(2)
     errors: dict[str, BaseException] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 
 import optuna
 
@@ -301,6 +302,66 @@ def test_a_queue_without_prepare_still_starts_the_worker_before_holding_quiet():
     finally:
         queue.close()
     assert seen == [True]
+
+
+def test_a_survivor_is_measured_at_once_when_nothing_is_left_to_train():
+    """Real CPU measurements: with room for 8 and 120 s to wait, a lone survivor waits while the trainer
+    says candidates train or wait to, and is measured as soon as it says none does (a search's last
+    survivors used to wait out the whole max_wait_s on an idle device)."""
+    arch = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    entered = []
+
+    @contextlib.contextmanager
+    def quiet():
+        entered.append(1)
+        yield
+
+    busy = threading.Event()
+    busy.set()
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    queue = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=120, idle=lambda: not busy.is_set(), poll_s=0.01)
+    assert queue.description.endswith("(at once where nothing is left to train)")
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(queue.measure("nb201", arch)))
+    thread.start()
+    time.sleep(0.5)
+    assert result == {} and queue.batches == 0 and entered == []  # others train: it waits for company
+    busy.clear()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and result["measured_latency_ms"] > 0
+    assert queue.batches == 1 and entered == [1] and result["measured_batch"] == 0
+    measurer.close()
+
+
+def test_a_populations_measurement_queue_asks_its_trainer_whether_anything_is_left_to_train(tmp_path):
+    """The controller hands a population's measurement queue the trainer's idle() for the measuring device."""
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    asked: list[str] = []
+
+    class Together(TabularTrainer):
+        concurrent_trials = 16
+
+        def idle(self, device: str) -> bool:
+            asked.append(device)
+            return len(asked) > 1
+
+    class Unsaid(TabularTrainer):
+        concurrent_trials = 16
+
+    assert TabularTrainer().idle("cpu") and not Unsaid().idle("cpu")  # one at a time; several, unless it says
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", directions=["maximize", "maximize"])
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Together(),
+                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}), measurer=measurer)
+    assert isinstance(search.measuring, MeasurementQueue) and search.measuring.batch == 4
+    assert [search.measuring.idle(), search.measuring.idle()] == [False, True] and asked == ["cpu", "cpu"]
+    measurer.close()
 
 
 def test_an_architecture_another_trial_is_training_is_not_trained_twice(tmp_path):

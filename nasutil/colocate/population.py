@@ -200,6 +200,7 @@ class Population:
         self.quiet_s = 0.0  # the time it was held so, the wait for its queued work included
         self._first_reserved: float | None = None  # when the first reservation was granted
         self._membership: list[tuple[float, int]] = []  # (time, members joined) after every join and leave
+        self._epoch_offset = time.time() - time.perf_counter()  # perf_counter to the epoch: to line up with a study's times
 
     # -- a member's thread -----------------------------------------------------------------------
 
@@ -375,6 +376,12 @@ class Population:
             self.quiets += 1
             self.quiet_s += time.perf_counter() - started
 
+    def idle(self) -> bool:
+        """Nobody trains, prepares or waits for a place: holding the population quiet now stops nothing.
+        (Mid-search a reservation is nearly always held or asked for; at the end of a search none is.)"""
+        with self._lock:
+            return not self._members and not self._reserved and not self._queue
+
     # -- admission -------------------------------------------------------------------------------
 
     def _room_for(self, place: Place) -> bool:
@@ -484,7 +491,8 @@ class Population:
         """Members joined over time, from the first join to the last leave: their mean weighted by time (where the
         mean over rounds counts a short round as much as a long one), the seconds from the first reservation to
         the first join (the first member's preparation), that span, and the mean in each tenth of it (the fill
-        at the start, the tail at the end)."""
+        at the start, the tail at the end); the first join and last leave in seconds since the epoch, to place the
+        span among a study's trial times."""
         with self._lock:
             timeline, first = list(self._membership), self._first_reserved
         if len(timeline) < 2 or timeline[-1][0] <= timeline[0][0]:
@@ -499,7 +507,8 @@ class Population:
                 if overlap > 0:
                     tenths[k] += members * overlap / step
         return {"members_time_mean": sum(tenths) / 10, "first_join_after_s": start - (first or start),
-                "membership_span_s": end - start, "members_by_tenth": [round(v, 2) for v in tenths]}
+                "membership_span_s": end - start, "members_by_tenth": [round(v, 2) for v in tenths],
+                "first_join_at": start + self._epoch_offset, "last_leave_at": end + self._epoch_offset}
 
     @staticmethod
     def _mark(together: list[Member]) -> Any:

@@ -201,7 +201,8 @@ class Search:
         concurrent = int(trainer.concurrent_trials)
         if measurer is not None and measurer.uses_device and concurrent > 1:  # never timed while a population trains
             self.measuring = MeasurementQueue(measurer, lambda: trainer.quiet(measurer.quiet_device),
-                                              batch=max(1, min(8, concurrent // 4)))
+                                              batch=max(1, min(8, concurrent // 4)),
+                                              idle=lambda: trainer.idle(measurer.quiet_device))
         self.workers = concurrent + (self.measuring.batch if isinstance(self.measuring, MeasurementQueue) else 0)
         self._budget: int | None = None  # n_trials of the run under way
         self._started = datetime.datetime.now()  # when it began (Optuna stamps trials in local time)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -227,17 +228,22 @@ class TableMeasurer(HardwareMeasurer):
 class MeasurementQueue:
     """Candidates wait here to be measured together while `quiet()` holds the device idle.
 
-    A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, or when
-    the first of them has waited `max_wait_s` (whichever thread notices measures for all). One batch is
+    A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, when the
+    first of them has waited `max_wait_s`, or as soon as `idle()` says that nothing trains, prepares or waits
+    for a place (whichever thread notices measures for all). Without that last condition a search's last
+    survivors waited out `max_wait_s` with nothing left to train: 5 of a 16-place search's 22 s on an H100
+    (BENCHMARKS.md, "Seed 125"). Idle means no reservation either: measuring as soon as no member trained
+    (63b63e8, taken out in e281def) held the population quiet between waves, while new members prepared. One batch is
     measured at a time. Each result says which batch measured it (`measured_batch`, from 0) and its place
     in that batch (`measured_in_batch`): on an H200 most survivors measured beside a population read up to
     11% slower than the same cells measured one at a time, and a reading's place in its batch is one
     suspect (BENCHMARKS.md, "Seed 85")."""
 
     def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
-                 batch: int = 8, max_wait_s: float = 5.0) -> None:
-        self.measurer, self.quiet = measurer, quiet
-        self.batch, self.max_wait_s = max(1, int(batch)), float(max_wait_s)
+                 batch: int = 8, max_wait_s: float = 5.0, idle: Callable[[], bool] | None = None,
+                 poll_s: float = 0.05) -> None:
+        self.measurer, self.quiet, self.idle = measurer, quiet, idle
+        self.batch, self.max_wait_s, self.poll_s = max(1, int(batch)), float(max_wait_s), float(poll_s)
         self._lock = threading.Lock()
         self._measuring = threading.Lock()
         self._waiting: list[tuple[str, str, Future]] = []
@@ -246,7 +252,8 @@ class MeasurementQueue:
 
     @property
     def description(self) -> str:
-        return f"{self.measurer.description}, measured in batches of up to {self.batch} while training pauses"
+        return f"{self.measurer.description}, measured in batches of up to {self.batch} while training pauses" + (
+            " (at once where nothing is left to train)" if self.idle is not None else "")
 
     def prepare(self) -> None:
         self.measurer.prepare()
@@ -257,10 +264,13 @@ class MeasurementQueue:
             self._waiting.append((space_spec, arch_text, done))
             full = len(self._waiting) >= self.batch
         if not full:
-            try:
-                return self._result(done, self.max_wait_s)
-            except TimeoutError:
-                pass
+            deadline = time.monotonic() + self.max_wait_s
+            while (left := deadline - time.monotonic()) > 0:
+                try:
+                    return self._result(done, left if self.idle is None else min(left, self.poll_s))
+                except TimeoutError:
+                    if self.idle is not None and self.idle():
+                        break
         while not done.done():
             self._measure_waiting()
         return self._result(done, None)
@@ -273,8 +283,6 @@ class MeasurementQueue:
         return result
 
     def _measure_waiting(self) -> None:
-        import time
-
         with self._measuring:
             with self._lock:
                 waiting, self._waiting = self._waiting, []

@@ -56,6 +56,12 @@ class Trainer(ABC):
         idle); a trainer that trains one candidate at a time, between measurements, has nothing to hold."""
         return contextlib.nullcontext()
 
+    def idle(self, device: str) -> bool:
+        """Whether nothing of this trainer's runs or waits to run on `device` now, so that a measurement
+        waiting there for company gains nothing by waiting longer. One candidate at a time: nothing trains
+        while a trial is measured."""
+        return self.concurrent_trials <= 1
+
     def interrupt(self) -> None:
         """Ctrl-C: every `train` running stops soon with `nasutil.errors.Interrupted` (its trial fails with
         that reason), and none starts. A trainer whose `train` returns quickly need not do anything."""

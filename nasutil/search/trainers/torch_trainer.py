@@ -355,6 +355,12 @@ class TorchTrainer(Trainer):
             return contextlib.nullcontext()
         return self._population.quiet()
 
+    def idle(self, device: str) -> bool:
+        """No member of the population trains, prepares or waits for a place on `device` (a population on another
+        device, or none yet, counts as idle): the end of a search, where its last survivors would otherwise wait
+        out the measurement queue's `max_wait_s` with nothing left to train."""
+        return self._population is None or torch.device(device) != self.device or self._population.idle()
+
     def describe(self) -> str:
         amp = ", bf16 autocast" if self.amp else ""
         amp += ", CUDA-graph steps" if self.graphs else ""
