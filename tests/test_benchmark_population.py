@@ -2043,6 +2043,28 @@ def test_a_runs_timeline_places_the_population_among_its_trials():
     assert "first_join_s" not in timeline(trials, None) and timeline([], None) == {}
 
 
+def test_fronts_on_one_reading_score_shared_cells_on_the_baselines_measurement():
+    """The same cell read 10% slower beside a population is scored on one at a time's reading; a cell only the
+    population measured keeps its own; the plain ratio still scores each run on its own readings."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import summarise
+
+    base = {"run": "p1", "seed": 1, "candidates_per_gpu_hour": 100.0, "points": [(90.0, 100.0), (80.0, 200.0)],
+            "point_archs": ["a", "b"], "measurements": [{"arch": "a", "throughput_per_s": 100.0},
+                                                       {"arch": "b", "throughput_per_s": 200.0}]}
+    together = {"run": "p16", "seed": 1, "candidates_per_gpu_hour": 400.0, "points": [(90.0, 100.0), (80.0, 180.0)],
+                "point_archs": ["a", "b"], "measurements": []}
+    rows = {r["run"]: r for r in summarise([base, together], "p1", None)}
+    assert rows["p16"]["hypervolume_ratio"] < 0.95 and rows["p16"]["hypervolume_ratio_one_reading"] == 1.0
+    alone = {**together, "run": "p16b", "points": [(90.0, 100.0), (85.0, 150.0)], "point_archs": ["a", "c"]}
+    rows = {r["run"]: r for r in summarise([base, alone], "p1", None)}
+    assert rows["p16b"]["hypervolume_ratio_one_reading"] == rows["p16b"]["hypervolume_ratio"]  # c: its own reading
+    old = {k: v for k, v in together.items() if k != "point_archs"}  # runs from before the cells were recorded
+    assert "hypervolume_ratio_one_reading" not in {r["run"]: r for r in summarise([base, old], "p1", None)}["p16"]
+
+
 def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     """`-j`: a real two-trial search on the CPU (digits) keeps its study in Optuna's journal file, and the
     benchmark reads its trials back from there, as it reads SQLite's."""
