@@ -2153,3 +2153,127 @@ def test_a_population_runs_row_gives_its_members_joined_over_time(tmp_path, monk
     assert activity["first_join_after_s"] >= 0 and activity["membership_span_s"] > 0
     row = summarise([run], "p2-pareto-e256-j", None)[0]
     assert row["members_time_mean"] == activity["members_time_mean"]
+
+
+def seeds_125_to_130() -> list[dict]:
+    """Seeds 125-130 on an H100, before (125) and after (126-130) survivors were measured once nothing is left to
+    train, in the order they ran, each with its CSV row."""
+    import csv
+
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125"
+    runs = []
+    for name in ("population_search_b64_s125", "population_search_b64_s126_127", "population_search_b64_s128_129",
+                 "population_search_b64_s130"):
+        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((folder / f"{name}.csv").open())}
+        runs += [{**r, "row": rows[(r["run"], str(r["seed"]))]}
+                 for r in map(json.loads, (folder / f"{name}_runs.jsonl").open())]
+    return runs
+
+
+def _outside(run: dict) -> float | None:
+    """Seconds of a run's span outside its population's membership (first join to last leave)."""
+    activity = run.get("population_activity") or {}
+    return run["span_s"] - activity["membership_span_s"] if "membership_span_s" in activity else None
+
+
+def test_the_h100_seeds_125_to_130_table_and_notes_are_their_result_files():
+    """The table is the four calls' rows; the notes' spans outside the population, shares, rates, fronts on both
+    scorings, survivor readings and the -e8192/-j comparison are computed from them, the GPU tests from their log."""
+    runs = seeds_125_to_130()
+    expected = []
+    for r in runs:
+        row, population = r["row"], r["run"] != "p1"
+        outside = _outside(r)
+        expected.append([r["run"], str(r["seed"]), f"{r['wall_s']:.1f}", f"{r['span_s']:.1f}", str(r["trained"]),
+                         str(r["cut_at_rung"]), str(r["pruned_before_training"]), str(r["failed"]),
+                         f"{r['candidates_per_gpu_hour']:,.0f}",
+                         _shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
+                         _shown(row, "speedup_over_plain_search", "{:.1f}x"),
+                         *(_shown(row, k, "{:.3f}") if population and k in row else "" for k in (
+                             "hypervolume_ratio", "hypervolume_ratio_one_reading")),
+                         f"{r['engine_share']:.2f}",
+                         _shown(row, "engine_bound_over_baseline", "{:.2f}x") if population else "",
+                         _shown(row, "members_time_mean", "{:.1f}"), "" if outside is None else f"{outside:.1f}"])
+        assert r["failed"] == 0 and r["finished"] == 48
+    marker = "**Seeds 125-130 on an H100"
+    assert _table_after(marker) == expected
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seeds 121-124 on an H100")].split())
+    log = (ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125" / "population_search_b64_s125.log").read_text()
+    assert "OutOfMemoryError" in log and "39.74 GiB is reserved by PyTorch but unallocated" in log
+    by = {(r["run"], r["seed"]): r for r in runs}
+    after, bigger = (126, 127, 128, 129, 130), (128, 129, 130)
+    sixteen = [by[("p16-pareto-qa", s)] for s in after]
+    sixty_four = [by[("p64-pareto-qa", s)] for s in bigger]
+    alone = [by[("p1", s)] for s in after]
+
+    def span(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+    def listed(values: list[float], fmt: str) -> str:
+        return ", ".join(fmt.format(v) for v in values[:-1]) + " and " + fmt.format(values[-1])
+
+    before = [by[(name, 125)] for name in ("p16-pareto-qa", "p16-pareto-e8192-qa-j")]
+    assert (f"for 16 at once {_outside(before[0]):.1f} s and {_outside(before[1]):.1f} s of the "
+            f"{before[0]['span_s']:.1f} s and {before[1]['span_s']:.1f} s spans lay outside") in flat
+    first = [r["timeline"]["first_join_s"] for r in sixteen]
+    tail = [max(t[2] for t in r["timeline"]["trials"]) - r["timeline"]["last_leave_s"] for r in sixteen]
+    assert (f"fell from {_outside(before[0]):.1f} s (16 at once, seed 125) to {span([_outside(r) for r in sixteen], '{:.2f}')} s"
+            in flat)
+    assert (f"The first member joined {span(first, '{:.2f}')} s after the first trial started, and the last trial "
+            f"ended {span(tail, '{:.2f}')} s after the last member left") in flat
+    assert max(_outside(r) for r in sixteen) < 1 < 5 < _outside(before[0])
+    shares = span([100 * r["engine_share"] for r in sixteen], "{:.0f}")
+    assert (f"The **engine share** of 16 at once rose to {shares}%, against 57-71% on seeds 121-124 and "
+            f"{100 * before[0]['engine_share']:.0f}% on seed 125; one at a time's is "
+            f"{span([100 * r['engine_share'] for r in alone], '{:.0f}')}%") in flat
+    x16 = [float(r["row"]["speedup_over_baseline"]) for r in sixteen]
+    assert (f"**16 at once** ran {listed(x16, '{:.2f}x')} one at a time (mean {statistics.fmean(x16):.2f}x): 5x on "
+            f"two of five seeds") in flat and sum(v >= 5 for v in x16) == 2
+    assert f"and {float(before[0]['row']['speedup_over_baseline']):.2f}x (seed 125)" in flat
+    x64 = [float(r["row"]["speedup_over_baseline"]) for r in sixty_four]
+    of16 = [by[("p64-pareto-qa", s)]["candidates_per_gpu_hour"] / by[("p16-pareto-qa", s)]["candidates_per_gpu_hour"]
+            for s in bigger]
+    assert f"ran {listed(x64, '{:.2f}x')} one at a time: {listed(of16, '{:.2f}x')} the rate of 16" in flat
+    assert sum(v >= 5 for v in x64) == 2 and sum(v >= 1 for v in of16) == 2
+    plain = {p: [float(r["row"]["speedup_over_plain_search"]) for r in rs] for p, rs in ((16, sixteen), (64, sixty_four))}
+    loop = [float(r["row"]["plain_over_baseline"]) for r in alone]
+    assert (f"16 at once ran {span(plain[16], '{:.1f}')}x and 64 at once {span(plain[64], '{:.1f}')}x (goal 40x)" in flat
+            and f"the loop's two cells took {span(loop, '{:.1f}')}x their trials' time" in flat)
+    assert max(plain[16] + plain[64]) < 40
+    fronts = {p: [float(r["row"]["hypervolume_ratio"]) for r in rs] for p, rs in ((16, sixteen), (64, sixty_four))}
+    assert (f"{listed(fronts[16], '{:.3f}')} (16 at once), {listed(fronts[64], '{:.3f}')} (64 at once)" in flat)
+    assert sum(f >= 0.95 for f in fronts[16]) == 2 and sum(f >= 0.95 for f in fronts[64]) == 2
+    rows = [r["row"] for r in sixteen + sixty_four]
+    low = [float(r["survivor_ratio_min"]) for r in rows]
+    high = [float(r["survivor_ratio_max"]) for r in rows]
+    within = sum(int(r["survivors_within_1pct"]) for r in rows)
+    shared = sum(int(r["survivors_shared"]) for r in rows)
+    assert (f"read from {span(low, '{:.3f}')}x up to {span(high, '{:.3f}')}x one at a time's readings of the same "
+            f"cells, {within} of {shared} within 1%") in flat
+    one = {p: [float(r["row"]["hypervolume_ratio_one_reading"]) for r in rs] for p, rs in ((16, sixteen), (64, sixty_four))}
+    assert f"{span(one[16], '{:.3f}')} (16 at once) and {span(one[64], '{:.3f}')} (64 at once)" in flat
+    assert min(one[16] + one[64]) >= 0.95
+
+    def pair(run: str, key: str, fmt: str) -> list[str]:
+        return [fmt.format(float(by[(run, s)]["row"][key])) for s in (126, 127)]
+
+    rates = {run: pair(run, "speedup_over_baseline", "{:.2f}x")
+             for run in ("p16-pareto-qa", "p16-pareto-e8192-qa", "p16-pareto-e8192-qa-j")}
+    assert (f"The default ran {' and '.join(rates['p16-pareto-qa'])} one at a time; with forwards of 8,192 validation "
+            f"images, {' and '.join(rates['p16-pareto-e8192-qa'])}; with those and the journal, "
+            f"{' and '.join(rates['p16-pareto-e8192-qa-j'])}") in flat
+
+    def ms(run: str) -> str:
+        return span([float(by[(run, s)]["row"]["mean_validate_ms"]) for s in (126, 127)], "{:.0f}")
+
+    assert (f"A validation's host work fell from {ms('p16-pareto-qa')} ms to {ms('p16-pareto-e8192-qa')} ms, and to "
+            f"{ms('p16-pareto-e8192-qa-j')} ms with the journal") in flat
+    members = {run: pair(run, "members_time_mean", "{:.1f}") for run in rates}
+    assert (f"rose from {' and '.join(members['p16-pareto-qa'])} to {' and '.join(members['p16-pareto-e8192-qa'])}, "
+            f"and to {' and '.join(members['p16-pareto-e8192-qa-j'])}") in flat
+    trained = [by[(run, s)]["trained"] for run in rates for s in (126, 127)]
+    assert f"the halving's choices ({min(trained)}-{max(trained)} trained to the end)" in flat
+    gpu = (ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125" / "gpu_tests_population.log").read_text()
+    assert "1 failed, 5 passed" in gpu and "queued 0.4518 ms" in gpu and "(0.4988, 1980.0)" in gpu and "(0.5005, 1980.0)" in gpu
+    assert "5 of 6 population tests passed" in flat and "0.4518 ms against 0.4988-0.5005 ms quiet" in flat

@@ -121,13 +121,17 @@ H100_CALLS[109] = ("fresh_s107/population_search_b64_s109.csv",)  # the whole se
 H100_CALLS[116] = ("pace_s116/population_search_b64_s116.csv",)
 H100_CALLS.update({seed: ("engine_s121/population_search_b64_s121_122.csv",) for seed in (121, 122)})
 H100_CALLS.update({seed: (f"engine_s121/population_search_b64_s{seed}.csv",) for seed in (123, 124)})
+H100_CALLS.update({seed: ("idle_s125/population_search_b64_s126_127.csv",) for seed in (126, 127)})
+H100_CALLS.update({seed: ("idle_s125/population_search_b64_s128_129.csv",) for seed in (128, 129)})
+H100_CALLS[130] = ("idle_s125/population_search_b64_s130.csv",)
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
                    ("h200", (85,), (16, 64)), ("h100", (99, 100, 101), (16,)), ("h100", (99, 100, 101), (64, 256)),
                    ("h100", ("99 at batch 256",), (16, 64)), ("h100", (105, 106, 107, 108, 109, 116), (16,)),
                    ("h100", (105, 106, 107, 108, 109), (64,)), ("h100", (121, 122, 123, 124), (16,)),
-                   ("h100", (121, 122, 123, 124), (64,)))
+                   ("h100", (121, 122, 123, 124), (64,)), ("h100", (126, 127, 128, 129, 130), (16,)),
+                   ("h100", (128, 129, 130), (64,)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
@@ -548,3 +552,34 @@ def test_the_engine_floor_sentence_is_the_seed_121_to_124_runs():
     repeats = [seed for seed in (107, 109, 122) for name in H100_CALLS[seed]
                if drew_a_repeat(json.loads((POPULATION["h100"] / name).with_suffix(".json").read_text()), str(seed))]
     assert repeats == [107, 109, 122] and "on seeds 107, 109 and 122 drew a repeat" in text
+
+
+def test_the_measured_at_once_sentence_is_the_seed_126_to_130_runs():
+    """README's sentence on seeds 126-130: rates, shares, fronts on both scorings and the survivors' readings, from
+    the files."""
+    runs = [r for seed in (126, 127, 128, 129, 130) for name in H100_CALLS[seed]
+            for r in csv.DictReader((POPULATION["h100"] / name).read_text().splitlines()) if r["seed"] == str(seed)]
+    runs = list({(r["run"], r["seed"]): r for r in runs}.values())  # two seeds share a file
+    sixteen = [r for r in runs if r["run"] == "p16-pareto-qa"]
+    sixty_four = [r for r in runs if r["run"] == "p64-pareto-qa"]
+    assert len(sixteen) == 5 and len(sixty_four) == 3
+
+    def span(rows: list[dict], key: str, fmt: str, scale: float = 1) -> str:
+        values = [scale * float(r[key]) for r in rows]
+        return f"{format(min(values), fmt)}-{format(max(values), fmt)}"
+
+    rate = {(r["run"], r["seed"]): float(r["candidates_per_gpu_hour"]) for r in runs}
+    of16 = [rate[("p64-pareto-qa", r["seed"])] / rate[("p16-pareto-qa", r["seed"])] for r in sixty_four]
+    met = sum(float(r["speedup_over_baseline"]) >= 5 for r in sixteen)
+    text = " ".join(readme().split())
+    assert (f"16 at once ran {span(sixteen, 'speedup_over_baseline', '.2f')}x one at a time (5x on "
+            f"{['no', 'one', 'two', 'three', 'four', 'all'][met]} of five seeds) with "
+            f"{span(sixteen, 'engine_share', '.0f', 100)}% of its span in the engine, and 64 at once ran "
+            f"{span(sixty_four, 'speedup_over_baseline', '.2f')}x ({min(of16):.2f}-{max(of16):.2f}x of 16)") in text
+    both = sixteen + sixty_four
+    assert (f"Their fronts read {span(both, 'hypervolume_ratio', '.3f')} of one at a time's on each run's own survivor "
+            f"readings") in text
+    assert f"they read {span(both, 'hypervolume_ratio_one_reading', '.3f')}: survivors" in text
+    low = min(float(r["survivor_ratio_min"]) for r in both)
+    high = max(float(r["survivor_ratio_max"]) for r in both)
+    assert f"read {low:.3f}-{high:.3f}x one at a time's readings of the same cells" in text
