@@ -104,7 +104,10 @@ def test_bad_population_is_a_user_error(population):
         shipped("trainer", "torch", dataset="digits", population=population)
 
 
-def test_search_with_a_population_runs_its_budget(tmp_path):
+def test_search_with_a_population_runs_its_budget(tmp_path, capsys):
+    import json
+    import re
+
     from nasutil.cli.search_command import main
 
     run_dir = tmp_path / "run"
@@ -118,6 +121,14 @@ def test_search_with_a_population_runs_its_budget(tmp_path):
     starts = sorted(t.datetime_start for t in study.trials)
     ends = sorted(t.datetime_complete for t in study.trials)
     assert starts[1] < ends[0]  # a second trial started before the first finished: trials ran at once
+    # the closing report says how the population trained, from the activity summary.json keeps
+    activity = json.loads((run_dir / "summary.json").read_text())["trainer_activity"]
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("population: "))
+    shown = re.match(r"population: ([\d.]+) candidates trained at once on average \(at most (\d+)\) over ([\d.]+) s", line)
+    assert shown is not None, line
+    assert float(shown[1]) == round(activity["members_time_mean"], 1) and 1 <= float(shown[1]) <= 3
+    assert int(shown[2]) == activity["most_together"] <= 3
+    assert float(shown[3]) == round(activity["membership_span_s"], 1) > 0
 
 
 def test_a_killed_population_search_resumes(tmp_path):

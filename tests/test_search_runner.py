@@ -364,6 +364,21 @@ def test_a_populations_measurement_queue_asks_its_trainer_whether_anything_is_le
     measurer.close()
 
 
+def test_the_population_note_is_said_only_where_candidates_trained_together():
+    """One at a time (no rounds driven) says nothing; a population's line carries its figures, and the quiet
+    holds only where survivors were measured."""
+    from nasutil.search.console_report import population_note
+
+    assert population_note(None) is None and population_note({"mean_build_ms": 3.0}) is None
+    activity = {"rounds": 40, "mean_together": 3.2, "members_time_mean": 3.64, "most_together": 4,
+                "membership_span_s": 12.34, "device_bound": 0.815, "quiets": 0, "quiet_s": 0.0}
+    assert population_note(activity) == ("population: 3.6 candidates trained at once on average (at most 4) over "
+                                         "12.3 s; its driver waited for the device 82% of its time (near 100%: the "
+                                         "device set the pace, not the host)")
+    held = population_note({**activity, "quiets": 1, "quiet_s": 0.84})
+    assert held.endswith("; held quiet 0.8 s to measure 1 batch of survivors")
+
+
 def test_an_architecture_another_trial_is_training_is_not_trained_twice(tmp_path):
     """Two workers on one study are given the same architecture at once (enqueued, as a sampler might
     propose it): the second waits for the first's training and records a repeat of it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import optuna
 from rich.console import Console
@@ -52,9 +53,28 @@ def unmeasured_note(trials: list) -> str | None:
             f"unmeasured_reason)")
 
 
+def population_note(activity: dict[str, Any] | None) -> str | None:
+    """One line on how a population used its device, where candidates trained together: how many trained at once
+    (weighted by time, and at most), the share of the driver's time spent waiting for the device (near 100%: the
+    device set the pace; low: the host's work around the candidates did), and how long it was held quiet for
+    measurements. summary.json's `trainer_activity` has the rest."""
+    if not activity or not activity.get("rounds"):
+        return None
+    at_once = activity.get("members_time_mean", activity.get("mean_together", 0.0))
+    text = f"population: {at_once:.1f} candidates trained at once on average (at most {activity['most_together']})"
+    if activity.get("membership_span_s"):
+        text += f" over {activity['membership_span_s']:.1f} s"
+    text += (f"; its driver waited for the device {activity.get('device_bound', 0.0):.0%} of its time (near 100%: "
+             f"the device set the pace, not the host)")
+    if activity.get("quiets"):
+        batches = activity["quiets"]
+        text += f"; held quiet {activity['quiet_s']:.1f} s to measure {batches} batch{'es' if batches != 1 else ''} of survivors"
+    return text
+
+
 def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: StudyStorage, wall_s: float,
                   lines: list[str], files: dict[str, Path], console: Console | None = None, top: int = 15,
-                  resume: str | None = None) -> None:
+                  resume: str | None = None, activity: dict[str, Any] | None = None) -> None:
     console = console or Console(file=sys.stdout, soft_wrap=False, highlight=False,
                                  width=None if sys.stdout.isatty() else 160)
     names = metric_names(study)
@@ -85,6 +105,9 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
     if seen:
         console.print(f"trainings: {counts.trainings} of {seen} candidates ({saved / seen:.0%} skipped before "
                       f"training); {counts.epochs:,.0f} epochs spent; wall time {wall_s:.1f} s")
+    together = population_note(activity)
+    if together:
+        console.print(together, markup=False)
     trials = study.get_trials(deepcopy=False)
     for note in (unvalidated_note(trials), unmeasured_note(trials)):
         if note:

@@ -50,7 +50,8 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings},
                "storage_error": storage_error}
     write_summary(folder / "summary.json", summary)
-    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume)
+    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume,
+                  activity=summary["trainer_activity"])
     return summary
 
 
