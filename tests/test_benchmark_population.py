@@ -2277,3 +2277,35 @@ def test_the_h100_seeds_125_to_130_table_and_notes_are_their_result_files():
     gpu = (ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125" / "gpu_tests_population.log").read_text()
     assert "1 failed, 5 passed" in gpu and "queued 0.4518 ms" in gpu and "(0.4988, 1980.0)" in gpu and "(0.5005, 1980.0)" in gpu
     assert "5 of 6 population tests passed" in flat and "0.4518 ms against 0.4988-0.5005 ms quiet" in flat
+
+
+def test_the_survivor_positions_table_is_remade_from_the_runs_it_names():
+    """survivor_positions.json is what the script makes of the run files it names; BENCHMARKS' table is its groups,
+    and the notes' counts are its H100 groups."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from survivor_positions import RESULTS as RUNS_ROOT
+    from survivor_positions import grouped, readings
+
+    saved = json.loads((ROOT / "benchmarks" / "results" / "h100" / "population" / "survivor_positions.json").read_text())
+    rows = readings([RUNS_ROOT / name for name in saved["files"]])
+    assert rows == saved["readings"] and grouped(rows) == saved["groups"]
+    expected = [[g["device"].upper(), g["alone"], g["in_batch"], str(g["readings"]), f"{g['median_ratio']:.3f}",
+                 f"{g['min_ratio']:.3f}-{g['max_ratio']:.3f}", str(g["within_1pct"])] for g in saved["groups"]]
+    marker = "**Where a survivor's reading sits in its measurement"
+    assert _table_after(marker) == expected
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seeds 125-130 on an H100")].split())
+    h100 = {(g["alone"], g["in_batch"]): g for g in saved["groups"] if g["device"] == "h100"}
+    fast, slow, first = h100[("later", "first")], h100[("later", "later")], h100[("first", "later")]
+    assert (f"agreed with one at a time's later readings ({fast['within_1pct']} of {fast['readings']} within 1%, median "
+            f"{fast['median_ratio']:.3f})") in flat
+    assert (f"read {slow['median_ratio']:.3f} of one at a time's at the median ({slow['within_1pct']} of "
+            f"{slow['readings']} within 1%)") in flat
+    assert (f"agreed instead with one at a time's first reading ({first['within_1pct']} of {first['readings']} within "
+            f"1%, median {first['median_ratio']:.3f})") in flat
+    assert fast["within_1pct"] / fast["readings"] > 0.9 > 0.05 > slow["within_1pct"] / slow["readings"]
+    devices = {d: sum(g["readings"] for g in saved["groups"] if g["device"] == d) for d in ("h100", "h200")}
+    assert (f"{len(saved['files'])} run files, {devices['h100']} readings on H100s and {devices['h200']} on an H200"
+            in flat)
