@@ -23,6 +23,11 @@ about 5% slower than with six taking turns (BENCHMARKS.md, "Seed 85"). Condition
                  whether the state outlives the other context
   worker         the evaluator (one isolated worker, default settings) measuring each cell twice in a row
   workers 4      the evaluator with 4 workers taking turns on the device, each cell measured twice
+  worker positions  the two places a search's survivor readings part by (`survivor_positions.py`): one worker
+                 measures each cell right after this process ran a burst on the device (`worker after
+                 burst`: a population's first survivor of a batch, one at a time's survivors after their
+                 training) and second in a batch, right after the worker timed the cell before it (`worker
+                 second in batch`: a population's later survivors), the two orders alternated cell by cell
 If `after burst 0` reads fast and the later delays return to steady state, a reading depends on how
 recently another process had the device, not on the network, its plans or its memory. `steady` and
 `after burst` are also timed by CUDA events and by the host's clock over the same 100-replay windows
@@ -44,8 +49,9 @@ import time
 from pathlib import Path
 
 PLAN_CONDITIONS = ("capture-first", "eager-first", "benchmark", "beside idle")
-CONDITIONS = (*PLAN_CONDITIONS, "after burst", "own burst", "burst, exited", "worker")
-BASELINES = {"own ": "own steady", "burst, exited": "exited steady", "exited ": "exited steady"}  # else `steady`
+CONDITIONS = (*PLAN_CONDITIONS, "after burst", "own burst", "burst, exited", "worker", "worker positions")
+BASELINES = {"own ": "own steady", "burst, exited": "exited steady", "exited ": "exited steady",
+             "worker second": "worker after burst"}  # else `steady`
 BURST_DELAYS_S = (0.0, 0.2, 1.0, 5.0)
 HOLD_IDLE = ("import sys, torch; x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda'); "
              "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()")
@@ -258,6 +264,33 @@ def worker(archs: list[str]) -> dict:
     return {"readings": readings}
 
 
+def worker_positions(archs: list[str]) -> dict:
+    """Each cell measured by one worker right after this process's burst, and second in a batch after another
+    cell; which comes first alternates from cell to cell, and the cell before it in a batch is the previous one."""
+    import torch
+
+    from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    readings: dict[str, dict[str, float]] = {}
+    with Evaluator(MeasureConfig(device="cuda"), cache=None) as evaluator:
+        evaluator.measure(Candidate("nb201", archs[-1]))  # the worker's first measurement, not counted
+        for n, arch in enumerate(archs):
+            before = archs[n - 1]
+
+            def after_burst() -> float:
+                _own_burst(a)
+                return evaluator.measure(Candidate("nb201", arch)).latency_ms
+
+            def second_in_batch() -> float:
+                return list(evaluator.measure_many([Candidate("nb201", before), Candidate("nb201", arch)]))[1].latency_ms
+
+            first, then = (after_burst, second_in_batch) if n % 2 == 0 else (second_in_batch, after_burst)
+            got = {first.__name__: first(), then.__name__: then()}
+            readings[arch] = {"worker after burst": got["after_burst"], "worker second in batch": got["second_in_batch"]}
+    return {"readings": readings}
+
+
 def in_fresh_process(condition: str, archs: list[str]) -> dict:
     holder = None
     if condition == "beside idle":
@@ -285,7 +318,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.condition:
         run = {"after burst": after_burst, "own burst": own_burst, "burst, exited": burst_exited,
-               "worker": worker}.get(args.condition)
+               "worker": worker, "worker positions": worker_positions}.get(args.condition)
         print(json.dumps(run(args.archs) if run else plans(args.condition, args.archs)))
         return
     if args.out is None:
