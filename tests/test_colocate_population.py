@@ -530,3 +530,23 @@ def test_activity_weighs_the_members_joined_by_time():
 
 def test_activity_has_no_width_before_anyone_trained():
     assert "members_time_mean" not in Population(2).activity()
+
+
+def test_membership_is_the_members_training_after_each_join_and_leave():
+    """The timeline `population.png` draws: seconds since the first reservation, in order, and the count after
+    each join and leave, back to none at the end."""
+    population = Population(2)
+    errors: dict[str, BaseException] = {}
+    assert population.membership() == []
+    members = [Member(lambda: time.sleep(0.001), 100_000) for _ in range(2)]
+    threads = [_start(population, m, errors, f"m{n}") for n, m in enumerate(members)]
+    assert _wait_until(lambda: all(_joined(population, m) for m in members))
+    for m in members:
+        m.steps = m.taken + 1
+    for t in threads:
+        t.join(timeout=30)
+    timeline = population.membership()
+    assert [n for _, n in timeline] == [1, 2, 1, 0]
+    times = [t for t, _ in timeline]
+    assert times == sorted(times) and times[0] >= 0 and errors == {}
+    assert population.activity()["membership_timeline"] == timeline and population.activity()["places"] == 2

@@ -240,3 +240,26 @@ def test_a_memory_budget_too_small_for_one_candidate_is_a_user_error(tmp_path, c
     assert "too small for one candidate" in err and "\n" not in err
     with pytest.raises(NasutilError, match="memory_budget_gb"):
         shipped("trainer", "torch", dataset="digits", memory_budget_gb=-1)
+
+
+def test_a_population_search_draws_its_members_over_time(tmp_path, capsys):
+    """With plots on, a real CPU population search leaves population.png (a PNG, listed in the closing report)
+    drawn from the timeline summary.json keeps; the plot is not drawn without a timeline."""
+    import json
+
+    from nasutil.cli.search_command import main
+    from nasutil.search.plots import population_png
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=drawn", f"hydra.run.dir={run_dir}", "n_trials=4", "predictor=analytical", "prune=none",
+            "trainer=torch", "trainer.dataset=digits", "trainer.epochs=1", "trainer.batch_size=64",
+            "trainer.max_batches_per_epoch=3", "trainer.population=2", "trainer.threads=1", "progress=false"]
+    assert main(args) == 0
+    picture = run_dir / "population.png"
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "  population.png" in capsys.readouterr().out.splitlines()
+    activity = json.loads((run_dir / "summary.json").read_text())["trainer_activity"]
+    timeline = activity["membership_timeline"]
+    assert [n for _, n in timeline][-1] == 0 and max(n for _, n in timeline) <= activity["places"] == 2
+    assert population_png({}, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
+    assert population_png({"membership_timeline": [[0.0, 1]]}, tmp_path / "one.png") is None

@@ -35,6 +35,7 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
     for name in ("trials.csv", "pareto.csv", "study.db", "pareto.png", "utilization_hist.png", "study.html",
                  "summary.json"):
         assert (run_dir / name).is_file(), name
+    assert not (run_dir / "population.png").exists()  # no population trained: nothing to draw
     trials = rows(run_dir / "trials.csv")
     assert len(trials) == 40
     pruned = [t for t in trials if t["prune_stage"] == "before_training"]

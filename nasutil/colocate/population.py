@@ -477,7 +477,7 @@ class Population:
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
         for its turn (all, and a paused member's alone), the share of the driver's time spent waiting for
         the device (near 1: the device, not the host, sets the pace), how often and how long it was held
-        quiet for measurements, and members joined over time (`_width`)."""
+        quiet for measurements, its places, and members joined over time (`_width`, `membership`)."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
@@ -485,7 +485,16 @@ class Population:
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
                 "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
-                "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, **self._width()}
+                "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
+                **self._width(), "membership_timeline": self.membership()}
+
+    def membership(self) -> list[tuple[float, int]]:
+        """Members training after every join and leave, in seconds since the first reservation: the population's
+        width over time, which the run folder's `population.png` draws."""
+        with self._lock:
+            timeline, first = list(self._membership), self._first_reserved
+        origin = first if first is not None else (timeline[0][0] if timeline else 0.0)
+        return [(round(t - origin, 4), n) for t, n in timeline]
 
     def _width(self) -> dict[str, Any]:
         """Members joined over time, from the first join to the last leave: their mean weighted by time (where the

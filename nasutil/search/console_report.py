@@ -113,7 +113,7 @@ def print_summary(study: optuna.Study, counts: Counts, folder: Path, storage: St
         if note:
             console.print(note, markup=False)
     console.print(f"results: {folder}")
-    for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "html"):
+    for name in ("trials", "pareto", "pareto_png", "predicted_vs_measured", "utilization_hist", "population", "html"):
         if name in files:
             console.print(f"  {files[name].name}")
     if (folder / "summary.json").is_file():

@@ -154,6 +154,36 @@ def utilization_hist_png(study: optuna.Study, path: Path) -> Path | None:
     return path
 
 
+def population_png(activity: dict[str, Any] | None, path: Path) -> Path | None:
+    """Candidates training at once over the search, where a population trained them (the trainer's activity,
+    `membership_timeline`): the gaps under its places are where the device waited for the search around it
+    (candidates being prepared, validated, measured, or too few left at the end)."""
+    timeline = (activity or {}).get("membership_timeline") or []
+    if len(timeline) < 2:
+        return None
+    times, members = [float(t) for t, _ in timeline], [int(n) for _, n in timeline]
+    fig = _figure(7.0, 3.6)
+    ax = fig.add_subplot()
+    ax.step(times, members, where="post", color="tab:blue", lw=1.2, label="training at once")
+    ax.fill_between(times, members, step="post", color="tab:blue", alpha=0.2)
+    places = activity.get("places")
+    if places:
+        ax.axhline(places, color="gray", ls="--", lw=1, label=f"places ({places})")
+    mean = activity.get("members_time_mean")
+    title = f"{mean:.1f} candidates trained at once on average" if mean is not None else "candidates trained at once"
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("seconds since the first candidate took a place")
+    ax.set_ylabel("candidates")
+    ax.set_ylim(bottom=0)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(alpha=0.3)
+    _save(path, lambda tmp: fig.savefig(tmp, format="png"))
+    return path
+
+
 def study_html(study: optuna.Study, path: Path) -> Path | None:
     """Optuna's own interactive figures (Pareto front, timeline) in one self-contained page."""
     try:
@@ -187,10 +217,13 @@ def _trained_only(study: optuna.Study) -> optuna.Study:
     return copy
 
 
-def write_plots(study: optuna.Study, folder: Path, html: bool = True) -> dict[str, Path]:
+def write_plots(study: optuna.Study, folder: Path, html: bool = True,
+                activity: dict[str, Any] | None = None) -> dict[str, Path]:
+    """The run folder's plots; `activity` (the trainer's) adds `population.png` where a population trained."""
     made = {"pareto": pareto_png(study, folder / "pareto.png"),
             "predicted_vs_measured": predicted_vs_measured_png(study, folder / "predicted_vs_measured.png"),
-            "utilization_hist": utilization_hist_png(study, folder / "utilization_hist.png")}
+            "utilization_hist": utilization_hist_png(study, folder / "utilization_hist.png"),
+            "population": population_png(activity, folder / "population.png")}
     if html:
         made["html"] = study_html(study, folder / "study.html")
     return {k: v for k, v in made.items() if v is not None}

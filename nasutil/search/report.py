@@ -35,9 +35,10 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                      f"({b.failed} failed, {b.running} left running)")
     lines[:0] = setup.describe()
     files: dict[str, Path] = write_tables(s.study, folder)
+    activity = s.trainer.activity()
     if plots:
         try:
-            made = write_plots(s.study, folder)
+            made = write_plots(s.study, folder, activity=activity)
         except Exception as exc:  # a plot must never cost the tables and the summary
             lines.append(f"plots skipped: {exc}" if isinstance(exc, NasutilError) else
                          f"plots skipped: {type(exc).__name__}: {exc}")
@@ -47,7 +48,7 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "wall_s": round(wall_s, 2), "resumed": setup.resumed, "interrupted": interrupted,
                "metrics": s.objectives.names, "sampler": setup.sampler_name, "prune": s.policy.describe(),
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
-               "trainer": s.trainer.describe(), "trainer_activity": s.trainer.activity(), "counts": {**vars(counts), "trainings": counts.trainings},
+               "trainer": s.trainer.describe(), "trainer_activity": activity, "counts": {**vars(counts), "trainings": counts.trainings},
                "storage_error": storage_error}
     write_summary(folder / "summary.json", summary)
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume,
