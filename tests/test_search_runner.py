@@ -520,3 +520,15 @@ def test_a_second_ctrl_c_during_the_stop_leaves_the_running_trials_as_stored(ctr
     time.sleep(1.0)  # the trial's thread ends meanwhile
     assert reported == [optuna.trial.TrialState.RUNNING]
     assert [t.state for t in study.trials] == reported
+
+
+def test_cuda_and_cuda_0_are_one_device_to_quiet_and_idle():
+    """A measurement on `cuda` holds a population on `cuda:0` quiet (as torch.device objects the two differ)."""
+    from nasutil.search.trainers.torch_trainer import same_device
+
+    assert same_device("cpu", "cpu") and same_device("cuda:1", "cuda:1")
+    assert not same_device("cuda:0", "cuda:1") and not same_device("cuda", "cpu")
+    import torch
+
+    current = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    assert same_device("cuda", f"cuda:{current}") and not same_device("cuda", f"cuda:{current + 1}")

@@ -351,7 +351,7 @@ class TorchTrainer(Trainer):
 
     def quiet(self, device: str) -> contextlib.AbstractContextManager:
         """The population held quiet while something is measured on the device it trains on."""
-        if self._population is None or torch.device(device) != self.device:
+        if self._population is None or not same_device(device, self.device):
             return contextlib.nullcontext()
         return self._population.quiet()
 
@@ -359,7 +359,7 @@ class TorchTrainer(Trainer):
         """No member of the population trains, prepares or waits for a place on `device` (a population on another
         device, or none yet, counts as idle): the end of a search, where its last survivors would otherwise wait
         out the measurement queue's `max_wait_s` with nothing left to train."""
-        return self._population is None or torch.device(device) != self.device or self._population.idle()
+        return self._population is None or not same_device(device, self.device) or self._population.idle()
 
     def describe(self) -> str:
         amp = ", bf16 autocast" if self.amp else ""
@@ -404,6 +404,19 @@ INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before its training ended"
 #: took 15-33 s on an H200's 16-core host, and saved 0.8 ms (batch 64) to 3.1 ms (batch 256) a
 #: candidate-step in a population (BENCHMARKS.md, cotrain_speed), so it pays back after 5,000-40,000 steps
 COMPILE_PAYS_AFTER_STEPS = 20_000
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether two device names are one device: `cuda` is the current CUDA device, so `cuda` and `cuda:0` are one
+    (compared as torch.device objects they differ, and a measurement on `cuda` then would not hold a population
+    training on `cuda:0` quiet)."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.type != "cuda":
+        return True
+    current = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (current if a.index is None else a.index) == (current if b.index is None else b.index)
 
 
 def _gib(n: float) -> str:
