@@ -283,11 +283,13 @@ def worker_positions(archs: list[str]) -> dict:
                 return evaluator.measure(Candidate("nb201", arch)).latency_ms
 
             def second_in_batch() -> float:
-                return list(evaluator.measure_many([Candidate("nb201", before), Candidate("nb201", arch)]))[1].latency_ms
+                pair = [Candidate("nb201", before), Candidate("nb201", arch)]
+                return list(evaluator.measure_many(pair))[1].latency_ms
 
             first, then = (after_burst, second_in_batch) if n % 2 == 0 else (second_in_batch, after_burst)
             got = {first.__name__: first(), then.__name__: then()}
-            readings[arch] = {"worker after burst": got["after_burst"], "worker second in batch": got["second_in_batch"]}
+            readings[arch] = {"worker after burst": got["after_burst"],
+                              "worker second in batch": got["second_in_batch"]}
     return {"readings": readings}
 
 

@@ -197,9 +197,9 @@ def timeline(ended: list, activity: dict | None) -> dict:
     if not timed:
         return {}
     origin = min(t.datetime_start for t in timed).timestamp()
-    trials = [[t.number, round(t.datetime_start.timestamp() - origin, 3), round(t.datetime_complete.timestamp() - origin, 3),
-               round(float(t.user_attrs.get("training_epochs") or 0.0), 4), t.user_attrs.get("hardware_source") == "measured"]
-              for t in sorted(timed, key=lambda t: t.number)]
+    trials = [[t.number, round(t.datetime_start.timestamp() - origin, 3),
+               round(t.datetime_complete.timestamp() - origin, 3), round(float(t.user_attrs.get("training_epochs") or 0.0), 4),
+               t.user_attrs.get("hardware_source") == "measured"] for t in sorted(timed, key=lambda t: t.number)]
     out: dict = {"trials": trials}
     if activity and activity.get("first_join_at") is not None:
         out["first_join_s"] = round(activity["first_join_at"] - origin, 3)
@@ -342,8 +342,9 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "pruned_before_training", "failed", "wall_s", "span_s", "candidates_per_gpu_hour",
                "candidates_per_gpu_hour_span", "speedup_over_baseline", "speedup_over_eager",
                "speedup_over_plain_loop", "plain_over_baseline", "speedup_over_plain_search", "best_accuracy",
-               "hypervolume", "hypervolume_ratio", "hypervolume_ratio_one_reading", "epochs_trained", "measured", "mean_together", "device_busy",
-               "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms", "quiet_s",
+               "hypervolume", "hypervolume_ratio", "hypervolume_ratio_one_reading", "epochs_trained", "measured",
+               "mean_together", "device_busy", "mean_paused", "mean_unjoined", "mean_turn_wait_ms", "mean_paused_wait_ms",
+               "quiet_s",
                *(f"mean_{phase}_ms" for phase in HOST_PHASES), "survivors_shared", "survivor_ratio_min",
                "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms",
                "engine_steps", "engine_floor_s", "engine_alone_floor_s", "engine_share", "engine_together_gain",

@@ -200,7 +200,7 @@ class Population:
         self.quiet_s = 0.0  # the time it was held so, the wait for its queued work included
         self._first_reserved: float | None = None  # when the first reservation was granted
         self._membership: list[tuple[float, int]] = []  # (time, members joined) after every join and leave
-        self._epoch_offset = time.time() - time.perf_counter()  # perf_counter to the epoch: to line up with a study's times
+        self._epoch_offset = time.time() - time.perf_counter()  # perf_counter to the epoch (a study's clock)
 
     # -- a member's thread -----------------------------------------------------------------------
 

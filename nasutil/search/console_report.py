@@ -68,7 +68,8 @@ def population_note(activity: dict[str, Any] | None) -> str | None:
              f"the device set the pace, not the host)")
     if activity.get("quiets"):
         batches = activity["quiets"]
-        text += f"; held quiet {activity['quiet_s']:.1f} s to measure {batches} batch{'es' if batches != 1 else ''} of survivors"
+        text += (f"; held quiet {activity['quiet_s']:.1f} s to measure {batches} batch{'es' if batches != 1 else ''} "
+                 f"of survivors")
     return text
 
 

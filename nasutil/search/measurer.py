@@ -232,12 +232,12 @@ class MeasurementQueue:
     first of them has waited `max_wait_s`, or as soon as `idle()` says that nothing trains, prepares or waits
     for a place (whichever thread notices measures for all). Without that last condition a search's last
     survivors waited out `max_wait_s` with nothing left to train: 5 of a 16-place search's 22 s on an H100
-    (BENCHMARKS.md, "Seed 125"). Idle means no reservation either: measuring as soon as no member trained
-    (63b63e8, taken out in e281def) held the population quiet between waves, while new members prepared. One batch is
-    measured at a time. Each result says which batch measured it (`measured_batch`, from 0) and its place
-    in that batch (`measured_in_batch`): on an H200 most survivors measured beside a population read up to
-    11% slower than the same cells measured one at a time, and a reading's place in its batch is one
-    suspect (BENCHMARKS.md, "Seed 85")."""
+    (BENCHMARKS.md, "Seeds 125-130 on an H100"). Idle means no reservation either: measuring as soon as no
+    member trained (63b63e8, taken out in e281def) held the population quiet between waves, while new members
+    prepared. One batch is measured at a time. Each result says which batch measured it (`measured_batch`,
+    from 0) and its place in that batch (`measured_in_batch`): a batch's first reading agrees with one at a
+    time's readings of the same cell, and the readings after it read about 10% less throughput (BENCHMARKS.md,
+    "Where a survivor's reading sits in its measurement")."""
 
     def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
                  batch: int = 8, max_wait_s: float = 5.0, idle: Callable[[], bool] | None = None,

@@ -51,8 +51,7 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "trainer": s.trainer.describe(), "trainer_activity": activity, "counts": {**vars(counts), "trainings": counts.trainings},
                "storage_error": storage_error}
     write_summary(folder / "summary.json", summary)
-    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume,
-                  activity=summary["trainer_activity"])
+    print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume, activity=activity)
     return summary
 
 
