@@ -2276,6 +2276,11 @@ def test_the_h100_seeds_125_to_130_table_and_notes_are_their_result_files():
     members = {run: pair(run, "members_time_mean", "{:.1f}") for run in rates}
     assert (f"rose from {' and '.join(members['p16-pareto-qa'])} to {' and '.join(members['p16-pareto-e8192-qa'])}, "
             f"and to {' and '.join(members['p16-pareto-e8192-qa-j'])}") in flat
+    emptiest = {run: " and ".join(f"{min(by[(run, s)]['population_activity']['members_by_tenth'][1:7]):.2f}"
+                                  for s in (126, 127)) for run in rates}
+    assert (f"the default's members at once fell to {emptiest['p16-pareto-qa']} in its emptiest tenth. With forwards "
+            f"of 8,192 images they fell to {emptiest['p16-pareto-e8192-qa']}, and with the journal as well to "
+            f"{emptiest['p16-pareto-e8192-qa-j']}") in flat
     trained = [by[(run, s)]["trained"] for run in rates for s in (126, 127)]
     assert f"the halving's choices ({min(trained)}-{max(trained)} trained to the end)" in flat
     gpu = (ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125" / "gpu_tests_population.log").read_text()
