@@ -199,7 +199,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
 def timeline(ended: list, activity: dict | None) -> dict:
     """Where a run's span went: each ended trial's start and end in seconds from the first start (its number,
     epochs trained, and whether it was measured), and the population's first join and last leave on that clock:
-    the span before the first join and after the last leave is the search's alone."""
+    the span before the first join and after the last leave is the search's alone. `first_reservation_s` places
+    the population's own clock (its `membership_timeline` and each trial's `trial_phases`) on this one."""
     timed = [t for t in ended if t.datetime_start and t.datetime_complete]
     if not timed:
         return {}
@@ -211,6 +212,8 @@ def timeline(ended: list, activity: dict | None) -> dict:
     if activity and activity.get("first_join_at") is not None:
         out["first_join_s"] = round(activity["first_join_at"] - origin, 3)
         out["last_leave_s"] = round(activity["last_leave_at"] - origin, 3)
+        first_reservation = activity["first_join_at"] - activity.get("first_join_after_s", 0.0)
+        out["first_reservation_s"] = round(first_reservation - origin, 3)
     return out
 
 

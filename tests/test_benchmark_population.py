@@ -2037,9 +2037,10 @@ def test_a_runs_timeline_places_the_population_among_its_trials():
         t.datetime_complete = start + datetime.timedelta(seconds=ended)
     trials[1].user_attrs["hardware_source"] = "measured"
     origin = start.timestamp()
-    out = timeline(trials, {"first_join_at": origin + 0.25, "last_leave_at": origin + 4.0})
+    out = timeline(trials, {"first_join_at": origin + 0.25, "last_leave_at": origin + 4.0, "first_join_after_s": 0.2})
     assert out["trials"] == [[0, 0.0, 9.0, 1.0, True], [1, 0.5, 2.0, 0.1111, False]]
     assert out["first_join_s"] == 0.25 and out["last_leave_s"] == 4.0  # 5 s of the span after the last leave
+    assert out["first_reservation_s"] == 0.05  # the population's own clock starts there
     assert "first_join_s" not in timeline(trials, None) and timeline([], None) == {}
 
 

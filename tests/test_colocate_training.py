@@ -263,3 +263,28 @@ def test_a_population_search_draws_its_members_over_time(tmp_path, capsys):
     assert [n for _, n in timeline][-1] == 0 and max(n for _, n in timeline) <= activity["places"] == 2
     assert population_png({}, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
     assert population_png({"membership_timeline": [[0.0, 1]]}, tmp_path / "one.png") is None
+
+
+def test_a_population_search_says_where_each_trials_time_went(tmp_path):
+    """Each trained trial's times in the population, in order: asked, built, reserved, prepared, joined, left,
+    returned; on the clock of the population's membership timeline."""
+    import json
+
+    from nasutil.cli.search_command import main
+
+    run_dir = tmp_path / "run"
+    args = ["study_name=phases", f"hydra.run.dir={run_dir}", "n_trials=5", "predictor=analytical", "prune=none",
+            "plots=false", "trainer=torch", "trainer.dataset=digits", "trainer.epochs=1", "trainer.batch_size=64",
+            "trainer.max_batches_per_epoch=3", "trainer.population=2", "trainer.threads=1", "progress=false"]
+    assert main(args) == 0
+    activity = json.loads((run_dir / "summary.json").read_text())["trainer_activity"]
+    phases = activity["trial_phases"]
+    study = optuna.load_study(study_name="phases", storage=f"sqlite:///{run_dir / 'study.db'}")
+    trained = {str(t.number) for t in study.trials if "accuracy" in t.user_attrs and "duplicate_of" not in t.user_attrs}
+    assert trained and trained <= set(phases)
+    order = ["asked", "built", "reserved", "prepared", "joined", "left", "returned"]
+    for number in trained:
+        times = phases[number]
+        assert list(times) == order and [times[k] for k in order] == sorted(times.values()), (number, times)
+    first_join = min(t["joined"] for t in phases.values())
+    assert first_join == pytest.approx(activity["membership_timeline"][0][0], abs=1e-3)

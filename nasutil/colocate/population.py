@@ -88,6 +88,8 @@ class Member:
     error: BaseException | None = field(default=None, repr=False)
     state: str = READY
     pending: Callable[[], None] | None = field(default=None, repr=False)
+    joined_at: float | None = None  # time.perf_counter() when it took its place, and when it left it
+    left_at: float | None = None
 
     @property
     def done(self) -> bool:
@@ -317,7 +319,8 @@ class Population:
             member.state = READY if member.taken < member.steps else DONE
             member.woken = threading.Condition(self._lock)
             self._members.append(member)
-            self._membership.append((time.perf_counter(), len(self._members)))
+            member.joined_at = time.perf_counter()
+            self._membership.append((member.joined_at, len(self._members)))
             self._start_driver()
             self._changed.notify_all()  # a later reservation may join now
             self._ready.notify()
@@ -340,7 +343,8 @@ class Population:
         finally:
             with self._lock:  # only the member's own thread removes it: nobody else does
                 self._members.remove(member)
-                self._membership.append((time.perf_counter(), len(self._members)))
+                member.left_at = time.perf_counter()
+                self._membership.append((member.left_at, len(self._members)))
                 member.state = DONE
                 self._changed.notify_all()  # a place is free
                 self._ready.notify()  # the driver ends if none trains
@@ -487,6 +491,13 @@ class Population:
                 "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}
+
+    def since_first_reservation(self, at: float) -> float:
+        """A time.perf_counter() reading in seconds since the first reservation (the origin of `membership`)."""
+        with self._lock:
+            first = self._first_reserved if self._first_reserved is not None else (
+                self._membership[0][0] if self._membership else at)
+        return at - first
 
     def membership(self) -> list[tuple[float, int]]:
         """Members training after every join and leave, in seconds since the first reservation: the population's

@@ -29,6 +29,7 @@ import gc
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,8 @@ class TorchTrainer(Trainer):
         self._loading = threading.Lock()
         self._interrupted = threading.Event()
         self.host_times = HostTimes()  # where each candidate's host work spends its time (`activity()`)
+        self._trial_phases: dict[int, dict[str, float]] = {}  # each trial's times in a population (`_stamp`)
+        self._stamps_lock = threading.Lock()
 
     @staticmethod
     def _device(spec: str) -> torch.device:
@@ -268,6 +271,7 @@ class TorchTrainer(Trainer):
 
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         self._stop_if_interrupted()
+        asked = time.perf_counter()
         data = self._load()
         with self.host_turn(), self.host_times.phase("build"):
             memory = self._memory(space, arch_text, data) if self.memory_budget is not None else 0.0
@@ -296,9 +300,11 @@ class TorchTrainer(Trainer):
                     return run.result()
                 finally:
                     run.step_unit.release()
-            run = None
+            run, member = None, None
+            stamps = {"asked": asked, "built": time.perf_counter()}  # where this trial's time went (`trial_phases`)
             try:
                 with population.place(memory) as place:
+                    stamps["reserved"] = time.perf_counter()
                     # moved to the device, warmed up and captured while the others train
                     with population.host_turn():
                         with self.host_times.phase("to_device"):
@@ -306,9 +312,10 @@ class TorchTrainer(Trainer):
                                        stream=place.stream, gate=population.gate,
                                        waiting=population.waiting_for_device)
                         run.prepare()
+                    stamps["prepared"] = time.perf_counter()
+                    member = Member(run.launch, run.total_steps, memory, stream=run.step_unit.stream)
                     try:
-                        population.train(place, Member(run.launch, run.total_steps, memory,
-                                                       stream=run.step_unit.stream))
+                        population.train(place, member)
                     except _Diverged:  # scored in its place: the test forward runs on its own stream
                         return run.result()
                 return run.result()
@@ -316,12 +323,34 @@ class TorchTrainer(Trainer):
                 if run is not None:
                     with population.gate.launching():
                         run.step_unit.release()
+                self._stamp(trial_number, stamps, member)
 
     def activity(self) -> dict[str, Any]:
-        """The population's activity (where candidates train together) and the host work's phases
-        (`HostTimes`): what paced the candidates' training."""
+        """The population's activity (where candidates train together), the host work's phases (`HostTimes`):
+        what paced the candidates' training, and with a population each trial's `trial_phases`."""
         together = self._population.activity() if self._population is not None else {}
-        return {**together, **self.host_times.means_ms()}
+        with self._stamps_lock:
+            phases = {str(n): dict(p) for n, p in sorted(self._trial_phases.items())}
+        return {**together, **self.host_times.means_ms(), **({"trial_phases": phases} if phases else {})}
+
+    def _stamp(self, trial_number: int, stamps: dict[str, float], member: Member | None) -> None:
+        """A trial's times in the population, in seconds since its first reservation (`Population.membership`'s
+        clock; negative before it): asked (train called), built (its network built), reserved (a place granted),
+        prepared (on the device, warmed up, captured), joined and left (training among the others), returned; a
+        phase it never reached is left out. Where a trial waited while the population was short of members
+        shows here."""
+        population = self._population
+        if population is None:
+            return
+        times = dict(stamps)
+        if member is not None and member.joined_at is not None:
+            times["joined"] = member.joined_at
+        if member is not None and member.left_at is not None:
+            times["left"] = member.left_at
+        times["returned"] = time.perf_counter()
+        with self._stamps_lock:
+            self._trial_phases[trial_number] = {k: round(population.since_first_reservation(v), 4)
+                                                for k, v in times.items()}
 
     def _collect_if_memory_is_short(self) -> None:
         """Free what earlier candidates left in reference cycles where over half the device's memory is in
