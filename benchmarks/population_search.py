@@ -299,7 +299,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
 
 def on_one_reading(group: list[dict], base: dict | None) -> dict[str, float]:
     """Each run's hypervolume with every cell the baseline measured scored on the baseline's reading: survivors
-    measured beside a population read 0.90-1.10x of one at a time's readings of the same cells (the
+    measured beside a population read 0.89-1.14x of one at a time's readings of the same cells (the
     `survivor_ratio_*` columns), so the plain ratio mixes what the search found with how its survivors read.
     Empty without a baseline, or for runs that did not record their points' cells."""
     if base is None or any(len(r.get("point_archs") or []) != len(r["points"]) for r in group):

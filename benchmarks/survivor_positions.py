@@ -2,7 +2,7 @@
 
     python benchmarks/survivor_positions.py --out benchmarks/results/h100/population/survivor_positions.json
 
-Survivors measured beside a population read 0.89-1.11x one at a time's readings of the same cells
+Survivors measured beside a population read 0.89-1.14x one at a time's readings of the same cells
 (`population_search.py`'s `survivor_ratio_*` columns). This reads every committed `population_search.py` run
 file that records each survivor's measurement batch and place in it (`measurements[].in_batch`) and puts each
 population reading against the same seed's one-at-a-time (`p1`) reading of the same cell, in four groups:

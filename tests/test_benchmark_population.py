@@ -2316,6 +2316,8 @@ def test_the_survivor_positions_table_is_remade_from_the_runs_it_names():
     assert (f"agreed instead with one at a time's first reading ({first['within_1pct']} of {first['readings']} within "
             f"1%, median {first['median_ratio']:.3f})") in flat
     assert fast["within_1pct"] / fast["readings"] > 0.9 > 0.05 > slow["within_1pct"] / slow["readings"]
+    ratios = [r["ratio"] for r in saved["readings"] if r["device"] == "h100"]
+    assert f"read {min(ratios):.2f}-{max(ratios):.2f}x one at a time's readings of the same cells" in flat
     devices = {d: sum(g["readings"] for g in saved["groups"] if g["device"] == d) for d in ("h100", "h200")}
     assert (f"{len(saved['files'])} run files, {devices['h100']} readings on H100s and {devices['h200']} on an H200"
             in flat)
