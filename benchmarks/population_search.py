@@ -276,6 +276,7 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
             row["quiet_s"] = activity.get("quiet_s")  # held quiet for measurements of survivors
             for key in ("members_time_mean", "first_join_after_s", "membership_span_s"):  # members joined over time
                 row[key] = activity.get(key)
+            row.update(phase_means(activity.get("trial_phases") or {}))
             for phase in HOST_PHASES:  # a candidate's host work, phase by phase (the trainer's HostTimes)
                 row[f"mean_{phase}_ms"] = activity.get(f"mean_{phase}_ms")
             if base is not None:
@@ -295,6 +296,26 @@ def summarise(results: list[dict], baseline: str, eager: str | None) -> list[dic
                 row["speedup_over_plain_search"] = r["candidates_per_gpu_hour"] / plain_rate
             rows.append(row)
     return rows
+
+
+#: a trial's stretches in a population (`trial_phases`), each from one phase to the next: waiting for a host turn and
+#: building, waiting for a place, preparing (to the device, warm-up, capture), waiting to join, training among the
+#: others, and after leaving (the result, the test forward, the trainer's return)
+PHASE_STRETCHES = (("build", "asked", "built"), ("wait_for_place", "built", "reserved"),
+                   ("prepare", "reserved", "prepared"), ("wait_to_join", "prepared", "joined"),
+                   ("train", "joined", "left"), ("after_leaving", "left", "returned"))
+
+
+def phase_means(phases: dict[str, dict[str, float]]) -> dict[str, float]:
+    """Each stretch's mean seconds over the trials that went through both its ends (`mean_STRETCH_s`): where a
+    population's trials spent their time, so that a population short of members says whether its trials were
+    waiting for a place, being prepared or waiting to join."""
+    means = {}
+    for name, start, end in PHASE_STRETCHES:
+        spans = [p[end] - p[start] for p in phases.values() if start in p and end in p]
+        if spans:
+            means[f"mean_{name}_s"] = statistics.fmean(spans)
+    return means
 
 
 def on_one_reading(group: list[dict], base: dict | None) -> dict[str, float]:
@@ -359,7 +380,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
                "survivor_ratio_max", "survivors_within_1pct", "host_pace_before_ms", "host_pace_after_ms",
                "engine_steps", "engine_floor_s", "engine_alone_floor_s", "engine_share", "engine_together_gain",
                "engine_alone_ms_median", "engine_clock_gap", "speedup_over_baseline_span",
-               "engine_bound_over_baseline", "members_time_mean", "first_join_after_s", "membership_span_s"]
+               "engine_bound_over_baseline", "members_time_mean", "first_join_after_s", "membership_span_s",
+               *(f"mean_{name}_s" for name, _, _ in PHASE_STRETCHES)]
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(columns)

@@ -2066,6 +2066,26 @@ def test_fronts_on_one_reading_score_shared_cells_on_the_baselines_measurement()
     assert "hypervolume_ratio_one_reading" not in {r["run"]: r for r in summarise([base, old], "p1", None)}["p16"]
 
 
+def test_a_runs_phase_means_are_each_stretch_over_the_trials_that_reached_both_ends():
+    """Where a population's trials spent their time: each stretch's mean over the trials with both its ends (a trial
+    cut before it joined counts for the stretches it went through)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import phase_means
+
+    phases = {"0": {"asked": 0.0, "built": 0.1, "reserved": 0.1, "prepared": 0.6, "joined": 0.6, "left": 5.6,
+                    "returned": 5.7},
+              "1": {"asked": 0.0, "built": 0.3, "reserved": 2.3, "prepared": 2.7, "joined": 3.7, "left": 4.7,
+                    "returned": 4.9},
+              "2": {"asked": 1.0, "built": 1.2, "reserved": 1.5, "returned": 1.6}}
+    means = phase_means(phases)
+    assert means["mean_build_s"] == pytest.approx(0.2) and means["mean_wait_for_place_s"] == pytest.approx(2.3 / 3)
+    assert means["mean_prepare_s"] == pytest.approx(0.45) and means["mean_wait_to_join_s"] == pytest.approx(0.5)
+    assert means["mean_train_s"] == pytest.approx(3.0) and means["mean_after_leaving_s"] == pytest.approx(0.15)
+    assert phase_means({}) == {}
+
+
 def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     """`-j`: a real two-trial search on the CPU (digits) keeps its study in Optuna's journal file, and the
     benchmark reads its trials back from there, as it reads SQLite's."""
