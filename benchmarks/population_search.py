@@ -52,7 +52,9 @@ engine floor: the most a search around the engine could read over the baseline a
 A population's row also gives its members joined over time (from the trainer's summary): `members_time_mean`,
 their mean weighted by time from the first join to the last leave (`membership_span_s`), and
 `first_join_after_s`, the first member's preparation; the mean in each tenth of the span is in the run's
-`population_activity` (`members_by_tenth`).
+`population_activity` (`members_by_tenth`). `mean_STRETCH_s` says where its trials spent their time (building,
+waiting for a place, preparing, waiting to join, training, after leaving: `PHASE_STRETCHES`), and each run's
+`timeline` holds every trial's start and end with the population's clock placed on the study's.
 """
 
 from __future__ import annotations
