@@ -492,20 +492,21 @@ class Population:
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}
 
-    def since_first_reservation(self, at: float) -> float:
-        """A time.perf_counter() reading in seconds since the first reservation (the origin of `membership`)."""
+    def origin(self) -> float | None:
+        """The time.perf_counter() reading `membership` counts from: the first reservation (else the first join;
+        None before either)."""
         with self._lock:
-            first = self._first_reserved if self._first_reserved is not None else (
-                self._membership[0][0] if self._membership else at)
-        return at - first
+            if self._first_reserved is not None:
+                return self._first_reserved
+            return self._membership[0][0] if self._membership else None
 
     def membership(self) -> list[tuple[float, int]]:
         """Members training after every join and leave, in seconds since the first reservation: the population's
         width over time, which the run folder's `population.png` draws."""
+        origin = self.origin()
         with self._lock:
-            timeline, first = list(self._membership), self._first_reserved
-        origin = first if first is not None else (timeline[0][0] if timeline else 0.0)
-        return [(round(t - origin, 4), n) for t, n in timeline]
+            timeline = list(self._membership)
+        return [(round(t - origin, 4), n) for t, n in timeline] if origin is not None else []
 
     def _width(self) -> dict[str, Any]:
         """Members joined over time, from the first join to the last leave: their mean weighted by time (where the

@@ -350,9 +350,10 @@ class TorchTrainer(Trainer):
         if member is not None and member.left_at is not None:
             times["left"] = member.left_at
         times["returned"] = time.perf_counter()
+        origin = population.origin()
+        origin = times["asked"] if origin is None else origin
         with self._stamps_lock:
-            self._trial_phases[trial_number] = {k: round(population.since_first_reservation(v), 4)
-                                                for k, v in times.items()}
+            self._trial_phases[trial_number] = {k: round(v - origin, 4) for k, v in times.items()}
 
     def _collect_if_memory_is_short(self) -> None:
         """Free what earlier candidates left in reference cycles where over half the device's memory is in
