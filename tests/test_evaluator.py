@@ -109,6 +109,37 @@ def test_bad_clock_settings_are_user_errors():
             Evaluator(CPU, isolate=False, **bad)
 
 
+def test_the_first_settling_reading_is_retaken_until_the_clock_reaches_the_device_top(monkeypatch):
+    """The settling policy on scripted SM clocks (a CPU has none): before any steady clock is known, a reading
+    under clock_floor of the device's top clock is taken again, at most clock_retries times, and its clock
+    becomes the reference; once one is known, a settling reading is taken once."""
+    import nasutil.evaluator.evaluator as evaluator_module
+
+    clocks = iter([1350.0, 1410.0, 1980.0, 1335.0])
+    taken: list[float] = []
+
+    def reading(candidate, config):
+        clock = next(clocks)
+        taken.append(clock)
+        return evaluator_module.Measurement(space=candidate.space, arch=candidate.arch, device="cuda",
+                                            device_name="scripted", dtype=config.dtype, batch_size=config.batch_size,
+                                            mode=config.mode, latency_ms=1.0, sm_clock_mhz=clock)
+
+    monkeypatch.setattr(evaluator_module, "measure_task", reading)
+    ev = Evaluator(CPU, isolate=False, clock_floor=0.95, clock_retries=2)
+    ev._info = {"device_name": "scripted", "torch_version": torch.__version__, "max_sm_clock_mhz": 1980.0}
+    cell = Candidate("nb201", "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")
+    assert ev.settle(cell).sm_clock_mhz == 1980.0 and taken == [1350.0, 1410.0, 1980.0]
+    assert ev._steady_clock == 1980.0
+    assert ev.settle(cell).sm_clock_mhz == 1335.0 and len(taken) == 4  # a steady clock is known: taken once
+
+    clocks, taken[:] = iter([1350.0, 1350.0, 1350.0]), []
+    capped = Evaluator(CPU, isolate=False, clock_floor=0.95, clock_retries=2)
+    capped._info = {"device_name": "scripted", "torch_version": torch.__version__, "max_sm_clock_mhz": 1980.0}
+    assert capped.settle(cell).sm_clock_mhz == 1350.0 and len(taken) == 3  # a capped device: retries run out
+    assert capped._steady_clock == 1350.0
+
+
 def test_isolation_survives_hang_crash_and_errors(installed_plugin):
     with Evaluator(CPU, isolate=True, timeout_s=20) as ev:
         results = list(ev.measure_many([Candidate("tiny", a) for a in ("w8", "hang", "crash", "raise", "w32")]))

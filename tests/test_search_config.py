@@ -83,7 +83,7 @@ def _one_error_line(tmp_path, capsys, overrides: list[str]) -> str:
 
 @pytest.mark.parametrize("overrides, message", [
     (["+evaluator.timeout=3"], ("evaluator 'auto' takes no option timeout, did you mean evaluator.timeout_s? "
-                                "(takes: batch_size, counters, device, dtype, measure, mode, timeout_s)")),
+                                "(takes: batch_size, counters, device, dtype, measure, mode, settle, timeout_s)")),
     (["+storage.heartbeat=3"], ("storage 'sqlite' takes no option heartbeat, did you mean "
                                 "storage.heartbeat_interval? (takes: connect_timeout_s, grace_period, "
                                 "heartbeat_interval, max_retry, url)")),
@@ -112,7 +112,7 @@ def test_an_option_a_part_does_not_take_is_named_with_the_closest_it_takes(tmp_p
 
 @pytest.mark.parametrize("overrides, message", [
     (["+evaluator.table=nb201_h200"], ("evaluator 'auto' takes no option table (takes: batch_size, counters, "
-                                       "device, dtype, measure, mode, timeout_s; it comes with evaluator=table)")),
+                                       "device, dtype, measure, mode, settle, timeout_s; it comes with evaluator=table)")),
     (["+trainer.epochs=3"], ("trainer 'tabular' takes no option epochs (takes: dataset, fidelities; it comes with "
                              "trainer=codes or trainer=torch)")),
     (["+prune.quantile=0.3", "+prune.threshold=0.1", "+prune.bogus=1"],
@@ -122,7 +122,7 @@ def test_an_option_a_part_does_not_take_is_named_with_the_closest_it_takes(tmp_p
       "comes with prune=utilization_quantile; threshold comes with prune=utilization_threshold)")),
     (["evaluator._target_=nasutil.search.measurer.TableMeasurer"],
      ("evaluator._target_=nasutil.search.measurer.TableMeasurer takes no option counters, device, measure, "
-      "timeout_s (takes: batch_size, dtype, mode, table; they come with evaluator=auto: start from one without "
+      "settle, timeout_s (takes: batch_size, dtype, mode, table; they come with evaluator=auto: start from one without "
       "them, such as evaluator=table)")),
     (["storage._target_=nasutil.search.storage.journal_storage"],
      ("storage._target_=nasutil.search.storage.journal_storage takes no option heartbeat_interval, max_retry, url "
@@ -146,5 +146,5 @@ def test_an_option_a_part_does_not_take_is_named_from_python_too():
         instantiate_group(node, "evaluator")
     assert str(error.value) == ("evaluator 'nasutil.search.measurer.optional_measurer' takes no option table, "
                                 "timeout, did you mean evaluator.timeout_s for timeout? (takes: batch_size, "
-                                "counters, device, dtype, measure, mode, timeout_s; table comes with "
+                                "counters, device, dtype, measure, mode, settle, timeout_s; table comes with "
                                 "evaluator=table)")

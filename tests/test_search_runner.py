@@ -259,6 +259,54 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     measurer.close()
 
 
+def test_settling_measures_a_batch_s_first_candidate_once_before_its_readings_and_keeps_nothing(tmp_path):
+    """Real CPU measurements: a settling measurer times a call's first candidate once, unkept, before the
+    call's readings, so each reading follows the worker's own work; the settling reading is neither cached
+    nor read from the cache (the next measurement of that cell is timed, the one after it is a hit)."""
+    from nasutil.evaluator import Candidate, Evaluator, MeasureConfig
+    from nasutil.evaluator.cache import MeasurementCache
+
+    arch = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    other = "|skip_connect~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager")
+    with Evaluator(config, cache=MeasurementCache(tmp_path / "cache.db")) as evaluator:
+        settled = evaluator.settle(Candidate("nb201", arch))
+        assert settled.ok and settled.latency_ms > 0
+        evaluator.measure(Candidate("nb201", arch))
+        assert evaluator.cache_hits == 0  # settling stored nothing
+        evaluator.measure(Candidate("nb201", arch))
+        assert evaluator.cache_hits == 1
+
+    order: list[tuple[str, str]] = []
+    measurer = Measurer("cpu", "fp32", 2, "eager", cache=False)
+    evaluator = measurer._evaluator_now()
+    settle, measure = evaluator.settle, evaluator.measure
+    evaluator.settle = lambda c, *a: order.append(("settle", c.arch)) or settle(c, *a)
+    evaluator.measure = lambda c, *a: order.append(("read", c.arch)) or measure(c, *a)
+    try:
+        figures = measurer.measure_many("nb201", [other, arch])
+        assert all(f["measured_latency_ms"] > 0 for f in figures)
+        assert order == [("settle", other), ("read", other), ("read", arch)]
+        measurer.settle = False
+        order.clear()
+        measurer.measure_many("nb201", [arch])
+        assert order == [("read", arch)]
+    finally:
+        measurer.close()
+
+
+def test_the_evaluator_config_group_passes_settle_through_and_refuses_a_non_boolean():
+    import pytest
+
+    from nasutil.errors import NasutilError
+    from nasutil.search.measurer import optional_measurer
+
+    assert optional_measurer(True, "cpu", "fp32", 2, "eager").settle is True
+    assert optional_measurer(True, "cpu", "fp32", 2, "eager", settle=False).settle is False
+    with pytest.raises(NasutilError, match="evaluator.settle must be true or false, got 'yes'"):
+        optional_measurer(True, "cpu", "fp32", 2, "eager", settle="yes")
+
+
 def test_the_measuring_worker_starts_in_the_background_and_never_inside_the_quiet_block():
     """A real worker process: `prepare` returns at once and the worker starts meanwhile (warmed, then idle);
     a queue's first batch waits for it before holding the population quiet, so the quiet block holds the

@@ -67,6 +67,17 @@ class NvmlDevice:
         except Exception:
             return None
 
+    def max_sm_clock_mhz(self) -> float | None:
+        """The highest SM clock the device runs at (its boost clock)."""
+        if self.handle is None:
+            return None
+        try:
+            import pynvml
+
+            return float(pynvml.nvmlDeviceGetMaxClockInfo(self.handle, pynvml.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
     def gpu_util_percent(self) -> float | None:
         if self.handle is None:
             return None

@@ -131,6 +131,44 @@ class Evaluator:
             if worker is not None:
                 self._idle.put(worker)
 
+    def settle(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
+        """Measure the candidate once on a worker and keep nothing (no cache, no clock retries), so that the
+        next reading on that worker follows the worker's own work on the device.
+
+        A GPU reading sits in one of two states about 10% apart in throughput, set by what ran on the device
+        just before it: right after another process's work it reads fast, after the measuring worker's own
+        work it reads as a process that has the device to itself (BENCHMARKS.md, "Where a survivor's
+        reading sits in its measurement"). A search measures right after training, so its readings would
+        otherwise depend on whether another candidate was measured first.
+
+        Before this evaluator has seen a steady clock, the reading is taken again (up to `clock_retries` times)
+        while its SM clock is under `clock_floor` of the device's top clock, and its clock then becomes the
+        reference later readings are retried against: on an H100 a search's first readings were taken at
+        1,335-1,410 MHz against 1,980 and read 1.5-6% slow, with nothing yet to compare their clock with
+        (BENCHMARKS.md, "Settled readings")."""
+        if not isinstance(candidate, Candidate):
+            raise NasutilError(f"settle takes a Candidate, got {type(candidate).__name__}")
+        config = config or self.config
+        top = self.info.get("max_sm_clock_mhz")
+        worker = self._idle.get() if self._workers else None
+        try:
+            if worker is not None and worker.device != config.device:
+                config = config.with_(device=worker.device)
+            retries = 0
+            while True:
+                result = worker.measure(candidate, config) if worker is not None else measure_task(candidate, config)
+                clock = result.sm_clock_mhz if result.ok else None
+                if clock is None:
+                    return result
+                cold = not self._steady_clock and top and clock < self.clock_floor * top
+                if not cold or retries >= self.clock_retries:
+                    self._steady_clock = max(self._steady_clock, clock)
+                    return result
+                retries += 1
+        finally:
+            if worker is not None:
+                self._idle.put(worker)
+
     def _measure_on(self, worker: IsolatedWorker | None, candidate: Candidate, config: MeasureConfig) -> Measurement:
         try:
             arch, arch_hash, input_size, _ = resolve(candidate, config.input_size)

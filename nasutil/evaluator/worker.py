@@ -86,7 +86,12 @@ def device_info(device: str) -> dict[str, Any]:
     from nasutil.evaluator.run_model import device_name, resolve_device
 
     dev = resolve_device(device)
-    return {"device_name": device_name(dev), "torch_version": torch.__version__, "pid": os.getpid()}
+    info = {"device_name": device_name(dev), "torch_version": torch.__version__, "pid": os.getpid()}
+    if dev.type == "cuda":
+        from nasutil.evaluator.counters import NvmlDevice
+
+        info["max_sm_clock_mhz"] = NvmlDevice.for_torch_device(dev).max_sm_clock_mhz()
+    return info
 
 
 def is_fatal_device_error(exc: BaseException) -> bool:

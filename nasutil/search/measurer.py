@@ -70,16 +70,23 @@ class HardwareMeasurer(ABC):
 
 
 class Measurer(HardwareMeasurer):
-    """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache)."""
+    """Measures candidates through `nasutil.evaluator` (isolated worker, measurement cache).
+
+    With `settle` (the default) each call first measures its first candidate once and keeps nothing
+    (`Evaluator.settle`), so that every reading follows the worker's own work on the device. Taken right
+    after training, a reading is otherwise in a state about 10% faster than the one the same cell reads
+    after another measurement, and a population's batches mixed the two (BENCHMARKS.md, "Where a
+    survivor's reading sits in its measurement")."""
 
     def __init__(self, device: str = "cuda", dtype: str = "fp16", batch_size: int = 256, mode: str = "cudagraph",
-                 counters: bool = False, timeout_s: float = 300.0, cache: bool = True) -> None:
+                 counters: bool = False, timeout_s: float = 300.0, cache: bool = True, settle: bool = True) -> None:
         from nasutil.evaluator import MeasureConfig
 
         self.config = MeasureConfig(device=device, dtype=dtype, batch_size=int(batch_size), mode=mode,
                                     counters=bool(counters))
         self.timeout_s = float(timeout_s)
         self.use_cache = bool(cache)
+        self.settle = bool(settle)
         self._evaluator = None
         self._evaluator_lock = threading.Lock()
         self._starting: threading.Thread | None = None
@@ -87,7 +94,8 @@ class Measurer(HardwareMeasurer):
     @property
     def description(self) -> str:
         c = self.config
-        return f"evaluator on {c.device}, {c.dtype}, batch {c.batch_size}, {c.mode}"
+        return f"evaluator on {c.device}, {c.dtype}, batch {c.batch_size}, {c.mode}" + (
+            ", each call settled by an unkept reading first" if self.settle else "")
 
     @property
     def quiet_device(self) -> str:
@@ -139,7 +147,11 @@ class Measurer(HardwareMeasurer):
         from nasutil.evaluator import Candidate
 
         out: list[dict[str, Any] | NasutilError] = []
-        for m in self._evaluator_now().measure_many([Candidate(space_spec, text) for text in arch_texts]):
+        evaluator = self._evaluator_now()
+        candidates = [Candidate(space_spec, text) for text in arch_texts]
+        if self.settle and candidates:
+            evaluator.settle(candidates[0])  # its failure, if any, is the reading's to report
+        for m in evaluator.measure_many(candidates):
             if not m.ok:
                 out.append(NasutilError(f"measurement failed: {m.error}"))
                 continue
@@ -159,7 +171,8 @@ class Measurer(HardwareMeasurer):
 
 
 def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype: str = "fp16", batch_size: int = 256,
-                      mode: str = "cudagraph", counters: bool = False, timeout_s: float = 300.0) -> Measurer | None:
+                      mode: str = "cudagraph", counters: bool = False, timeout_s: float = 300.0,
+                      settle: bool = True) -> Measurer | None:
     """The `evaluator` config group's target: a Measurer, or None where measuring is off or `auto` finds
     no CUDA on this machine (the predictions then stand in)."""
     if measure not in ("auto", True, False):
@@ -172,7 +185,9 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise NasutilError("evaluator.measure=true with device cuda, but CUDA is not available "
                            "(use evaluator=auto, evaluator=none or evaluator=cpu)")
-    return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s))
+    if not isinstance(settle, bool):
+        raise NasutilError(f"evaluator.settle must be true or false, got {settle!r}")
+    return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s), settle=settle)
 
 
 class TableMeasurer(HardwareMeasurer):
@@ -235,9 +250,9 @@ class MeasurementQueue:
     (BENCHMARKS.md, "Seeds 125-130 on an H100"). Idle means no reservation either: measuring as soon as no
     member trained (63b63e8, taken out in e281def) held the population quiet between waves, while new members
     prepared. One batch is measured at a time. Each result says which batch measured it (`measured_batch`,
-    from 0) and its place in that batch (`measured_in_batch`): a batch's first reading agrees with one at a
-    time's readings of the same cell, and the readings after it read about 10% less throughput (BENCHMARKS.md,
-    "Where a survivor's reading sits in its measurement")."""
+    from 0) and its place in that batch (`measured_in_batch`): without settling (`Measurer.settle`) a
+    batch's first reading, right after training, read about 10% more throughput than the readings after it
+    (BENCHMARKS.md, "Where a survivor's reading sits in its measurement")."""
 
     def __init__(self, measurer: HardwareMeasurer, quiet: Callable[[], contextlib.AbstractContextManager],
                  batch: int = 8, max_wait_s: float = 5.0, idle: Callable[[], bool] | None = None,
