@@ -13,7 +13,8 @@ population reading against the same seed's one-at-a-time (`p1`) reading of the s
 One at a time measures each survivor right after its training; a population measures a batch of survivors
 back to back in one quiet hold. If the readings part by those positions rather than at random, what sets a
 reading is what ran on the device just before it, not the cell or the population. No device is used: the
-figures are the committed files'.
+figures are the committed files'. Runs whose measurements were settled by an unkept reading first are left out
+(BENCHMARKS.md, "Settled readings", reads those).
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ def readings(run_files: list[Path]) -> list[dict]:
     return out
 
 
+def settled(run_file: Path) -> bool:
+    """Whether the run file's searches settled each measurement with an unkept reading first (`Measurer.settle`,
+    which their log's description of the evaluator names): those readings are not the positions studied here."""
+    log = run_file.with_name(run_file.name.replace("_runs.jsonl", ".log"))
+    return log.exists() and "settled by an unkept reading" in " ".join(log.read_text(errors="replace").split())
+
+
 def grouped(rows: list[dict]) -> list[dict]:
     """The readings by device and the two positions: how many, the median ratio and its range, and how many
     lie within 1% of one at a time's reading."""
@@ -73,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
     args = parser.parse_args(argv)
-    files = sorted(RESULTS.glob("*/population/**/*_runs.jsonl"))
+    files = [f for f in sorted(RESULTS.glob("*/population/**/*_runs.jsonl")) if not settled(f)]
     rows = readings(files)
     summary = {"files": sorted({r["file"] for r in rows}), "groups": grouped(rows), "readings": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2341,3 +2341,149 @@ def test_the_survivor_positions_table_is_remade_from_the_runs_it_names():
     devices = {d: sum(g["readings"] for g in saved["groups"] if g["device"] == d) for d in ("h100", "h200")}
     assert (f"{len(saved['files'])} run files, {devices['h100']} readings on H100s and {devices['h200']} on an H200"
             in flat)
+
+
+SETTLED = ROOT / "benchmarks" / "results" / "h100" / "population" / "settle_s131"
+
+
+def seeds_131_to_133() -> list[dict]:
+    """Seeds 131-133 on an H100 with settled survivor readings, in the order they ran (batch 64: seeds 131-132,
+    then 133; then batch 256), each with its CSV row."""
+    import csv
+
+    runs = []
+    for name in ("population_search_b64_s131_132", "population_search_b64_s133", "population_search_b256_s131_132_133"):
+        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((SETTLED / f"{name}.csv").open())}
+        runs += [{**r, "row": rows[(r["run"], str(r["seed"]))]}
+                 for r in map(json.loads, (SETTLED / f"{name}_runs.jsonl").open())]
+    return runs
+
+
+def settled_table_rows(runs: list[dict]) -> list[list[str]]:
+    """BENCHMARKS.md's rows for seeds 131-133, from their result files."""
+    out = []
+    for r in runs:
+        row, population = r["row"], r["run"] != "p1"
+        shared = row.get("survivors_shared")
+        out.append([r["run"], str(r["seed"]), str(r["batch_size"]), f"{r['wall_s']:.1f}", str(r["finished"]),
+                    str(r["trained"]), str(r["cut_at_rung"]), str(r["pruned_before_training"]), str(r["failed"]),
+                    f"{r['candidates_per_gpu_hour']:,.0f}",
+                    _shown(row, "speedup_over_baseline", "{:.2f}x") if population else "",
+                    _shown(row, "speedup_over_plain_search", "{:.1f}x"),
+                    *(_shown(row, k, "{:.3f}") if population else "" for k in
+                      ("hypervolume_ratio", "hypervolume_ratio_one_reading")),
+                    f"{row['survivors_within_1pct']} of {shared}" if population and shared else "",
+                    _shown(row, "members_time_mean", "{:.1f}")])
+    return out
+
+
+def test_the_settled_seeds_131_to_133_table_and_notes_are_their_result_files():
+    """The table is the three calls' rows; the notes' GPU test readings come from its log, the survivors' agreement
+    by position from the run files, the rates, fronts and failures from the rows, and the out-of-memory failures and
+    the stopped run from the logs."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import survivor_positions
+
+    runs = seeds_131_to_133()
+    marker = "**Settled readings: seeds 131-133 on an H100"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Where a survivor's reading sits")].split())
+
+    log = (SETTLED / "gpu_tests_population.log").read_text()
+    assert "6 passed" in log
+    queued = re.search(r"queued ([\d.]+) ms, quiet \(ms, MHz\) (\[.*?\]), while training ([\d.]+) ms", log)
+    quiet = [float(v) for v in re.findall(r"\(([\d.]+), [\d.]+\)", queued.group(2))]
+    assert (f"queued while the population paused read {float(queued.group(1)):.4f} ms against {min(quiet):.4f}-"
+            f"{max(quiet):.4f} ms quiet ({100 * (float(queued.group(1)) / min(quiet) - 1):+.2f}% over the fastest)"
+            f", and {float(queued.group(3)):.4f} ms while the population trained") in flat
+    fast = re.findall(r"queued ([\d.]+) ms at [\d.]+ MHz, quiet (\[.*?\])\n", log)
+    over = [100 * (float(q) / min(float(v) for v in re.findall(r"\(([\d.]+), [\d.]+\)", rest)) - 1) for q, rest in fast]
+    assert len(over) == 3 and (f"the three fastest cells queued together read {', '.join(f'{v:+.2f}%' for v in over)}"
+                               f" against their fastest quiet readings") in flat
+
+    rows = survivor_positions.readings(sorted(SETTLED.glob("*_runs.jsonl")))
+    groups = survivor_positions.grouped(rows)
+    assert _table_after("| one at a time's reading | the population's reading in its batch | settled readings") == [
+        [g["alone"], g["in_batch"], str(g["readings"]), f"{g['median_ratio']:.3f}",
+         f"{g['min_ratio']:.3f}-{g['max_ratio']:.3f}", str(g["within_1pct"])] for g in groups]
+    later = next(g for g in groups if g["alone"] == g["in_batch"] == "later")
+    assert f"{later['within_1pct']} of {later['readings']} within 1%" in flat and later["within_1pct"] >= 50
+    guide = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert (f"{later['within_1pct']} of {later['readings']} survivors measured after another cell of their batch read "
+            f"within 1% of one at a time's later readings") in guide
+    off = [r for r in rows if abs(r["ratio"] - 1) > 0.01]
+    assert f"{len(off)} of the {len(rows)} readings lie more than 1% from one at a time's" in flat
+
+    whole = [r for r in runs if r["finished"] == 48]
+    by = {(r["run"], r["seed"], r["batch_size"]): r for r in runs}
+    pops = {b: [r for r in whole if r["run"] != "p1" and r["batch_size"] == b] for b in (64, 256)}
+
+    def span(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+    fronts = [float(r["row"]["hypervolume_ratio"]) for b in (64, 256) for r in pops[b]]
+    assert f"every front read {span(fronts, '{:.3f}')} of one at a time's on its own readings" in flat
+    assert min(fronts) >= 0.95
+    x64 = [float(r["row"]["speedup_over_baseline"]) for r in pops[64]]
+    x256 = [float(r["row"]["speedup_over_baseline"]) for r in pops[256]]
+    assert f"at batch 64 the populations ran {span(x64, '{:.2f}x')} one at a time" in flat and max(x64) < 5
+    assert (f"at batch 256 {span(x256, '{:.2f}x')}, 3x on {sum(v >= 3 for v in x256)} of {len(x256)} runs"
+            in flat)
+    plain = [float(r["row"]["speedup_over_plain_search"]) for r in pops[64]]
+    assert f"{span(plain, '{:.1f}x')} the plain loop" in flat and max(plain) < 40
+    stopped = by[("p16-pareto-qa", 132, 64)]
+    assert stopped["finished"] == 1 and stopped["failed"] == 18
+    assert "nasutil-search: interrupted" in (SETTLED / "population_search_b64_s131_132.log").read_text()
+    b256 = (SETTLED / "population_search_b256_s131_132_133.log").read_text()
+    assert b256.count("OutOfMemoryError: CUDA out of memory") == 3 == sum(r["failed"] for r in pops[256])
+    assert "47.98 GiB allocated in private pools" in b256 and "17.25 GiB is reserved by PyTorch but unallocated" in b256
+
+    def first_of_search(r: dict) -> bool:
+        return (r["batch"] == 0 and r["in_batch"] == 0) or r["alone_place"] == 0
+    assert sum(map(first_of_search, off)) == 19 and f"in 19 of them, one of the two readings is its search's first" in flat
+    low = []  # for each pair more than 1% apart, the lower of its two readings' SM clocks
+    for path in sorted(SETTLED.glob("*_runs.jsonl")):
+        seeds = [json.loads(line) for line in path.open()]
+        for seed in {r["seed"] for r in seeds}:
+            p1 = next(r for r in seeds if r["seed"] == seed and r["run"] == "p1")
+            first: dict[str, dict] = {}
+            for m in p1["measurements"]:
+                first.setdefault(m["arch"], m)
+            for r in seeds:
+                if r["seed"] != seed or r["run"] == "p1":
+                    continue
+                for m in r["measurements"]:
+                    if m["arch"] in first and abs(m["throughput_per_s"] / first[m["arch"]]["throughput_per_s"] - 1) > 0.01:
+                        low.append(min(m["sm_clock_mhz"], first[m["arch"]]["sm_clock_mhz"]))
+    assert len(low) == len(off) and sum(c < 1500 for c in low) == 19
+    assert f"{min(low):,.0f}-{max(c for c in low if c < 1500):,.0f} MHz, against the device's top clock of 1,980" in flat
+    slow = [abs(r["ratio"] - 1) for r in off if first_of_search(r)]
+    assert 0.01 < min(slow) and max(slow) < 0.06 and "The slower of the two read 1-6% slow" in flat
+
+    sixteen = {(r["seed"], r["batch_size"]): r["candidates_per_gpu_hour"] for r in whole if r["run"] == "p16-pareto-qa"}
+    larger = {b: [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], b)] for r in pops[b]
+                  if r["run"] != "p16-pareto-qa" and (r["seed"], b) in sixteen] for b in (64, 256)}
+    assert (f"at least as fast as 16 on {sum(v >= 1 for v in larger[64])} of {len(larger[64])} runs at batch 64 (where "
+            f"16 ran) and {sum(v >= 1 for v in larger[256])} of {len(larger[256])} at batch 256") in flat
+    assert f"ran {span(larger[64], '{:.2f}')}x the rate of 16 on seeds 131 and 133" in flat
+
+    per_reading = []  # seconds a population was held quiet for each reading, settling readings included
+    for r in whole:
+        if r["run"] == "p1":
+            continue
+        measured = r["measurements"]
+        per_reading.append(r["population_activity"]["quiet_s"] / (len(measured) + len({m["batch"] for m in measured})))
+    assert (f"A reading held the populations quiet {span(per_reading, '{:.2f}')} s (their quiet holds over readings "
+            f"and settling readings, median {statistics.median(per_reading):.2f} s)") in flat
+    alone = {b: [r for r in whole if r["run"] == "p1" and r["batch_size"] == b] for b in (64, 256)}
+    cost = {b: [100 * len(r["measurements"]) * statistics.median(per_reading) / r["wall_s"] for r in alone[b]]
+            for b in (64, 256)}
+    counts = [len(r["measurements"]) for b in (64, 256) for r in alone[b]]
+    assert (f"one at a time's {min(counts)}-{max(counts)} survivors cost it an estimated {span(cost[64], '{:.1f}')}% of "
+            f"its wall time at batch 64 and {span(cost[256], '{:.1f}')}% at batch 256") in flat
+    rates = [r["candidates_per_gpu_hour"] for r in alone[64]]
+    assert f"One at a time ran {min(rates):,.0f}-{max(rates):,.0f} candidates an hour at batch 64 here" in flat
