@@ -288,3 +288,75 @@ def test_a_population_search_says_where_each_trials_time_went(tmp_path):
         assert list(times) == order and [times[k] for k in order] == sorted(times.values()), (number, times)
     first_join = min(t["joined"] for t in phases.values())
     assert first_join == pytest.approx(activity["membership_timeline"][0][0], abs=1e-3)
+
+
+def test_a_member_that_runs_out_of_memory_while_preparing_tries_again_once_there_is_room(monkeypatch):
+    """A CPU has no device memory to run out of, so the fault is injected: the second candidate's first
+    preparation raises CUDA's out-of-memory error (as a capture that cannot allocate does) while the others
+    hold places. It is not failed: the budget shrinks to what the others' estimates hold, and it is rebuilt
+    from its seed and prepared again in a place granted under that budget, training exactly what it trains
+    alone. A candidate that runs out of memory alone, with nothing to wait for, fails as before."""
+    import time
+
+    import torch
+
+    from nasutil.search.trainers import torch_trainer
+
+    solo = shipped("trainer", "torch", **SETTINGS).train(get_space("nb201"), ARCHS[1], alone := Recorder(),
+                                                         trial_number=1)
+    trainer = shipped("trainer", "torch", **SETTINGS, population=3, memory_budget_gb=1)
+    recorders = [Recorder() for _ in ARCHS]
+    prepare, short, current = torch_trainer._Run.prepare, [], {"trainer": trainer, "others": 2}
+
+    def short_of_memory_once(run) -> None:
+        if run.reporter is recorders[1] and not short:
+            reserved = current["trainer"]._population._reserved
+            deadline = time.monotonic() + 30
+            while len(reserved) < current["others"] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            short.append(len(reserved))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 MiB")
+        return prepare(run)
+
+    monkeypatch.setattr(torch_trainer._Run, "prepare", short_of_memory_once)
+    results = train_in_threads(trainer, [(a, recorders[n], n) for n, a in enumerate(ARCHS)])
+    assert short and short[0] >= 2
+    assert not any(isinstance(r, BaseException) for r in results.values()), results
+    assert results[1].accuracy == solo.accuracy and recorders[1].steps == alone.steps
+    population = trainer._population
+    assert population.memory_shortfalls == 1 and trainer.activity()["memory_shortfalls"] == 1
+    assert population.memory_budget_bytes < 2**30  # what the other reservations held when it ran short
+
+    lone = shipped("trainer", "torch", **SETTINGS, population=3, memory_budget_gb=1)
+    recorders, short[:] = [Recorder(), Recorder(), Recorder()], []
+    current.update(trainer=lone, others=1)
+    results = train_in_threads(lone, [(ARCHS[1], recorders[1], 1)])
+    assert isinstance(results[1], torch.cuda.OutOfMemoryError) and lone._population.memory_shortfalls == 0
+
+
+def test_an_out_of_memory_error_is_told_through_the_error_a_capture_ends_with():
+    import torch
+
+    from nasutil.search.trainers.torch_trainer import ran_out_of_memory
+
+    try:
+        try:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        except torch.cuda.OutOfMemoryError:
+            raise RuntimeError("operation failed due to a previous error during capture")
+    except RuntimeError as ended:
+        assert ran_out_of_memory(ended)
+    assert not ran_out_of_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+
+
+def test_without_estimates_running_out_of_memory_caps_how_many_reserve():
+    from nasutil.colocate.population import Place
+
+    population = Population(4)
+    with population.place(), population.place(), population.place() as third:
+        assert population.out_of_memory(third) and population.reservations_that_fit == 2
+        assert not population._room_for(Place(99, 0.0))  # three hold places where two fit: none more until one leaves
+    with population.place() as alone:
+        assert not population.out_of_memory(alone)  # nothing to wait for
+    with population.place(), population.place():
+        assert not population._room_for(Place(100, 0.0)) and population.memory_shortfalls == 1

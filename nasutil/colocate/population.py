@@ -190,6 +190,8 @@ class Population:
         self.member_steps = 0  # steps taken by all members: over `rounds`, how many trained at once
         self.most_together = 0  # the most members that took one round together
         self.most_reserved = 0
+        self.memory_shortfalls = 0  # members that ran out of device memory while preparing (`out_of_memory`)
+        self.reservations_that_fit: int | None = None  # set where members carry no estimates
         self.paused_rounds = 0  # members paused for host work, summed over rounds: over `rounds`, how many a round
         self.unjoined_rounds = 0  # reserved members not yet training (preparing, or waiting for a place), likewise
         self.turn_waits = 0  # host work that took a turn
@@ -389,11 +391,33 @@ class Population:
     # -- admission -------------------------------------------------------------------------------
 
     def _room_for(self, place: Place) -> bool:
-        if len(self._reserved) >= self.size + self.ahead:
+        if len(self._reserved) >= min(self.size + self.ahead, self.reservations_that_fit or self.size + self.ahead):
             return False
         if self.memory_budget_bytes is None or not self._reserved:
             return True
         return sum(p.memory_bytes for p in self._reserved) + place.memory_bytes <= self.memory_budget_bytes
+
+    def out_of_memory(self, place: Place) -> bool:
+        """The member preparing in `place` ran out of device memory: what the other reservations hold is what
+        fits, so the memory budget becomes their estimates' sum (where members carry estimates; else their
+        number caps the reservations), and no new member is let in until enough leave. Returns whether the
+        member may try again in a new place; not where it was alone, since nothing will leave.
+
+        A member's estimate (`colocate.packing.estimated_memory_bytes`) leaves out what its CUDA graph's pool and
+        the allocator's cache hold beyond its tensors: at batch 256 on an 80 GB H100 a population of 14 held
+        78 GiB where its estimates summed to a fraction of the budget (BENCHMARKS.md, "Settled readings")."""
+        with self._lock:
+            others = [p for p in self._reserved if p is not place]
+            if not others:
+                return False
+            held = sum(p.memory_bytes for p in others)
+            if held > 0:
+                self.memory_budget_bytes = min(held, self.memory_budget_bytes or held)
+            else:
+                self.reservations_that_fit = len(others)
+            self.memory_shortfalls += 1
+            self._changed.notify_all()
+            return True
 
     def _may_join(self, place: Place) -> bool:
         if len(self._members) >= self.size:
@@ -488,7 +512,7 @@ class Population:
                 "mean_turn_wait_ms": 1e3 * self.turn_wait_s / self.turn_waits if self.turn_waits else 0.0,
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
-                "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
+                "memory_shortfalls": self.memory_shortfalls, "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}
 

@@ -185,6 +185,14 @@ class TorchTrainer(Trainer):
                                    f"candidate: the smallest of 16 sampled needs about {_gib(smallest)} to train "
                                    f"at batch {self.batch_size}")
 
+    def _build(self, space: SearchSpace, arch_text: str, data: dict, trial_number: int) -> nn.Module:
+        """The candidate's network, its weights drawn from the trial's seed: the same network each time."""
+        with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
+            # the CPU generator alone (the weights are drawn on the CPU): torch.manual_seed would also seed
+            # the CUDA generators, a query on the legacy stream that breaks another member's graph capture
+            torch.default_generator.manual_seed(self.seed * 100_003 + trial_number)
+            return space.build(space.parse(arch_text), num_classes=data["num_classes"], input_size=data["input_size"])
+
     def _memory(self, space: SearchSpace, arch_text: str, data: dict) -> float:
         """Estimated device memory to train the candidate (weights, gradients, momentum, activations)."""
         from nasutil.colocate.packing import estimated_memory_bytes
@@ -280,12 +288,7 @@ class TorchTrainer(Trainer):
             if self.memory_budget is not None and memory > self.memory_budget:
                 raise NasutilError(f"needs about {_gib(memory)} to train, over trainer.memory_budget_gb "
                                    f"{self.memory_budget / 2**30:g}")
-            with SEEDING:  # the global RNG seeds the weights: one thread at a time, and no compilation meanwhile
-                # the CPU generator alone (the weights are drawn on the CPU): torch.manual_seed would also seed
-                # the CUDA generators, a query on the legacy stream that breaks another member's graph capture
-                torch.default_generator.manual_seed(self.seed * 100_003 + trial_number)
-                model = space.build(space.parse(arch_text), num_classes=data["num_classes"],
-                                    input_size=data["input_size"])
+            model = self._build(space, arch_text, data, trial_number)
         with _threads(self.threads):
             population = self._population
             if population is None:
@@ -305,22 +308,33 @@ class TorchTrainer(Trainer):
             run, member = None, None
             stamps = {"asked": asked, "built": time.perf_counter()}  # where this trial's time went (`trial_phases`)
             try:
-                with population.place(memory) as place:
-                    stamps["reserved"] = time.perf_counter()
-                    # moved to the device, warmed up and captured while the others train
-                    with population.host_turn():
-                        with self.host_times.phase("to_device"):
-                            run = _Run(self, model, space.in_channels, reporter, trial_number, data,
-                                       stream=place.stream, gate=population.gate,
-                                       waiting=population.waiting_for_device)
-                        run.prepare()
-                    stamps["prepared"] = time.perf_counter()
-                    member = Member(run.launch, run.total_steps, memory, stream=run.step_unit.stream)
-                    try:
-                        population.train(place, member)
-                    except _Diverged:  # scored in its place: the test forward runs on its own stream
-                        return run.result()
-                return run.result()
+                while True:  # again in a new place, rebuilt from its seed, where preparing ran out of memory
+                    with population.place(memory) as place:
+                        stamps["reserved"] = time.perf_counter()
+                        try:
+                            # moved to the device, warmed up and captured while the others train
+                            with population.host_turn():
+                                with self.host_times.phase("to_device"):
+                                    run = _Run(self, model, space.in_channels, reporter, trial_number, data,
+                                               stream=place.stream, gate=population.gate,
+                                               waiting=population.waiting_for_device)
+                                run.prepare()
+                        except Exception as exc:
+                            if not ran_out_of_memory(exc) or not population.out_of_memory(place):
+                                raise
+                            if run is not None:
+                                with population.gate.launching():
+                                    run.step_unit.release()
+                            run, model = None, None
+                            model = self._build(space, arch_text, data, trial_number)
+                            continue
+                        stamps["prepared"] = time.perf_counter()
+                        member = Member(run.launch, run.total_steps, memory, stream=run.step_unit.stream)
+                        try:
+                            population.train(place, member)
+                        except _Diverged:  # scored in its place: the test forward runs on its own stream
+                            return run.result()
+                    return run.result()
             finally:
                 if run is not None:
                     with population.gate.launching():
@@ -436,6 +450,18 @@ INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before its training ended"
 #: took 15-33 s on an H200's 16-core host, and saved 0.8 ms (batch 64) to 3.1 ms (batch 256) a
 #: candidate-step in a population (BENCHMARKS.md, cotrain_speed), so it pays back after 5,000-40,000 steps
 COMPILE_PAYS_AFTER_STEPS = 20_000
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is, or was raised while handling, a CUDA out-of-memory error: one raised inside a graph
+    capture may surface as the capture's failure to end, with the out-of-memory error as its context."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def same_device(a: str | torch.device, b: str | torch.device) -> bool:
