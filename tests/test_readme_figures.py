@@ -170,7 +170,8 @@ def population_runs(device: str, call: int | str) -> list[dict]:
         if beside_p1:  # the call's own ratio, where one at a time was its baseline
             assert abs(rate / p1 - float(r["speedup_over_baseline"])) < 1e-3, r
         found.append({"seed": r["seed"], "size": int(r["run"][1:].split("-")[0]), "x": rate / p1,
-                      "of16": rate / sixteen if sixteen else None, "failed": int(r["failed"]), "batch": settings["batch_size"],
+                      "of16": rate / sixteen if sixteen else None, "failed": int(r["failed"]),
+                      "batch": settings["batch_size"],
                       "trials": settings["trials"], "settings": settings["settings"],
                       "plain": float(r["speedup_over_plain_search"]) if r["speedup_over_plain_search"] else None,
                       "front": float(r["hypervolume_ratio"]) if beside_p1 else None,

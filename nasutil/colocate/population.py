@@ -512,7 +512,8 @@ class Population:
                 "mean_turn_wait_ms": 1e3 * self.turn_wait_s / self.turn_waits if self.turn_waits else 0.0,
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
-                "memory_shortfalls": self.memory_shortfalls, "driving_s": round(self.driving_s, 3), "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
+                "memory_shortfalls": self.memory_shortfalls, "driving_s": round(self.driving_s, 3),
+                "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}
 

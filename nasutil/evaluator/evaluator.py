@@ -132,7 +132,7 @@ class Evaluator:
                 self._idle.put(worker)
 
     def settle(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
-        """Measure the candidate once on a worker and keep nothing (no cache, no clock retries), so that the
+        """Measure the candidate on a worker and keep nothing (the cache neither read nor written), so that the
         next reading on that worker follows the worker's own work on the device.
 
         A GPU reading sits in one of two states about 10% apart in throughput, set by what ran on the device
@@ -144,7 +144,7 @@ class Evaluator:
         Before this evaluator has seen a steady clock, the reading is taken again (up to `clock_retries` times)
         while its SM clock is under `clock_floor` of the device's top clock, and its clock then becomes the
         reference later readings are retried against: on an H100 a search's first readings were taken at
-        1,335-1,410 MHz against 1,980 and read 1.5-6% slow, with nothing yet to compare their clock with
+        1,335-1,410 MHz against 1,980 and read 1-6% slow, with nothing yet to compare their clock with
         (BENCHMARKS.md, "Settled readings")."""
         if not isinstance(candidate, Candidate):
             raise NasutilError(f"settle takes a Candidate, got {type(candidate).__name__}")
