@@ -181,7 +181,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
     span = (max(ends) - min(starts)).total_seconds() if starts and ends else float("nan")
     cut = [t for t in ended if str(t.user_attrs.get("prune_policy", "")).startswith("halving:")]
     summary_file = run_dir / "summary.json"
-    activity = json.loads(summary_file.read_text()).get("trainer_activity") if summary_file.exists() else None
+    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    activity = summary.get("trainer_activity")
     return {"run": name, **spec, "seed": seed, "trials_asked": trials, "exit_code": code, "wall_s": wall,
             "span_s": span, "finished": len(ended), "trained": len(done), "cut_at_rung": len(cut),
             "pruned_before_training": sum(t.user_attrs.get("prune_stage") == "before_training" for t in ended),
@@ -195,7 +196,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "trial_seconds": trial_seconds(done),
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
-            "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity)}
+            "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity),
+            "hardware": summary.get("hardware")}
 
 
 def timeline(ended: list, activity: dict | None) -> dict:

@@ -59,7 +59,11 @@ def readings(run_files: list[Path]) -> list[dict]:
 
 def settled(run_file: Path) -> bool:
     """Whether the run file's searches settled each measurement with an unkept reading first (`Measurer.settle`,
-    which their log's description of the evaluator names): those readings are not the positions studied here."""
+    which the runs' `hardware` description names, or for files written before it was recorded, their log's):
+    those readings are not the positions studied here."""
+    described = [json.loads(line).get("hardware") for line in run_file.open()]
+    if any(described):
+        return any("settled by an unkept reading" in (d or "") for d in described)
     log = run_file.with_name(run_file.name.replace("_runs.jsonl", ".log"))
     return log.exists() and "settled by an unkept reading" in " ".join(log.read_text(errors="replace").split())
 

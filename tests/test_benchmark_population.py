@@ -2110,6 +2110,7 @@ def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     assert (folder / "journal.log").exists() and not (folder / "study.db").exists()
     assert run["exit_code"] == 0 and run["finished"] == 2 and run["failed"] == 0
     assert [arch for arch, _ in run["work"]] == [arch for arch, _ in run["trial_seconds"]] and len(run["work"]) == 2
+    assert run["hardware"] == "predicted (no measurement)"  # the search's summary says where its figures came from
 
 
 def test_the_storage_time_table_and_notes_are_its_result_file():

@@ -55,6 +55,9 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
     assert front and {f["number"] for f in front} <= {t["number"] for t in trained}
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counts"]["pruned_before"] == len(pruned) and summary["counts"]["trained"] == len(trained)
+    import torch  # where the hardware figures came from: measured on a GPU by default, else predicted
+
+    assert summary["hardware"].startswith("evaluator on cuda" if torch.cuda.is_available() else "predicted")
     assert "Pareto front" in proc.stdout and str(run_dir) in proc.stdout
     assert "pruned before training" in proc.stdout
     study = optuna.load_study(study_name=summary["study_name"], storage=f"sqlite:///{run_dir / 'study.db'}")

@@ -48,7 +48,9 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "wall_s": round(wall_s, 2), "resumed": setup.resumed, "interrupted": interrupted,
                "metrics": s.objectives.names, "sampler": setup.sampler_name, "prune": s.policy.describe(),
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
-               "trainer": s.trainer.describe(), "trainer_activity": activity, "counts": {**vars(counts), "trainings": counts.trainings},
+               "trainer": s.trainer.describe(), "trainer_activity": activity,
+               "hardware": s.measuring.description if s.measuring else "predicted (no measurement)",
+               "counts": {**vars(counts), "trainings": counts.trainings},
                "storage_error": storage_error}
     write_summary(folder / "summary.json", summary)
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume, activity=activity)
