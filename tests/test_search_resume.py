@@ -56,6 +56,8 @@ def test_default_study_name_follows_the_settings_that_change_the_search():
                                         "target.batch_size=1", "anchors=4", "anchors=8")}
     assert len(changed) == 9 and base not in changed  # anchors go first in a new study, so another count is one
     assert _study_name("anchors=0") == base
+    # how a figure is read (settled or not) leaves it alone: studies named before the option existed resume
+    assert _study_name("evaluator.settle=false") == base
     assert _study_name("study_name=mine") == "mine"
 
 

@@ -122,6 +122,25 @@ def prune_key(node: Any, halving: Any) -> Any:
 OmegaConf.register_new_resolver("nasutil.prune_key", prune_key, replace=True)
 
 
+#: the evaluator group's settings that leave the default study name alone: added after studies were named by
+#: its digest, they change how a figure is read, not which candidates are proposed or trained (`evaluator_key`)
+EVALUATOR_UNNAMED_KEYS = ("settle",)
+EVALUATOR_CLASS = "nasutil.search.measurer.optional_measurer"
+
+
+def evaluator_key(node: Any) -> Any:
+    """The `evaluator` group as the default study name's digest reads it: `settle` is left out, so a study named
+    before the option existed resumes under the same name, whatever the group's file sets it to (each measured
+    figure records how it was measured: `summary.json`'s `hardware`)."""
+    plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain_node, dict) or plain_node.get("_target_") != EVALUATOR_CLASS:
+        return node
+    return {k: v for k, v in plain_node.items() if k not in EVALUATOR_UNNAMED_KEYS}
+
+
+OmegaConf.register_new_resolver("nasutil.evaluator_key", evaluator_key, replace=True)
+
+
 def file_space(node: Any) -> str | None:
     """The `NAME:OPTION` of a space whose option names a file (its `option_version` tells), configured by its
     name alone; None for any other."""
