@@ -6,14 +6,15 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-wW][-eE][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
+A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
 `trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
 `-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
 and 1/4), `-rR` at most R of them stepping in one round (`trainer.round_size=R`), `-lL` L rounds queued ahead of
 the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared while the places are full
 (`trainer.ahead=A`; the default P/4), `-wW` W eager warm-up steps before each capture
 (`trainer.warm_up_steps=W`; the default 3), `-eE` E images a validation or test forward
-(`trainer.eval_batch=E`; the default 1,024), `-kK` at most K trials asked ahead of their first result
+(`trainer.eval_batch=E`; the default 1,024), `-hH` at most H members doing host work at once
+(`trainer.host_turns=H`; the default 4), `-kK` at most K trials asked ahead of their first result
 (`halving.ask_ahead=K`; the default 16; `-kn` no limit), `-qf`/`-qr`/`-qa` the prune policy of `--settings` judging on final
 accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough were trained to the end (`auto`),
 `-j` the study in Optuna's journal file (`storage=journal`) instead of SQLite, `.K` a repeat of the same
@@ -75,7 +76,7 @@ from nasutil.pareto import hypervolume_2d
 from nasutil.search.trainers.torch_trainer import HOST_PHASES as TRAINER_HOST_PHASES
 
 RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?"
-                 r"(?:-r(?P<round>\d+))?(?:-l(?P<lead>\d+))?(?:-a(?P<ahead>\d+))?(?:-w(?P<warm>\d+))?(?:-e(?P<eval>\d+))?(?:-k(?P<ask>\d+|n))?(?:-q(?P<fidelity>[fra]))?"
+                 r"(?:-r(?P<round>\d+))?(?:-l(?P<lead>\d+))?(?:-a(?P<ahead>\d+))?(?:-w(?P<warm>\d+))?(?:-e(?P<eval>\d+))?(?:-h(?P<turns>\d+))?(?:-k(?P<ask>\d+|n))?(?:-q(?P<fidelity>[fra]))?"
                  r"(?P<journal>-j)?(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
@@ -106,7 +107,7 @@ def host_pace_ms() -> float:
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][-lL][-aA][-wW][-eE][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K], "
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K], "
                          "e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
@@ -120,6 +121,8 @@ def parse_run(name: str) -> dict:
         spec["warm_up_steps"] = int(match["warm"])
     if match["eval"]:
         spec["eval_batch"] = int(match["eval"])
+    if match["turns"]:
+        spec["host_turns"] = int(match["turns"])
     if match["ask"]:
         if not match["halving"]:
             raise SystemExit(f"run {name!r}: -kK needs a halving (-pareto, -accuracy)")
@@ -157,6 +160,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
         overrides.append(f"trainer.warm_up_steps={spec['warm_up_steps']}")
     if "eval_batch" in spec:
         overrides.append(f"trainer.eval_batch={spec['eval_batch']}")
+    if "host_turns" in spec:
+        overrides.append(f"trainer.host_turns={spec['host_turns']}")
     if "ask_ahead" in spec:  # how many trials may wait for their first result (null: no limit)
         overrides.append(f"halving.ask_ahead={'null' if spec['ask_ahead'] is None else spec['ask_ahead']}")
     if "prune_fidelity" in spec:  # with a prune policy in --settings that takes it (dominated_throughput)

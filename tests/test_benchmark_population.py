@@ -2101,6 +2101,7 @@ def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     assert parse_run("p16-pareto-w1-e8192-qa-j")["eval_batch"] == 8192 and "eval_batch" not in parse_run("p16-pareto")
     assert parse_run("p16-pareto-k20-qa")["ask_ahead"] == 20 and parse_run("p16-pareto-kn-j")["ask_ahead"] is None
     assert "ask_ahead" not in parse_run("p16-pareto-qa")
+    assert parse_run("p16-pareto-h8-qa")["host_turns"] == 8 and "host_turns" not in parse_run("p16-pareto-qa")
     with pytest.raises(SystemExit, match="-kK needs a halving"):
         parse_run("p16-k20")
     args = argparse.Namespace(dataset="digits", epochs=1, batch_size=64,
