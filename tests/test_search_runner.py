@@ -305,6 +305,8 @@ def test_the_evaluator_config_group_passes_settle_through_and_refuses_a_non_bool
     assert optional_measurer(True, "cpu", "fp32", 2, "eager", settle=False).settle is False
     with pytest.raises(NasutilError, match="evaluator.settle must be true or false, got 'yes'"):
         optional_measurer(True, "cpu", "fp32", 2, "eager", settle="yes")
+    with pytest.raises(NasutilError, match="evaluator.settle must be true or false"):  # even where nothing measures
+        optional_measurer(False, "cpu", "fp32", 2, "eager", settle=1)
 
 
 def test_the_measuring_worker_starts_in_the_background_and_never_inside_the_quiet_block():

@@ -57,26 +57,22 @@ class NvmlDevice:
             gpm = False
         return cls(handle, gpm, driver)
 
-    def sm_clock_mhz(self) -> float | None:
+    def _sm_clock(self, query: str) -> float | None:
         if self.handle is None:
             return None
         try:
             import pynvml
 
-            return float(pynvml.nvmlDeviceGetClockInfo(self.handle, pynvml.NVML_CLOCK_SM))
+            return float(getattr(pynvml, query)(self.handle, pynvml.NVML_CLOCK_SM))
         except Exception:
             return None
+
+    def sm_clock_mhz(self) -> float | None:
+        return self._sm_clock("nvmlDeviceGetClockInfo")
 
     def max_sm_clock_mhz(self) -> float | None:
         """The highest SM clock the device runs at (its boost clock)."""
-        if self.handle is None:
-            return None
-        try:
-            import pynvml
-
-            return float(pynvml.nvmlDeviceGetMaxClockInfo(self.handle, pynvml.NVML_CLOCK_SM))
-        except Exception:
-            return None
+        return self._sm_clock("nvmlDeviceGetMaxClockInfo")
 
     def gpu_util_percent(self) -> float | None:
         if self.handle is None:

@@ -179,14 +179,14 @@ def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype:
         raise NasutilError(f"evaluator.measure must be auto, true or false, got {measure!r}")
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
         raise NasutilError(f"evaluator.timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    if not isinstance(settle, bool):
+        raise NasutilError(f"evaluator.settle must be true or false, got {settle!r}")
     device = str(device)
     if measure is False or (measure == "auto" and device.startswith("cuda") and not torch.cuda.is_available()):
         return None
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise NasutilError("evaluator.measure=true with device cuda, but CUDA is not available "
                            "(use evaluator=auto, evaluator=none or evaluator=cpu)")
-    if not isinstance(settle, bool):
-        raise NasutilError(f"evaluator.settle must be true or false, got {settle!r}")
     return Measurer(device, str(dtype), int(batch_size), str(mode), bool(counters), float(timeout_s), settle=settle)
 
 
