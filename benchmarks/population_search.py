@@ -192,6 +192,7 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "span_s": span, "finished": len(ended), "trained": len(done), "cut_at_rung": len(cut),
             "pruned_before_training": sum(t.user_attrs.get("prune_stage") == "before_training" for t in ended),
             "failed": sum(t.state == optuna.trial.TrialState.FAIL for t in study.trials),
+            "failures": [failure(t) for t in study.trials if t.state == optuna.trial.TrialState.FAIL],
             "epochs_trained": sum(float(t.user_attrs.get("training_epochs") or 0.0) for t in ended),
             "candidates_per_gpu_hour": len(ended) / wall * 3600,
             "candidates_per_gpu_hour_span": len(ended) / span * 3600 if span == span and span > 0 else None,
@@ -203,6 +204,16 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity),
             "hardware": summary.get("hardware")}
+
+
+def failure(trial) -> str:
+    """Why a trial failed, as the search stored it: its number, the reason's first line, cut short, and the
+    innermost frame of its traceback where one is stored (where the error was raised)."""
+    reason = str(trial.user_attrs.get("fail_reason") or trial.system_attrs.get("fail_reason") or "no reason stored")
+    where = [line for line in str(trial.user_attrs.get("fail_traceback") or "").splitlines()
+             if line.strip().startswith("File ")]
+    return f"{trial.number}: {reason.splitlines()[0][:240] if reason.strip() else ''}" + \
+        (f" ({where[-1].strip()[:160]})" if where else "")
 
 
 def timeline(ended: list, activity: dict | None) -> dict:

@@ -2109,9 +2109,29 @@ def test_a_run_may_keep_its_study_in_the_journal(tmp_path, monkeypatch):
     run = search("p1-j", 7, 2, args, tmp_path)
     folder = tmp_path / "p1-j-s7"
     assert (folder / "journal.log").exists() and not (folder / "study.db").exists()
-    assert run["exit_code"] == 0 and run["finished"] == 2 and run["failed"] == 0
+    assert run["exit_code"] == 0 and run["finished"] == 2 and run["failed"] == 0 and run["failures"] == []
     assert [arch for arch, _ in run["work"]] == [arch for arch, _ in run["trial_seconds"]] and len(run["work"]) == 2
     assert run["hardware"] == "predicted (no measurement)"  # the search's summary says where its figures came from
+
+
+def test_a_failed_trial_is_told_by_its_reason_and_where_it_was_raised():
+    """A run's `failures` say why each failed trial failed: out of memory while preparing is not out of memory while
+    training, and only the traceback's innermost frame tells them apart."""
+    import sys
+
+    import optuna
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from population_search import failure
+
+    traceback = ('Traceback (most recent call last):\n  File "/x/torch_trainer.py", line 300, in _prepare\n    build()\n'
+                 '  File "/x/training_step.py", line 88, in capture\n    graph.capture_end()\ntorch.OutOfMemoryError: CUDA')
+    trial = optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={
+        "fail_reason": "OutOfMemoryError: CUDA out of memory.\nTried to allocate 2 GiB", "fail_traceback": traceback})
+    assert failure(trial) == (f"{trial.number}: OutOfMemoryError: CUDA out of memory. "
+                              '(File "/x/training_step.py", line 88, in capture)')
+    bare = optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL)
+    assert failure(bare) == f"{bare.number}: no reason stored"
 
 
 def test_the_storage_time_table_and_notes_are_its_result_file():
