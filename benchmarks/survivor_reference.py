@@ -104,9 +104,18 @@ def main() -> int:
     parser.add_argument("runs", type=Path, nargs="+", help="population_search.py run files (*_runs.jsonl)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    rows = survivor_readings(args.runs)
+    try:
+        rows = survivor_readings(args.runs)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"survivor_reference: cannot read the run files: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     if not rows:
-        print("no measured survivors in the run files", file=sys.stderr)
+        print("survivor_reference: no measured survivors in the run files", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():
+        print("survivor_reference: the plain loop needs a CUDA device, and none is available", file=sys.stderr)
         return 2
     archs = sorted({r["arch"] for r in rows})
     ms, clocks = time_cells(archs)

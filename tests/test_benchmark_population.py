@@ -1895,18 +1895,24 @@ def test_the_engine_floor_times_cells_alone_and_together_by_two_clocks():
     assert 0 < summary["engine_floor_s"] < summary["engine_alone_floor_s"]
 
 
-def seeds_121_to_124() -> list[dict]:
-    """Seeds 121-124 on an H100 with each run's training replayed on the engine alone, in the order they ran,
-    each with its CSV row."""
+def runs_with_rows(folder: Path, names: tuple[str, ...]) -> list[dict]:
+    """Every run of `population_search.py`'s files NAME_runs.jsonl in `folder`, in the order they ran, each with its
+    row of NAME.csv (`row`)."""
     import csv
 
-    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "engine_s121"
     runs = []
-    for name in ("population_search_b64_s121_122", "population_search_b64_s123", "population_search_b64_s124"):
+    for name in names:
         rows = {(r["run"], r["seed"]): r for r in csv.DictReader((folder / f"{name}.csv").open())}
         runs += [{**r, "row": rows[(r["run"], str(r["seed"]))]}
                  for r in map(json.loads, (folder / f"{name}_runs.jsonl").open())]
     return runs
+
+
+def seeds_121_to_124() -> list[dict]:
+    """Seeds 121-124 on an H100 with each run's training replayed on the engine alone, in the order they ran,
+    each with its CSV row."""
+    return runs_with_rows(ROOT / "benchmarks" / "results" / "h100" / "population" / "engine_s121",
+                          ("population_search_b64_s121_122", "population_search_b64_s123", "population_search_b64_s124"))
 
 
 def test_the_h100_seeds_121_to_124_engine_floor_table_and_notes_are_their_result_files():
@@ -2205,16 +2211,9 @@ def test_a_population_runs_row_gives_its_members_joined_over_time(tmp_path, monk
 def seeds_125_to_130() -> list[dict]:
     """Seeds 125-130 on an H100, before (125) and after (126-130) survivors were measured once nothing is left to
     train, in the order they ran, each with its CSV row."""
-    import csv
-
-    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125"
-    runs = []
-    for name in ("population_search_b64_s125", "population_search_b64_s126_127", "population_search_b64_s128_129",
-                 "population_search_b64_s130"):
-        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((folder / f"{name}.csv").open())}
-        runs += [{**r, "row": rows[(r["run"], str(r["seed"]))]}
-                 for r in map(json.loads, (folder / f"{name}_runs.jsonl").open())]
-    return runs
+    return runs_with_rows(ROOT / "benchmarks" / "results" / "h100" / "population" / "idle_s125",
+                          ("population_search_b64_s125", "population_search_b64_s126_127",
+                           "population_search_b64_s128_129", "population_search_b64_s130"))
 
 
 def _outside(run: dict) -> float | None:
@@ -2371,14 +2370,8 @@ SETTLED = ROOT / "benchmarks" / "results" / "h100" / "population" / "settle_s131
 def seeds_131_to_133() -> list[dict]:
     """Seeds 131-133 on an H100 with settled survivor readings, in the order they ran (batch 64: seeds 131-132,
     then 133; then batch 256), each with its CSV row."""
-    import csv
-
-    runs = []
-    for name in ("population_search_b64_s131_132", "population_search_b64_s133", "population_search_b256_s131_132_133"):
-        rows = {(r["run"], r["seed"]): r for r in csv.DictReader((SETTLED / f"{name}.csv").open())}
-        runs += [{**r, "row": rows[(r["run"], str(r["seed"]))]}
-                 for r in map(json.loads, (SETTLED / f"{name}_runs.jsonl").open())]
-    return runs
+    return runs_with_rows(SETTLED, ("population_search_b64_s131_132", "population_search_b64_s133",
+                                    "population_search_b256_s131_132_133"))
 
 
 def settled_table_rows(runs: list[dict]) -> list[list[str]]:

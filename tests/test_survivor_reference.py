@@ -11,7 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from survivor_reference import BATCH, compare, grouped, survivor_readings  # noqa: E402
 
-A, B = "|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|", "|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|"
+A = "|skip_connect~0|+|none~0|none~1|+|none~0|none~1|none~2|"
+B = "|nor_conv_3x3~0|+|none~0|none~1|+|none~0|none~1|none~2|"
 
 
 def _run_file(tmp_path):
@@ -49,3 +50,17 @@ def test_a_cell_the_loop_did_not_time_is_left_out(tmp_path):
     rows = survivor_readings([_run_file(tmp_path)])
     assert [r["arch"] for r in compare(rows, {A: 0.512})] == [A, A]
     assert grouped([])["all"] == {"readings": 0}
+
+
+@pytest.mark.parametrize("content", [None, "{not json\n", '{"run": "p1"}\n'])
+def test_a_run_file_it_cannot_read_is_a_one_line_error(tmp_path, content):
+    import subprocess
+
+    path = tmp_path / "x_runs.jsonl"
+    if content is not None:
+        path.write_text(content)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "survivor_reference.py"
+    done = subprocess.run([sys.executable, str(script), str(path), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "survivor_reference:" in done.stderr and not (tmp_path / "out").exists()

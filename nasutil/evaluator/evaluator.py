@@ -149,22 +149,14 @@ class Evaluator:
         if not isinstance(candidate, Candidate):
             raise NasutilError(f"settle takes a Candidate, got {type(candidate).__name__}")
         config = config or self.config
-        top = self.info.get("max_sm_clock_mhz")
+        first = not self._steady_clock
         worker = self._idle.get() if self._workers else None
         try:
             if worker is not None and worker.device != config.device:
                 config = config.with_(device=worker.device)
-            retries = 0
-            while True:
-                result = worker.measure(candidate, config) if worker is not None else measure_task(candidate, config)
-                clock = result.sm_clock_mhz if result.ok else None
-                if clock is None:
-                    return result
-                cold = not self._steady_clock and top and clock < self.clock_floor * top
-                if not cold or retries >= self.clock_retries:
-                    self._steady_clock = max(self._steady_clock, clock)
-                    return result
-                retries += 1
+            return self._measure_at_steady_clock(
+                worker, candidate, config, floor_of=(self.info.get("max_sm_clock_mhz") or 0.0) if first else 0.0,
+                retries_allowed=self.clock_retries if first else 0)
         finally:
             if worker is not None:
                 self._idle.put(worker)
@@ -219,9 +211,13 @@ class Evaluator:
                 return hit
             time.sleep(self.claim_poll_s)
 
-    def _measure_at_steady_clock(self, worker: IsolatedWorker | None, candidate: Candidate,
-                                 config: MeasureConfig) -> Measurement:
+    def _measure_at_steady_clock(self, worker: IsolatedWorker | None, candidate: Candidate, config: MeasureConfig,
+                                 floor_of: float = 0.0, retries_allowed: int | None = None) -> Measurement:
+        """The reading at the highest clock of up to 1 + `retries_allowed` (default `clock_retries`), taken again
+        while under `clock_floor` of the steady clock seen so far, or of `floor_of` where that is higher (a
+        settling reading before any steady clock is known: the device's top clock)."""
         best, retries = None, 0
+        retries_allowed = self.clock_retries if retries_allowed is None else retries_allowed
         while True:
             result = worker.measure(candidate, config) if worker is not None else measure_task(candidate, config)
             clock = result.sm_clock_mhz if result.ok else None
@@ -230,7 +226,8 @@ class Evaluator:
             self._steady_clock = max(self._steady_clock, clock)  # threads only ever raise it
             if best is None or clock > (best.sm_clock_mhz or 0.0):
                 best = result
-            if best.sm_clock_mhz >= self.clock_floor * self._steady_clock or retries >= self.clock_retries:
+            reference = max(self._steady_clock, floor_of)
+            if best.sm_clock_mhz >= self.clock_floor * reference or retries >= retries_allowed:
                 best.timing["clock_retries"] = retries
                 return best
             retries += 1
