@@ -23,6 +23,9 @@ from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, m
 
 #: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
 MAX_WORKERS = 256
+# readings held to the device's top clock while none has reached it: on a device capped below its top clock
+# (power or thermal limits) the holding ends after these, each of which spent its retries without reaching it
+TOP_CLOCK_READINGS = 3
 
 
 class Evaluator:
@@ -67,6 +70,7 @@ class Evaluator:
         self.timeout_s = timeout_s
         self.claim_poll_s = 0.5  # how often a worker waiting for another's claimed result looks for it
         self._steady_clock = 0.0
+        self._below_top_readings = 0  # readings held to the top clock that ended under it
         if workers > 1 and not isolate:
             raise NasutilError("several workers need isolated worker processes")
         self.config = config
@@ -141,22 +145,20 @@ class Evaluator:
         reading sits in its measurement"). A search measures right after training, so its readings would
         otherwise depend on whether another candidate was measured first.
 
-        Before this evaluator has seen a steady clock, the reading is taken again (up to `clock_retries` times)
-        while its SM clock is under `clock_floor` of the device's top clock, and its clock then becomes the
-        reference later readings are retried against: on an H100 a search's first readings were taken at
-        1,335-1,410 MHz against 1,980 and read 1-6% slow, with nothing yet to compare their clock with
-        (BENCHMARKS.md, "Settled readings")."""
+        Until a reading reaches `clock_floor` of the device's top clock, this reading and the next are taken again
+        (up to `clock_retries` times) while under it (`_top_clock_floor`); after that the settling reading is taken
+        once: on an H100 a search's first readings were taken at 1,335-1,410 MHz against 1,980 and read 1-6%
+        slow, with nothing yet to compare their clock with (BENCHMARKS.md, "Settled readings")."""
         if not isinstance(candidate, Candidate):
             raise NasutilError(f"settle takes a Candidate, got {type(candidate).__name__}")
         config = config or self.config
-        first = not self._steady_clock
+        held_to_top = bool(self._top_clock_floor())
         worker = self._idle.get() if self._workers else None
         try:
             if worker is not None and worker.device != config.device:
                 config = config.with_(device=worker.device)
-            return self._measure_at_steady_clock(
-                worker, candidate, config, floor_of=(self.info.get("max_sm_clock_mhz") or 0.0) if first else 0.0,
-                retries_allowed=self.clock_retries if first else 0)
+            return self._measure_at_steady_clock(worker, candidate, config,
+                                                 retries_allowed=self.clock_retries if held_to_top else 0)
         finally:
             if worker is not None:
                 self._idle.put(worker)
@@ -211,13 +213,26 @@ class Evaluator:
                 return hit
             time.sleep(self.claim_poll_s)
 
+    def _top_clock_floor(self) -> float:
+        """The device's top SM clock while no reading has reached `clock_floor` of it and fewer than
+        TOP_CLOCK_READINGS readings held to it ended under it; else 0 (readings are held to the steady clock seen).
+
+        A search's first readings have no steady clock to be compared with, and the one they set may itself be a
+        dip: on an H100 a search's first kept reading read 12.5% slow at 1,395 MHz against 1,980, after a settling
+        reading held only itself to the top clock (BENCHMARKS.md, "Survivors against a plain timing loop")."""
+        top = float(self.info.get("max_sm_clock_mhz") or 0.0)
+        if not top or self._steady_clock >= self.clock_floor * top or self._below_top_readings >= TOP_CLOCK_READINGS:
+            return 0.0
+        return top
+
     def _measure_at_steady_clock(self, worker: IsolatedWorker | None, candidate: Candidate, config: MeasureConfig,
-                                 floor_of: float = 0.0, retries_allowed: int | None = None) -> Measurement:
+                                 retries_allowed: int | None = None) -> Measurement:
         """The reading at the highest clock of up to 1 + `retries_allowed` (default `clock_retries`), taken again
-        while under `clock_floor` of the steady clock seen so far, or of `floor_of` where that is higher (a
-        settling reading before any steady clock is known: the device's top clock)."""
+        while under `clock_floor` of the steady clock seen so far, or of the device's top clock where no reading
+        has reached it yet (`_top_clock_floor`)."""
         best, retries = None, 0
         retries_allowed = self.clock_retries if retries_allowed is None else retries_allowed
+        floor_of = self._top_clock_floor()
         while True:
             result = worker.measure(candidate, config) if worker is not None else measure_task(candidate, config)
             clock = result.sm_clock_mhz if result.ok else None
@@ -229,6 +244,8 @@ class Evaluator:
             reference = max(self._steady_clock, floor_of)
             if best.sm_clock_mhz >= self.clock_floor * reference or retries >= retries_allowed:
                 best.timing["clock_retries"] = retries
+                if floor_of and best.sm_clock_mhz < self.clock_floor * floor_of:
+                    self._below_top_readings += 1
                 return best
             retries += 1
 
