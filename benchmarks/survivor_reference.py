@@ -27,8 +27,21 @@ from pathlib import Path
 BATCH = 256
 
 
+def distinct(rows: list[dict]) -> list[dict]:
+    """The readings once each: a trial that repeats an arch trained before carries its reading over, and would
+    count it twice."""
+    seen, out = set(), []
+    for row in rows:
+        key = (row["file"], str(row["seed"]), row["run"], row["arch"], str(row["batch"]), str(row["in_batch"]),
+               float(row["throughput_per_s"]))
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    return out
+
+
 def survivor_readings(run_files: list[Path]) -> list[dict]:
-    """Every measured survivor of every run in the files: file, seed, run, arch, batch, place and reading."""
+    """Every survivor reading of every run in the files, once: file, seed, run, arch, batch, place and reading."""
     rows = []
     for path in run_files:
         for line in path.open():
@@ -40,7 +53,7 @@ def survivor_readings(run_files: list[Path]) -> list[dict]:
                              "batch": m.get("batch"), "in_batch": m.get("in_batch"),
                              "throughput_per_s": float(m["throughput_per_s"]),
                              "sm_clock_mhz": m.get("sm_clock_mhz")})
-    return rows
+    return distinct(rows)
 
 
 def compare(rows: list[dict], reference_ms: dict[str, float]) -> list[dict]:

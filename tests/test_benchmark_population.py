@@ -2517,3 +2517,149 @@ def test_the_settled_seeds_131_to_133_table_and_notes_are_their_result_files():
             f"fronts of seeds 126-130 missed 0.95") in flat
     rates = [r["candidates_per_gpu_hour"] for r in alone[64]]
     assert f"One at a time ran {min(rates):,.0f}-{max(rates):,.0f} candidates an hour at batch 64 here" in flat
+
+
+REFERENCED = ROOT / "benchmarks" / "results" / "h100" / "population" / "reference_s134"
+
+
+def seeds_134_to_136() -> list[dict]:
+    """Seeds 134-136 on an H100, each survivor also timed by the plain loop, in the order they ran, each with its
+    CSV row."""
+    return runs_with_rows(REFERENCED, ("population_search_b256_s134_135", "population_search_b64_s134_135",
+                                       "population_search_b256_s136", "population_search_b64_s136"))
+
+
+def plain_loop_readings() -> list[dict]:
+    """Every survivor reading of seeds 134-136 against the plain loop (survivor_reference.py's rows, each reading
+    once), each marked `first` where it was its search's first: a population's first batch, first place, or one at
+    a time's first survivor."""
+    import csv
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from survivor_reference import distinct
+
+    rows = []
+    for path in sorted(REFERENCED.glob("ref_*/survivor_reference.csv")):
+        rows += list(csv.DictReader(path.open()))
+    rows, seen = distinct(rows), set()
+    for r in rows:
+        search = (r["file"], r["seed"], r["run"])
+        population = r["in_batch"] != ""
+        r["first"] = (r["batch"] == "0" and r["in_batch"] == "0") if population else search not in seen
+        r["ratio"] = float(r["ratio"])
+        seen.add(search)
+    return rows
+
+
+def test_the_seeds_134_to_136_tables_and_notes_are_their_result_files():
+    """The runs' table is the four result files' rows, the plain loop's table survivor_reference.py's rows grouped
+    by where each reading sat, and the notes' figures come from the logs, the rows and the run files."""
+    import re
+
+    runs = seeds_134_to_136()
+    marker = "**Survivors against a plain timing loop: seeds 134-136 on an H100"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Settled readings: seeds 131-133")].split())
+
+    rows = plain_loop_readings()
+    assert {r["reference_sm_clock_mhz"] for r in rows} == {"1980.0"}  # "the loop read every cell at 1,980 MHz"
+
+    def group(label: str, members: list[dict]) -> list[str]:
+        ratios = [r["ratio"] for r in members]
+        return [label, str(len(ratios)), f"{statistics.median(ratios):.3f}",
+                str(sum(abs(v - 1) <= 0.01 for v in ratios)), str(sum(abs(v - 1) <= 0.03 for v in ratios)),
+                f"{max(ratios, key=lambda v: abs(v - 1)):.3f}"]
+
+    later = [r for r in rows if r["in_batch"] not in ("", "0")]
+    assert _table_after("| reading | readings | median ratio | within 1% | within 3% | furthest |") == [
+        group("one at a time's", [r for r in rows if r["in_batch"] == ""]),
+        group("a population's, first in its batch", [r for r in rows if r["in_batch"] == "0"]),
+        group("a population's, after another cell of its batch", later),
+        group("a search's first", [r for r in rows if r["first"]]),
+        group("every other", [r for r in rows if not r["first"]]), group("all", rows)]
+    within = sum(abs(r["ratio"] - 1) <= 0.01 for r in rows)
+    assert (f"{within} of the {len(rows)} readings (of {len({r['arch'] for r in rows})} cells) lie within 1% of the "
+            f"loop's and {sum(abs(r['ratio'] - 1) <= 0.03 for r in rows)} within 3%") in flat
+    assert f"{sum(abs(r['ratio'] - 1) <= 0.01 for r in later)} of {len(later)} lie within 1%" in flat
+    guide = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert (f"{within} of {len(rows)} survivor readings of seeds 134-136 read within 1% of a plain CUDA-graph timing "
+            "loop") in guide
+    off = sorted((r for r in rows if abs(r["ratio"] - 1) > 0.03), key=lambda r: float(r["sm_clock_mhz"]))
+    assert len(off) == 2 and all(r["first"] for r in off)
+    clocks = " and ".join(format(float(r["sm_clock_mhz"]), ",.0f") for r in off)
+    assert f"at {clocks} MHz (ratios {' and '.join(format(r['ratio'], '.3f') for r in off)})" in flat
+    firsts = [r for r in rows if r["first"]]
+    low = [r for r in firsts if float(r["sm_clock_mhz"]) < 0.95 * 1980]
+    assert len(firsts) == len(runs) and f"{len(low)} of the {len(firsts)} searches' first readings" in flat
+    assert all(abs(r["ratio"] - 1) <= 0.01 for r in low if r not in off)  # "the others of them read within 1%"
+
+    settled = json.loads(re.search(r"(\{'after a burst'.*\})", (REFERENCED / "gpu_tests_evaluator.log").read_text())
+                         .group(1).replace("'", '"'))
+    assert (f"a settled reading read {min(settled['after a burst']):.4f}-{max(settled['after a burst']):.4f} ms after "
+            f"another process's burst and {min(settled['after a reading']):.4f}-{max(settled['after a reading']):.4f} "
+            "ms after another reading") in flat
+    log = (REFERENCED / "gpu_tests_population.log").read_text()
+    assert "6 passed" in log and "2 passed" in (REFERENCED / "gpu_tests_evaluator.log").read_text()
+    queued = re.search(r"queued ([\d.]+) ms, quiet \(ms, MHz\) (\[.*?\]), while training ([\d.]+) ms", log)
+    quiet = [float(v) for v in re.findall(r"\(([\d.]+), [\d.]+\)", queued.group(2))]
+    assert (f"paused read {float(queued.group(1)):.4f} ms against {min(quiet):.4f}-{max(quiet):.4f} ms quiet "
+            f"({100 * (float(queued.group(1)) / min(quiet) - 1):+.2f}% over the fastest), and "
+            f"{float(queued.group(3)):.4f} ms while the population trained") in flat
+
+    pops = {b: [r for r in runs if r["run"] != "p1" and r["batch_size"] == b] for b in (64, 256)}
+    assert sum(r["failed"] for r in runs) == 0 and "No failed trial** in 24 runs" in flat and len(runs) == 24
+    short = [(r["run"], r["seed"], r["batch_size"]) for r in runs
+             if (r.get("population_activity") or {}).get("memory_shortfalls")]
+    assert short == [("p256-pareto-qa", 134, 256), ("p16-pareto-qa", 135, 256)]
+    budgets = []
+    for name in ("population_search_b256_s134_135", "population_search_b64_s134_135", "population_search_b256_s136",
+                 "population_search_b64_s136"):
+        budgets.append([float(v) for v in re.findall(r"at once within\s*([\d.]+) GiB",
+                                                     (REFERENCED / f"{name}.log").read_text())])
+    first_budgets = [b[0] for b in budgets]
+    assert (f"gave the first population of each process {min(first_budgets):.2f}-{max(first_budgets):.2f} GiB and "
+            f"later ones as little as {min(min(b) for b in budgets):.2f} GiB") in flat
+
+    def span(values: list[float], fmt: str) -> str:
+        return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+    x = {b: [float(r["row"]["speedup_over_baseline"]) for r in pops[b]] for b in (64, 256)}
+    plain = {b: [float(r["row"]["speedup_over_plain_search"]) for r in pops[b]] for b in (64, 256)}
+    assert (f"at batch 64 the populations ran {span(x[64], '{:.2f}x')} one at a time (5x on the three runs of seed "
+            f"136) and {span(plain[64], '{:.1f}x')} the plain loop; at batch 256 {span(x[256], '{:.2f}x')} and "
+            f"{span(plain[256], '{:.1f}x')}") in flat
+    assert sorted(r["seed"] for r in pops[64] if float(r["row"]["speedup_over_baseline"]) >= 5) == [136, 136, 136]
+    alone = {b: [r["candidates_per_gpu_hour"] for r in runs if r["run"] == "p1" and r["batch_size"] == b]
+             for b in (64, 256)}
+    assert (f"One at a time ran {min(alone[64]):,.0f}-{max(alone[64]):,.0f} candidates an hour at batch 64 and "
+            f"{min(alone[256]):,.0f}-{max(alone[256]):,.0f} at batch 256") in flat
+    fronts = {b: [float(r["row"]["hypervolume_ratio"]) for r in pops[b]] for b in (64, 256)}
+    missed = [r for r in pops[256] if float(r["row"]["hypervolume_ratio"]) < 0.95]
+    assert {r["seed"] for r in missed} == {134} and len(missed) == 3
+    assert (f"every front read {span(fronts[64], '{:.3f}')} of one at a time's on its own readings at batch 64, and "
+            f"at batch 256 {span([v for v in fronts[256] if v >= 0.95], '{:.3f}')} but on seed 134, where all three "
+            f"populations read {span([float(r['row']['hypervolume_ratio']) for r in missed], '{:.3f}')}") in flat
+    p1 = next(r for r in runs if r["run"] == "p1" and r["seed"] == 134 and r["batch_size"] == 256)
+    front, best = [], -1.0  # one at a time's front, from its most accurate point down
+    for (accuracy, throughput), arch in sorted(zip(p1["points"], p1["point_archs"]), key=lambda t: -t[0][0]):
+        if throughput > best:
+            front.append((throughput, arch))
+            best = throughput
+    proposed = [any(arch in {a for a, _ in r["work"]} for r in missed) for _, arch in front]  # by any population
+    fastest = max(front)
+    assert not proposed[front.index(fastest)] and all(  # each that one proposed, all three did
+        all(arch in {a for a, _ in r["work"]} for r in missed) for (_, arch), p in zip(front, proposed) if p)
+    assert (f"Of the {len(front)} cells on one at a time's front there, the populations proposed {sum(proposed)}; the "
+            f"other {len(front) - sum(proposed)}, its fastest ({round(fastest[0], -3):,.0f} images a second at "
+            f"{dict(zip(p1['point_archs'], p1['points']))[fastest[1]][0]:.1f}%)") in flat
+    sixteen = {(r["seed"], r["batch_size"]): r["candidates_per_gpu_hour"] for r in runs if r["run"] == "p16-pareto-qa"}
+    larger = {b: [r["candidates_per_gpu_hour"] >= sixteen[(r["seed"], b)] for r in pops[b]
+                  if r["run"] != "p16-pareto-qa"] for b in (64, 256)}
+    assert (f"64 and 256 at least as fast as 16 on {sum(larger[64])} of {len(larger[64])} runs at batch 64 and "
+            f"{sum(larger[256])} of {len(larger[256])} at batch 256") in flat
+    every = fronts[64] + fronts[256]
+    assert f"fronts at least 0.95 on {sum(v >= 0.95 for v in every)} of {len(every)} runs" in flat
+    assert f"3x at batch 256 on {sum(v >= 3 for v in x[256])} of {len(x[256])} runs" in flat
+    assert f"5x one at a time at batch 64 on {sum(v >= 5 for v in x[64])} of {len(x[64])} runs" in flat

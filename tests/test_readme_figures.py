@@ -128,6 +128,10 @@ H100_CALLS.update({seed: ("settle_s131/population_search_b64_s131_132.csv",) for
 H100_CALLS[133] = ("settle_s131/population_search_b64_s133.csv",)
 H100_CALLS.update({f"{seed} at batch 256": ("settle_s131/population_search_b256_s131_132_133.csv",)
                    for seed in (131, 132, 133)})
+H100_CALLS.update({seed: ("reference_s134/population_search_b64_s134_135.csv",) for seed in (134, 135)})
+H100_CALLS[136] = ("reference_s134/population_search_b64_s136.csv",)
+H100_CALLS.update({f"{seed} at batch 256": ("reference_s134/population_search_b256_s134_135.csv",) for seed in (134, 135)})
+H100_CALLS["136 at batch 256"] = ("reference_s134/population_search_b256_s136.csv",)
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
@@ -137,7 +141,10 @@ POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h
                    ("h100", (121, 122, 123, 124), (64,)), ("h100", (126, 127, 128, 129, 130), (16,)),
                    ("h100", (128, 129, 130), (64,)), ("h100", (131, 133), (16,)), ("h100", (131, 132, 133), (64, 256)),
                    ("h100", tuple(f"{s} at batch 256" for s in (131, 132, 133)), (16,)),
-                   ("h100", tuple(f"{s} at batch 256" for s in (131, 132, 133)), (64, 256)))
+                   ("h100", tuple(f"{s} at batch 256" for s in (131, 132, 133)), (64, 256)),
+                   ("h100", (134, 135, 136), (16,)), ("h100", (134, 135, 136), (64, 256)),
+                   ("h100", tuple(f"{s} at batch 256" for s in (134, 135, 136)), (16,)),
+                   ("h100", tuple(f"{s} at batch 256" for s in (134, 135, 136)), (64, 256)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
@@ -621,3 +628,30 @@ def test_the_settled_readings_sentence_is_the_seed_131_to_133_runs():
             f"256, where three runs lost a trial each") in text
     assert sum(int(r["failed"]) for r in runs if r["batch"] == 256) == 3
     assert sum(int(r["failed"]) for r in runs if r["batch"] == 64) == 0
+
+
+def test_the_plain_loop_sentence_is_the_seed_134_to_136_runs():
+    """README's sentence on seeds 134-136: failures, shortfalls, rates and fronts from the files, and the survivors'
+    agreement with the plain loop from survivor_reference.py's rows, each reading once."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_benchmark_population import plain_loop_readings, seeds_134_to_136
+
+    runs = seeds_134_to_136()
+    populations = [r for r in runs if r["run"] != "p1"]
+    text = " ".join(readme().split())
+    shortfalls = sum((r.get("population_activity") or {}).get("memory_shortfalls") or 0 for r in populations)
+    assert sum(r["failed"] for r in runs) == 0 and len(runs) == 24 and shortfalls == 2
+    assert (f"On seeds 134-136 on an H100 no trial failed in {len(runs)} runs ({['no', 'one', 'two', 'three'][shortfalls]}"
+            " members that ran out of "
+            "memory while preparing were prepared again)") in text
+    x = {b: [float(r["row"]["speedup_over_baseline"]) for r in populations if r["batch_size"] == b] for b in (64, 256)}
+    assert (f"the populations ran {min(x[64]):.2f}-{max(x[64]):.2f}x one at a time at batch 64 and "
+            f"{min(x[256]):.2f}-{max(x[256]):.2f}x at batch 256") in text
+    fronts = [(float(r["row"]["hypervolume_ratio"]), r["seed"], r["batch_size"]) for r in populations]
+    low = [v for v, seed, batch in fronts if (seed, batch) == (134, 256)]
+    rest = [v for v, seed, batch in fronts if (seed, batch) != (134, 256)]
+    assert max(low) < 0.95 <= min(rest)
+    assert (f"every front read at least {min(rest):.3f} but those of seed 134 at batch 256 ({min(low):.3f}-"
+            f"{max(low):.3f})") in text
+    rows = plain_loop_readings()
+    assert (f"{sum(abs(r['ratio'] - 1) <= 0.01 for r in rows)} of {len(rows)} agreed within 1%") in text
