@@ -63,12 +63,13 @@ def private_measurement_cache(tmp_path_factory):
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA device")
+    """Without CUDA the GPU tests skip; with it they share one xdist group, so that under `-n auto --dist loadgroup`
+    one worker runs them one after another and no two time the device at once."""
+    mark = (pytest.mark.xdist_group("gpu") if torch.cuda.is_available()
+            else pytest.mark.skip(reason="needs a CUDA device"))
     for item in items:
         if "gpu" in item.keywords:
-            item.add_marker(skip)
+            item.add_marker(mark)
 
 
 PLUGIN_SITE = os.path.join(os.path.dirname(__file__), "plugin_site")

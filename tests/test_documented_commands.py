@@ -236,7 +236,7 @@ CHEAP_CODE = ("nasutil codes train --out runs/fmnist-k2 --dataset digits --base 
               "--train-images 256 --test-images 128")
 POSTGRES = "needs a PostgreSQL server at the reader's URL (USER:PASSWORD@HOST)"
 COST = "too slow for the suite on a 2-core CPU; benchmarks/command_cost.py runs it as written"
-CI = "CI runs it itself: .ci/run is `python3 -m pip install -e '.[test]' && python3 -m pytest -q`"
+CI = "CI runs it itself: .ci/run is `python3 -m pip install -e '.[test]' && python3 -m pytest -q -n auto --dist loadgroup`"
 
 FMNIST_UNFINISHED = ("a GPU command: on a 2-core CPU command_cost.py stopped it after {s} s with 0 of {n} trials "
                      "finished (each candidate trains 3 epochs of Fashion-MNIST's 60,000 images on the CPU)")
@@ -339,7 +339,7 @@ TABLE = [
     Doc("install", "python3 -m pip install -e .", "install", why=CI),
     Doc("install-test", "python3 -m pip install -e '.[test]'", "install", why=CI),
     Doc("install-postgres", "pip install -e '.[postgres]'", "install", why=CI + " (the test extra holds psycopg)"),
-    Doc("test-suite", "python3 -m pytest -q", "install", why=CI),
+    Doc("test-suite", "python3 -m pytest -q -n auto --dist loadgroup", "install", why=CI),
 ]
 BY_ID = {doc.id: doc for doc in TABLE}
 
@@ -536,7 +536,7 @@ def test_an_install_command_is_what_ci_runs(doc):
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert set(MODULES) <= set(project["scripts"])  # the commands the docs run are installed
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python3 -m pip install -e '.[test]' && python3 -m pytest -q" in ci
+    assert "python3 -m pip install -e '.[test]' && python3 -m pytest -q -n auto --dist loadgroup" in ci
     extra = re.search(r"\.\[(\w+)\]", doc.command)
     if extra:
         assert extra.group(1) in project["optional-dependencies"], doc.command
