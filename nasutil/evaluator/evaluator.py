@@ -145,8 +145,8 @@ class Evaluator:
         reading sits in its measurement"). A search measures right after training, so its readings would
         otherwise depend on whether another candidate was measured first.
 
-        Until a reading reaches `clock_floor` of the device's top clock, this reading and the next are taken again
-        (up to `clock_retries` times) while under it (`_top_clock_floor`); after that the settling reading is taken
+        Until some reading reaches `clock_floor` of the device's top clock, a reading under it, this one or a later
+        one, is taken again up to `clock_retries` times (`_top_clock_floor`); after that a settling reading is taken
         once: on an H100 a search's first readings were taken at 1,335-1,410 MHz against 1,980 and read 1-6%
         slow, with nothing yet to compare their clock with (BENCHMARKS.md, "Settled readings")."""
         if not isinstance(candidate, Candidate):
@@ -218,8 +218,9 @@ class Evaluator:
         TOP_CLOCK_READINGS readings held to it ended under it; else 0 (readings are held to the steady clock seen).
 
         A search's first readings have no steady clock to be compared with, and the one they set may itself be a
-        dip: on an H100 a search's first kept reading read 12.5% slow at 1,395 MHz against 1,980, after a settling
-        reading held only itself to the top clock (BENCHMARKS.md, "Survivors against a plain timing loop")."""
+        dip: on an H100 a search's first kept reading read 12.5% slow at 1,395 MHz against 1,980, where only the
+        settling reading before it had been held to the top clock (BENCHMARKS.md, "Survivors against a plain
+        timing loop")."""
         top = float(self.info.get("max_sm_clock_mhz") or 0.0)
         if not top or self._steady_clock >= self.clock_floor * top or self._below_top_readings >= TOP_CLOCK_READINGS:
             return 0.0
