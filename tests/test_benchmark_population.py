@@ -2566,11 +2566,12 @@ def test_the_seeds_134_to_136_tables_and_notes_are_their_result_files():
     rows = plain_loop_readings()
     assert {r["reference_sm_clock_mhz"] for r in rows} == {"1980.0"}  # "the loop read every cell at 1,980 MHz"
 
+    from survivor_reference import summary  # on the path: plain_loop_readings put it there
+
     def group(label: str, members: list[dict]) -> list[str]:
-        ratios = [r["ratio"] for r in members]
-        return [label, str(len(ratios)), f"{statistics.median(ratios):.3f}",
-                str(sum(abs(v - 1) <= 0.01 for v in ratios)), str(sum(abs(v - 1) <= 0.03 for v in ratios)),
-                f"{max(ratios, key=lambda v: abs(v - 1)):.3f}"]
+        g = summary(members)
+        return [label, str(g["readings"]), f"{g['median_ratio']:.3f}", str(g["within_1pct"]), str(g["within_3pct"]),
+                f"{g['worst_ratio']:.3f}"]
 
     later = [r for r in rows if r["in_batch"] not in ("", "0")]
     assert _table_after("| reading | readings | median ratio | within 1% | within 3% | furthest |") == [

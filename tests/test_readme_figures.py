@@ -633,7 +633,6 @@ def test_the_settled_readings_sentence_is_the_seed_131_to_133_runs():
 def test_the_plain_loop_sentence_is_the_seed_134_to_136_runs():
     """README's sentence on seeds 134-136: failures, shortfalls, rates and fronts from the files, and the survivors'
     agreement with the plain loop from survivor_reference.py's rows, each reading once."""
-    sys.path.insert(0, str(ROOT / "tests"))
     from test_benchmark_population import plain_loop_readings, seeds_134_to_136
 
     runs = seeds_134_to_136()

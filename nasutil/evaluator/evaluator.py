@@ -23,8 +23,8 @@ from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, m
 
 #: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
 MAX_WORKERS = 256
-# readings held to the device's top clock while none has reached it: on a device capped below its top clock
-# (power or thermal limits) the holding ends after these, each of which spent its retries without reaching it
+#: readings held to the device's top clock while none has reached it: on a device capped below its top clock
+#: (power or thermal limits) the holding ends after these, each of which spent its retries without reaching it
 TOP_CLOCK_READINGS = 3
 
 
@@ -152,13 +152,12 @@ class Evaluator:
         if not isinstance(candidate, Candidate):
             raise NasutilError(f"settle takes a Candidate, got {type(candidate).__name__}")
         config = config or self.config
-        held_to_top = bool(self._top_clock_floor())
+        self.info  # started before a worker is taken, so the first worker is free to answer
         worker = self._idle.get() if self._workers else None
         try:
             if worker is not None and worker.device != config.device:
                 config = config.with_(device=worker.device)
-            return self._measure_at_steady_clock(worker, candidate, config,
-                                                 retries_allowed=self.clock_retries if held_to_top else 0)
+            return self._measure_at_steady_clock(worker, candidate, config, settling=True)
         finally:
             if worker is not None:
                 self._idle.put(worker)
@@ -227,13 +226,13 @@ class Evaluator:
         return top
 
     def _measure_at_steady_clock(self, worker: IsolatedWorker | None, candidate: Candidate, config: MeasureConfig,
-                                 retries_allowed: int | None = None) -> Measurement:
-        """The reading at the highest clock of up to 1 + `retries_allowed` (default `clock_retries`), taken again
-        while under `clock_floor` of the steady clock seen so far, or of the device's top clock where no reading
-        has reached it yet (`_top_clock_floor`)."""
+                                 settling: bool = False) -> Measurement:
+        """The reading at the highest clock of up to 1 + `clock_retries`, taken again while under `clock_floor` of
+        the steady clock seen so far, or of the device's top clock where no reading has reached it yet
+        (`_top_clock_floor`). A settling reading is taken again only in that second case: it is kept by no one."""
         best, retries = None, 0
-        retries_allowed = self.clock_retries if retries_allowed is None else retries_allowed
         floor_of = self._top_clock_floor()
+        retries_allowed = self.clock_retries if floor_of or not settling else 0
         while True:
             result = worker.measure(candidate, config) if worker is not None else measure_task(candidate, config)
             clock = result.sm_clock_mhz if result.ok else None
