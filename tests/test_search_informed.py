@@ -4,7 +4,9 @@ fresh study first trains the predicted fast end (`anchors`)."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import datetime
 
@@ -357,3 +359,27 @@ def test_a_population_search_pruning_at_the_first_rung_runs_its_whole_budget(tmp
     assert code == 0
     assert len([t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]) == 12
     assert not [t for t in study.trials if t.state == TrialState.FAIL]
+
+
+def test_the_anchor_ranking_figures_are_their_result_file():
+    """BENCHMARKS' table and docs/search.md's sentence on which model ranks the fast end are
+    `benchmarks/anchor_ranking.py`'s committed result."""
+    root = Path(__file__).resolve().parents[1]
+    report = json.loads((root / "benchmarks/results/cpu/anchor_ranking/anchor_ranking.json").read_text())
+    benchmarks = (root / "BENCHMARKS.md").read_text()
+    section = benchmarks[benchmarks.index("### The front's fast end"):benchmarks.index("## Prune before training")]
+    for key, row in report["summary"].items():
+        ranker, predictions = key.split("_")
+        assert (f"| {ranker} | {predictions} | {row['hold_fastest_measured']} of {row['seeds']} | "
+                f"{row['worst_measured_rank']} | {row['median_seconds']:.2f} |") in section
+    learned, operators = report["whole_space"]["learned"], report["whole_space"]["operators"]
+    assert ", ".join(map(str, learned["measured_ranks_of_predicted_fastest"])) in section
+    assert operators["measured_ranks_of_predicted_fastest"] == list(range(16))
+    search = " ".join((root / "docs/search.md").read_text().split())
+    slow = round((learned["fastest_predicted_over_measured"] - 1) * 100)
+    others = learned["cells_within_2pct_of_its_prediction_of_the_fastest"] - 1
+    assert f"predicts the fastest cell {slow}% slow, within 2% of {others} other cells' predictions" in search
+    old, new = report["summary"]["learned_128"], report["summary"]["operators_256"]
+    assert f"held that cell on {old['hold_fastest_measured']} of {old['seeds']} seeds (130-149)" in search
+    assert new["hold_fastest_measured"] == new["seeds"] and "held it on all 20" in search
+    assert f"every anchor among the {new['worst_measured_rank'] + 1} measured fastest" in search

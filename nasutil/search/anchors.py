@@ -18,8 +18,8 @@ The short search ranks on the profile's operator sum where the profile has a tab
 the learned model that a search otherwise predicts with: boosted trees cannot predict beyond the latencies
 they were fitted on, and the fast end lies at that edge. Of the 15,625 cells measured on the H200
 (`nb201_h200`), the learned model's 16 predicted fastest sit at measured ranks 0-36 in no order (it predicts
-the fastest cell 25% slow, in a 2% band with the next 40); the operator sum's are measured ranks 0-15 in
-order (`fast_end_ranker`).
+the fastest cell 25% slow, within 2% of 23 other cells' predictions); the operator sum's are measured ranks
+0-15 in order (`fast_end_ranker`, `benchmarks/anchor_ranking.py`).
 """
 
 from __future__ import annotations
@@ -45,16 +45,18 @@ MIN_PREDICTIONS, PREDICTIONS_PER_ANCHOR = 256, 32
 
 
 def fast_end(space: SearchSpace, space_spec: str, predictor: Predictor, target: PredictTarget,
-             objectives: Objectives, count: int, seed: int, predictions: int | None = None) -> list[dict[str, Any]]:
+             objectives: Objectives, count: int, seed: int, predictions: int | None = None,
+             ranker: Predictor | None = None) -> list[dict[str, Any]]:
     """Trial parameters of the `count` candidates ranked best on the first hardware objective among
     `predictions` (by default `PREDICTIONS_PER_ANCHOR` a candidate, at least `MIN_PREDICTIONS`) proposed
-    by a TPE search on the predictor (none if no objective is a hardware one)."""
+    by a TPE search on `ranker`'s predictions (by default `fast_end_ranker`; none if no objective is a
+    hardware one)."""
     if count <= 0 or not objectives.hardware:
         return []
     if predictions is None:
         predictions = max(MIN_PREDICTIONS, PREDICTIONS_PER_ANCHOR * count)
     metric = objectives.hardware[0]
-    predictor = fast_end_ranker(predictor, space_spec, target)
+    predictor = ranker or fast_end_ranker(predictor, space_spec, target)
     sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=min(16, predictions), seed=seed)
     study = optuna.create_study(direction=metric.direction, sampler=sampler)
     seen: dict[str, tuple[float, dict[str, Any]]] = {}
