@@ -383,3 +383,26 @@ def test_the_anchor_ranking_figures_are_their_result_file():
     assert f"held that cell on {old['hold_fastest_measured']} of {old['seeds']} seeds (130-149)" in search
     assert new["hold_fastest_measured"] == new["seeds"] and "held it on all 20" in search
     assert f"every anchor among the {new['worst_measured_rank'] + 1} measured fastest" in search
+
+
+def test_the_anchor_replay_table_is_its_result_files():
+    """The before/after replay of the fast end's ranking in BENCHMARKS is the two committed replays."""
+    root = Path(__file__).resolve().parents[1]
+    section = (root / "BENCHMARKS.md").read_text()
+    section = section[section.index("The same change replayed"):section.index("## Prune before training")]
+    runs = {}
+    for tag in ("before", "after"):
+        report = json.loads((root / f"benchmarks/results/cpu/population_front/population_front_anchor_{tag}.json").read_text())
+        runs[tag] = report
+    gains = []
+    for way in ("p1-a4-q10", "p16-pareto-informed-g16-a4-pred-t10-q10", "p64-pareto-informed-g16-a4-pred-t10-q10"):
+        volumes = {tag: [r["hypervolume"] for r in runs[tag]["runs"] if r["way"] == way] for tag in runs}
+        assert len(volumes["before"]) == len(volumes["after"]) == 20
+        mean = {tag: float(np.mean(v)) for tag, v in volumes.items()}
+        ratio = {tag: runs[tag]["summary"][f"{way}/t48"] for tag in runs}
+        assert (f"| {way} | {mean['before']:.2f} | {mean['after']:.2f} | {min(volumes['before']):.2f} | "
+                f"{min(volumes['after']):.2f} | {ratio['before']['mean_hypervolume_ratio']:.3f} | "
+                f"{ratio['after']['mean_hypervolume_ratio']:.3f} | {ratio['before']['worst_hypervolume_ratio']:.3f} | "
+                f"{ratio['after']['worst_hypervolume_ratio']:.3f} |") in section
+        gains.append(round((mean["after"] / mean["before"] - 1) * 100, 1))
+    assert f"the mean hypervolume by {min(gains)}-{max(gains)}%" in section
