@@ -76,6 +76,25 @@ def test_table_written_from_predictions_answers_with_them(tmp_path):
         table.predict_many("nb201", get_space("nb201").sample_many(1, seed=99), H200)
 
 
+def test_a_table_without_its_device_is_told_it_and_ranks_anchors_on_that_devices_profile(tmp_path):
+    from nasutil.search.anchors import fast_end_ranker
+
+    archs = get_space("nb201").sample_many(3, seed=2)
+    path = tmp_path / "bare.csv"
+    path.write_text("arch,latency_ms,throughput_per_s,utilization\n" + "".join(
+        f"{p.arch},{p.latency_ms},{p.throughput_per_s},{p.utilization}\n" for p in predict_many("nb201", archs, H200)))
+    bare, named = TablePredictor(path), TablePredictor(path, device_name="NVIDIA H200")
+    assert bare.device_name == "" and fast_end_ranker(bare, "nb201", bare.target()) is bare
+    assert named.device_name == "NVIDIA H200" and named.target().device_name == "NVIDIA H200"
+    assert fast_end_ranker(named, "nb201", named.target()).name == "operators"
+    assert {p.device_name for p in named.predict_many("nb201", archs, named.target())} == {"NVIDIA H200"}
+    full = tmp_path / "full.csv"
+    with full.open("w", newline="") as out:
+        write_table(out, predict_many("nb201", archs, H200))
+    with pytest.raises(NasutilError, match="names its device \\(NVIDIA H200\\), not device_name='NVIDIA H100'"):
+        TablePredictor(full, device_name="NVIDIA H100")
+
+
 def test_a_malformed_table_is_refused_before_any_prediction(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("arch,latency_ms,throughput_per_s,utilization\n|nope|,1,2,0.1\n")

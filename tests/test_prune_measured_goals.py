@@ -4,6 +4,7 @@ quotes for it (experiments/nb201_pruning, "The fast end guarded wider")."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 from pathlib import Path
@@ -312,3 +313,67 @@ def test_the_readme_and_docs_quote_the_one_neighbour_evaluation():
     docs = " ".join((root / "docs" / "search.md").read_text().split())
     assert (f"saved {at150[0]:.1f}-{at150[-1]:.1f}% at 150 trials and {at300[0]:.1f}-{at300[-1]:.1f}% at 300 with no "
             f"seed below {worst:.3f}") in docs
+
+
+@pytest.mark.parametrize("results, ranked_on", [("measured_v8", "operator sum"), ("measured_v8_learned", "learned model")])
+def test_four_anchors_on_fresh_seeds_are_what_their_committed_trials_say(readme, analysis_script, results, ranked_on):
+    """Seeds 1500-1519, four anchors ranked on the operator sum or on the learned model: the tables; the first
+    meets every goal for every sampler at both budgets."""
+    by = every_sampler_in_the_readme(readme, analysis_script, results, "a4_q50_guard20_n1", range(1500, 1520),
+                                     f", seeds 1500-1519, anchors=4 on the {ranked_on}")
+    if results != "measured_v8":
+        low = sum(e["seeds_below_0.95_measured"] for e in by.values())
+        assert low > 0 and f"left {low} pairs (seed and budget) below 0.95" in readme
+        return
+    for key, entry in by.items():
+        assert entry["trainings_saved_mean"] >= 0.55 and entry["hv_ratio_measured_mean"] >= 0.99, key
+        assert entry["hv_ratio_measured_min"] >= (0.95 if key.endswith("@300") else 0.90), key
+    pct = {key: f"{100 * e['trainings_saved_mean']:.1f}%" for key, e in by.items()}
+    means = [e["hv_ratio_measured_mean"] for e in by.values()]
+    worst = {b: min(e["hv_ratio_measured_min"] for k, e in by.items() if k.endswith(f"@{b}")) for b in (150, 300)}
+    assert (f"{pct['nsga2@150']} (NSGA-II), {pct['tpe@150']} (TPE) and {pct['random@150']} (random search) fewer "
+            f"trainings at 150 trials, {pct['nsga2@300']}, {pct['tpe@300']} and {pct['random@300']} at 300; mean "
+            f"hypervolume {min(means):.3f}-{max(means):.3f}") in readme
+    assert f"no seed below {worst[150]:.3f} at 150 trials or {worst[300]:.3f} at 300" in readme
+
+
+def test_every_learned_anchor_miss_is_a_slower_fast_end(readme):
+    with (EXPERIMENT / "results" / "measured_v8_learned" / "measured.csv").open(newline="") as f:
+        low = [r for r in csv.DictReader(f) if float(r["hv_ratio_measured"]) < 0.95]
+    slower = [r for r in low if float(r["fastest_pruned_measured"]) < float(r["fastest_baseline_measured"])]
+    assert f"in {len(slower)} of the {len(low)} the pruned search's fastest trained cell is slower" in readme
+
+
+def test_the_four_operator_ranked_anchors_hold_the_measured_fastest_cell_in_every_search():
+    """Every search of seeds 1500-1519 trained the H200's measured fastest cell among its first four trials where
+    the anchors were ranked on the operator sum, and none where they were ranked on the learned model."""
+    from nasutil.data.measured import measured_table
+
+    rows = measured_table("nb201_h200").rows
+    fastest = min(rows, key=lambda arch: rows[arch]["latency_ms"])
+    for results, expected in (("measured_v8", True), ("measured_v8_learned", False)):
+        with gzip.open(EXPERIMENT / "results" / results / "trials.csv.gz", "rt", newline="") as f:
+            first = {}
+            for r in csv.DictReader(f):
+                if int(r["number"]) < 4:
+                    first.setdefault((r["arm"], r["seed"]), set()).add(r["arch"])
+        assert len(first) == 120 and all((fastest in archs) == expected for archs in first.values()), results
+
+
+def test_the_readme_and_docs_quote_the_four_anchor_evaluation():
+    root = Path(__file__).resolve().parents[1]
+    by = json.loads((EXPERIMENT / "results" / "measured_v8" / "measured_summary.json").read_text())["by_sampler"]
+    learned = json.loads((EXPERIMENT / "results" / "measured_v8_learned" / "measured_summary.json").read_text())
+    pct = {key: 100 * e["trainings_saved_mean"] for key, e in by.items()}
+    worst = min(e["hv_ratio_measured_min"] for e in by.values())
+    means = [e["hv_ratio_measured_mean"] for e in by.values()]
+    at150 = sorted(pct[f"{s}@150"] for s in ("nsga2", "tpe", "random"))
+    at300 = sorted(pct[f"{s}@300"] for s in ("nsga2", "tpe", "random"))
+    low = sum(e["seeds_below_0.95_measured"] for e in learned["by_sampler"].values())
+    text = " ".join((root / "README.md").read_text().split())
+    assert (f"{at150[0]:.1f}-{at150[-1]:.1f}% fewer trainings at 150 trials and {at300[0]:.1f}-{at300[-1]:.1f}% at "
+            f"300, mean hypervolume {min(means):.3f}-{max(means):.3f} and no seed below {worst:.3f} (ranked on the "
+            f"learned model, the same searches left {low} seed-budget pairs below 0.95)") in text
+    docs = " ".join((root / "docs" / "search.md").read_text().split())
+    assert (f"saved {at150[0]:.1f}-{at150[-1]:.1f}% at 150 trials and {at300[0]:.1f}-{at300[-1]:.1f}% at 300 with no "
+            f"seed below {worst:.3f}, every goal met again") in docs

@@ -8,8 +8,8 @@ one time in five, and the front it reports, and its hypervolume, change from see
 
 `fast_end` runs a short throwaway search on predictions alone (Optuna's TPE on the space's own
 `suggest`, the first hardware objective as its one objective; `PREDICTIONS_PER_ANCHOR` predictions for
-each candidate wanted, at least 256: with the H200 profile on nb201, 0.4 s for 256 and 1.2 s for 512 on
-a 2-core CPU) and returns the trial parameters of the best `count` distinct candidates it saw; the
+each candidate wanted, at least 256: with the H200 profile on nb201, 0.45 s for 256 on a 2-core CPU,
+`benchmarks/anchor_ranking.py`) and returns the trial parameters of the best `count` distinct candidates it saw; the
 search enqueues them as its first trials (`anchors` in the config), so that they train first, in a population as one
 at a time. Their parameters are the space's own, so the study's sampler learns from them as from any
 trial.
@@ -28,9 +28,11 @@ from typing import Any
 
 import optuna
 
+from nasutil.devices import lookup
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
-from nasutil.predictor.registry import ProfileKind, predictor_class
+from nasutil.predictor.profile import DeviceProfile, builtin_profiles
+from nasutil.predictor.registry import ProfileKind, open_profile, predictor_class
 from nasutil.search.objectives import Objectives
 from nasutil.search.record import hardware_figures, predicted_figures
 from nasutil.space import SearchSpace
@@ -76,14 +78,29 @@ def fast_end(space: SearchSpace, space_spec: str, predictor: Predictor, target: 
 
 
 def fast_end_ranker(predictor: Predictor, space_spec: str, target: PredictTarget) -> Predictor:
-    """The model that ranks the fast end: the operator sum of `predictor`'s profile where that profile has a
-    table at `target` (sums of timed ops order the fastest cells as measured, where trees flatten), else
-    `predictor` itself."""
-    if not isinstance(predictor, ProfileKind) or predictor.name == "operators":
+    """The model that ranks the fast end: the operator sum of `predictor`'s profile (for a predictor without
+    one, a prediction table say, the shipped profile of its device) where that profile has a table at `target`
+    (sums of timed ops order the fastest cells as measured, where trees flatten), else `predictor` itself."""
+    if predictor.name == "operators":
         return predictor
-    ranker = predictor_class("operators")(predictor.profile)
+    profile = predictor.profile if isinstance(predictor, ProfileKind) else shipped_profile_of(predictor.device_name)
+    if profile is None:
+        return predictor
+    ranker = predictor_class("operators")(profile)
     try:
         ranker.check(space_spec, target)
     except NasutilError:
         return predictor
     return ranker
+
+
+def shipped_profile_of(device_name: str) -> DeviceProfile | None:
+    """The profile nasutil ships for this device, if any."""
+    if not device_name:
+        return None
+    for name in builtin_profiles():
+        profile = open_profile(name)
+        known = lookup(profile.device_name)
+        if (known is not None and known == lookup(device_name)) or profile.device_name.casefold() == device_name.casefold():
+            return profile
+    return None

@@ -53,8 +53,11 @@ class TablePredictor(Predictor):
     name = "table"
     uses_ops = False
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, device_name: str | None = None) -> None:
+        """`device_name`: the device the table's predictions are for, where its rows do not name it: its
+        predictions carry that name, and a search's anchors are ranked on the device's shipped profile."""
         self.path = Path(path)
+        self._device_name = device_name or ""
         try:
             regular_file(self.path, "prediction table", MAX_TABLE_BYTES)
             with self.path.open(newline="", encoding="utf-8-sig") as f:  # a byte-order mark is no part of a column
@@ -65,10 +68,14 @@ class TablePredictor(Predictor):
         if missing:
             raise NasutilError(f"prediction table {str(path)!r} lacks column(s) {', '.join(missing)}")
         self._by_space: dict[str, dict[str, dict[str, str]]] = {}
+        named = {row.get("device_name") for row in self.rows if row.get("device_name")}
+        if self._device_name and named and named != {self._device_name}:
+            raise NasutilError(f"prediction table {str(path)!r} names its device ({', '.join(sorted(named))}), "
+                               f"not device_name={self._device_name!r}")
 
     @property
     def device_name(self) -> str:
-        return self.rows[0].get("device_name") or ""
+        return self.rows[0].get("device_name") or self._device_name
 
     @cached_property
     def content_digest(self) -> str:
@@ -140,7 +147,7 @@ class TablePredictor(Predictor):
             try:
                 out.append(Prediction(
                     space=candidates.space_spec, arch=arch.to_string(), predictor=row.get("predictor") or "table",
-                    device_name=row.get("device_name") or "", dtype=target.dtype, batch_size=target.batch_size,
+                    device_name=row.get("device_name") or self._device_name, dtype=target.dtype, batch_size=target.batch_size,
                     mode=target.mode, flops_per_image=_number(row.get("flops_per_image"), int),
                     latency_ms=_number(row["latency_ms"], float), throughput_per_s=_number(row["throughput_per_s"], float),
                     utilization=_number(row["utilization"], float), params=_number(row.get("params"), int)))
