@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 E=experiments/nb201_pruning
 RANKED_ON=${RANKED_ON:-operators}
 case "$RANKED_ON" in
-operators) SUFFIX=; DEVICE=('+predictor.device_name=NVIDIA H200') ;;
+operators) SUFFIX=; DEVICE=('predictor.device_name=NVIDIA H200') ;;
 learned) SUFFIX=_learned; DEVICE=() ;;
 *) echo "RANKED_ON must be operators or learned" >&2; exit 2 ;;
 esac
