@@ -59,6 +59,12 @@ def lookup(device_name: str) -> DeviceSpec | None:
     return None
 
 
+def same_device(a: str, b: str) -> bool:
+    """Two device names for one device: the same datasheet entry, or the same name apart from case."""
+    known = lookup(a)
+    return (known is not None and known == lookup(b)) or a.casefold() == b.casefold()
+
+
 def datasheet_peak_tflops(device_name: str, dtype: str) -> float | None:
     spec = lookup(device_name)
     return spec.peak(dtype) if spec else None

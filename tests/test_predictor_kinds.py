@@ -93,6 +93,8 @@ def test_a_table_without_its_device_is_told_it_and_ranks_anchors_on_that_devices
         write_table(out, predict_many("nb201", archs, H200))
     with pytest.raises(NasutilError, match="names its device \\(NVIDIA H200\\), not device_name='NVIDIA H100'"):
         TablePredictor(full, device_name="NVIDIA H100")
+    with pytest.raises(NasutilError, match="device_name must be a device's name"):
+        TablePredictor(path, device_name=5)
 
 
 def test_a_malformed_table_is_refused_before_any_prediction(tmp_path):

@@ -298,14 +298,19 @@ def test_the_one_neighbour_screen_is_its_result_file(readme):
     assert loss <= 0.003 and "for at most 0.003 of the hypervolume" in " ".join(readme.split())
 
 
+def quoted_figures(results: str) -> tuple[dict, dict[str, float], list[float], list[float], list[float], float]:
+    """An evaluation's summary by sampler, its trainings saved (%) by sampler and budget, the three samplers'
+    saved at 150 and at 300 trials (ascending), its mean hypervolume ratios and its worst seed's."""
+    by = json.loads((EXPERIMENT / "results" / results / "measured_summary.json").read_text())["by_sampler"]
+    pct = {key: 100 * e["trainings_saved_mean"] for key, e in by.items()}
+    at150, at300 = (sorted(pct[f"{s}@{b}"] for s in ("nsga2", "tpe", "random")) for b in (150, 300))
+    means = [e["hv_ratio_measured_mean"] for e in by.values()]
+    return by, pct, at150, at300, means, min(e["hv_ratio_measured_min"] for e in by.values())
+
+
 def test_the_readme_and_docs_quote_the_one_neighbour_evaluation():
     root = Path(__file__).resolve().parents[1]
-    by = json.loads((EXPERIMENT / "results" / "measured_v7" / "measured_summary.json").read_text())["by_sampler"]
-    pct = {key: 100 * e["trainings_saved_mean"] for key, e in by.items()}
-    worst = min(e["hv_ratio_measured_min"] for e in by.values())
-    means = [e["hv_ratio_measured_mean"] for e in by.values()]
-    at300 = sorted(pct[f"{s}@300"] for s in ("nsga2", "tpe", "random"))
-    at150 = sorted(pct[f"{s}@150"] for s in ("nsga2", "tpe", "random"))
+    _, pct, at150, at300, means, worst = quoted_figures("measured_v7")
     text = " ".join((root / "README.md").read_text().split())
     assert (f"{pct['nsga2@150']:.1f}% (NSGA-II), {pct['tpe@150']:.1f}% (TPE) and {pct['random@150']:.1f}% (random "
             f"search) fewer trainings at 150 trials, {at300[0]:.1f}-{at300[-1]:.1f}% at 300, mean hypervolume "
@@ -362,14 +367,9 @@ def test_the_four_operator_ranked_anchors_hold_the_measured_fastest_cell_in_ever
 
 def test_the_readme_and_docs_quote_the_four_anchor_evaluation():
     root = Path(__file__).resolve().parents[1]
-    by = json.loads((EXPERIMENT / "results" / "measured_v8" / "measured_summary.json").read_text())["by_sampler"]
-    learned = json.loads((EXPERIMENT / "results" / "measured_v8_learned" / "measured_summary.json").read_text())
-    pct = {key: 100 * e["trainings_saved_mean"] for key, e in by.items()}
-    worst = min(e["hv_ratio_measured_min"] for e in by.values())
-    means = [e["hv_ratio_measured_mean"] for e in by.values()]
-    at150 = sorted(pct[f"{s}@150"] for s in ("nsga2", "tpe", "random"))
-    at300 = sorted(pct[f"{s}@300"] for s in ("nsga2", "tpe", "random"))
-    low = sum(e["seeds_below_0.95_measured"] for e in learned["by_sampler"].values())
+    _, _, at150, at300, means, worst = quoted_figures("measured_v8")
+    learned = quoted_figures("measured_v8_learned")[0]
+    low = sum(e["seeds_below_0.95_measured"] for e in learned.values())
     text = " ".join((root / "README.md").read_text().split())
     assert (f"{at150[0]:.1f}-{at150[-1]:.1f}% fewer trainings at 150 trials and {at300[0]:.1f}-{at300[-1]:.1f}% at "
             f"300, mean hypervolume {min(means):.3f}-{max(means):.3f} and no seed below {worst:.3f} (ranked on the "

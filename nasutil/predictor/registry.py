@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from nasutil.arch import Arch
-from nasutil.devices import lookup
+from nasutil.devices import same_device
 from nasutil.errors import NasutilError, did_you_mean
 from nasutil.ops import Op, network_flops, network_params
 from nasutil.plugins import Registry
@@ -71,8 +71,7 @@ class Predictor(ABC):
         known = self.device_name
         if not known or not target.device_name:
             return  # a predictor that does not know its device (a table, say) answers for any
-        same = lookup(known) is not None and lookup(known) == lookup(target.device_name)
-        if not same and known.casefold() != target.device_name.casefold():
+        if not same_device(known, target.device_name):
             raise NasutilError(f"{self.name} predicts for {known}, not {target.device_name!r} (give a profile of "
                                f"that device, or leave the target's device to the predictor)")
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import optuna
 
-from nasutil.devices import lookup
+from nasutil.devices import same_device
 from nasutil.errors import NasutilError
 from nasutil.predictor import Predictor, PredictTarget
 from nasutil.predictor.profile import DeviceProfile, builtin_profiles
@@ -98,9 +98,5 @@ def shipped_profile_of(device_name: str) -> DeviceProfile | None:
     """The profile nasutil ships for this device, if any."""
     if not device_name:
         return None
-    for name in builtin_profiles():
-        profile = open_profile(name)
-        known = lookup(profile.device_name)
-        if (known is not None and known == lookup(device_name)) or profile.device_name.casefold() == device_name.casefold():
-            return profile
-    return None
+    profiles = (open_profile(name) for name in builtin_profiles())
+    return next((profile for profile in profiles if same_device(profile.device_name, device_name)), None)

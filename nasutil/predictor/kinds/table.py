@@ -56,6 +56,8 @@ class TablePredictor(Predictor):
     def __init__(self, path: str | Path, device_name: str | None = None) -> None:
         """`device_name`: the device the table's predictions are for, where its rows do not name it: its
         predictions carry that name, and a search's anchors are ranked on the device's shipped profile."""
+        if device_name is not None and not isinstance(device_name, str):
+            raise NasutilError(f"device_name must be a device's name (e.g. 'NVIDIA H200'), got {device_name!r}")
         self.path = Path(path)
         self._device_name = device_name or ""
         try:
