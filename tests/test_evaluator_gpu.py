@@ -178,6 +178,29 @@ def test_fast_settings_agree_with_the_default_and_a_plain_loop():
 
 
 
+def test_weights_made_on_the_device_read_as_weights_copied_from_the_host():
+    """`weights="device"` (the fast settings) gives a network its memory and values on the device instead of
+    copying each tensor: the timings must not move. 16 cells, fast settings either way, the order alternated."""
+    from nasutil import get_space
+
+    space = get_space("nb201")
+    rng = np.random.default_rng(11)
+    cells = list(dict.fromkeys(space.sample(rng).to_string() for _ in range(16)))
+    fast = GPU.with_(batch_size=256, counters=False).fast()
+    assert fast.weights == "device"
+    readings: dict[str, list[list[float]]] = {"device": [], "host": []}
+    for weights in ("device", "host", "host", "device"):
+        with Evaluator(fast.with_(weights=weights), workers=2) as ev:
+            results = list(ev.measure_many([Candidate("nb201", c) for c in cells]))
+        assert all(m.ok for m in results), [m.error for m in results if not m.ok]
+        assert all(("allocate_s" in m.timing) is (weights == "device") for m in results)
+        readings[weights].append([m.latency_ms for m in results])
+    device = [min(pair) for pair in zip(*readings["device"])]
+    host = [min(pair) for pair in zip(*readings["host"])]
+    differences = [abs(d / h - 1) for d, h in zip(device, host)]
+    assert statistics.median(differences) <= 0.01 and max(differences) <= 0.05, differences
+
+
 def test_a_warmed_workers_first_reading_is_within_the_known_gap_of_a_plain_loop():
     """An evaluator's worker loads its CUDA libraries as it starts (`warm`, the default). Its first reading stays
     within the evaluator's known gap to a plain loop of graph replays in this process, 6% (BENCHMARKS.md: the

@@ -55,7 +55,11 @@ def resolve(candidate: Candidate, input_size: int | None) -> tuple[str, str, int
     return arch.to_string(), arch.canonical_hash(), space.check_input_size(input_size), space.in_channels
 
 
-def build(candidate: Candidate, input_size: int | None, num_classes: int) -> BuiltCandidate:
+def build(candidate: Candidate, input_size: int | None, num_classes: int,
+          without_storage: bool = False) -> BuiltCandidate:
+    """The candidate's network. `without_storage`: built on PyTorch's meta device (no memory, no values; see
+    `nasutil.evaluator.weights`) where its space lists its ops, so that FLOPs need no forward pass; every
+    other network is built as usual."""
     if is_zoo(candidate.space):
         size = input_size or zoo_input_size(candidate.space, candidate.arch)
         model = build_zoo_model(candidate.space, candidate.arch, num_classes)
@@ -65,9 +69,16 @@ def build(candidate: Candidate, input_size: int | None, num_classes: int) -> Bui
     space = get_space(candidate.space)
     arch = space.parse(candidate.arch)
     size = space.check_input_size(input_size)
-    model = space.build(arch, num_classes=num_classes, input_size=size)
+    counts = listed_counts(space, arch, num_classes, size)
+    if without_storage and counts is not None:
+        from nasutil.evaluator.weights import without_storage as on_meta
+
+        with on_meta():
+            model = space.build(arch, num_classes=num_classes, input_size=size)
+    else:
+        model = space.build(arch, num_classes=num_classes, input_size=size)
     return BuiltCandidate(model, arch.to_string(), arch.canonical_hash(), size, space.in_channels, candidate.space,
-                          listed_counts(space, arch, num_classes, size))
+                          counts)
 
 
 def listed_counts(space, arch, num_classes: int, input_size: int) -> ModelCounts | None:

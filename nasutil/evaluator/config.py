@@ -14,6 +14,7 @@ from nasutil.space import MAX_NUM_CLASSES
 MODES = ("eager", "cudagraph", "compile")
 DEVICE_PATTERN = r"cpu|cuda(:\d+)?"
 DEVICE_TURNS = ("whole", "timing", "split")  # what a worker's turn on the device covers (`MeasureConfig.device_turn`)
+WEIGHTS = ("host", "device")  # where a measured network's weights are made (`MeasureConfig.weights`)
 #: the largest batch measured or predicted: 10**20 overflowed inside torch, and a prediction for it was nonsense
 MAX_BATCH_SIZE = 1 << 16
 #: the largest input resolution (height and width) a network is measured at
@@ -97,6 +98,12 @@ class MeasureConfig:
     # read the cells as one turn did. "timing" is meant for workers that share one context through CUDA MPS
     # (`nvidia-cuda-mps-control -d` before they start).
     device_turn: str = "whole"
+    # where a network's weights are made: "host" (built there and copied to the device, one copy a tensor) or
+    # "device" (built without storage, given device memory outside the turn and filled there inside it:
+    # values of the scale a built network has, not the same values; `nasutil.evaluator.weights`). "device"
+    # serves spaces that list their ops (nb201, mbconv) in measurements without per-layer profiles; other
+    # networks are built on the host.
+    weights: str = "host"
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str):
@@ -125,6 +132,8 @@ class MeasureConfig:
             raise NasutilError("counter windows need counter_max_ms >= counter_window_ms")
         if self.device_turn not in DEVICE_TURNS:
             raise NasutilError(f"device_turn must be one of {', '.join(DEVICE_TURNS)}, got {self.device_turn!r}")
+        if self.weights not in WEIGHTS:
+            raise NasutilError(f"weights must be one of {', '.join(WEIGHTS)}, got {self.weights!r}")
         for name in ("channels_last", "counters", "per_layer", "eager_warm_up"):
             if not isinstance(getattr(self, name), bool):
                 raise NasutilError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -138,7 +147,8 @@ class MeasureConfig:
         longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
         runs once the worker has captured one, and that capture outside the worker's turn on the device
         (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
-        `.fast().with_(device_turn="whole")` keeps one turn for all).
+        `.fast().with_(device_turn="whole")` keeps one turn for all), and the weights made on the device
+        (`weights="device"`: no copy of each tensor inside the turn; `.fast().with_(weights="host")` copies).
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
         forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200
@@ -148,7 +158,8 @@ class MeasureConfig:
         median (BENCHMARKS.md, "The capture outside the turn"). BENCHMARKS.md measures its rate and
         repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
-                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split")
+                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split",
+                       weights="device")
 
     def with_(self, **changes) -> MeasureConfig:
         return replace(self, **changes)

@@ -19,6 +19,7 @@ from nasutil.evaluator.measurement import Measurement
 from nasutil.evaluator.modes import prepare
 from nasutil.evaluator.peak import measured_peak_tflops
 from nasutil.evaluator.timing import time_windows
+from nasutil.evaluator.weights import allocate, built_without_storage, materialize
 from nasutil.errors import NasutilError
 
 
@@ -78,13 +79,18 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     With `config.device_turn="timing"`, for workers that share one context through CUDA MPS, the copies and
     a capture without eager warm-up run before the turn and the captured graph is let go after it. In both,
     `timing["turn_wait_s"]` is the wait for the (second) turn. `timing["turn_s"]` is how long the turns
-    were held.
+    were held. A model built without storage (`nasutil.evaluator.weights`, `config.weights="device"`) is
+    given its device memory before the turn and its values where the copies would run
+    (`timing["allocate_s"]`, then `to_device_s`).
     """
     device = resolve_device(config.device)
     phases: dict[str, float] = {}
     dtype = torch_dtype(config.dtype)
     memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
     model = model.eval()
+    without_storage = built_without_storage(model)
+    if without_storage and (counts is None or config.per_layer):  # counting runs the network on the host
+        model, without_storage = materialize(model, "cpu"), False
     t0 = time.perf_counter()
     if counts is None or config.per_layer:
         with torch.inference_mode():
@@ -93,6 +99,11 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     t0 = time.perf_counter()
     model = model.to(dtype=dtype, memory_format=memory_format)
     phases["cast_s"] = time.perf_counter() - t0
+    fill = None
+    if without_storage:  # device memory now (host work, outside the turn), values inside it
+        t0 = time.perf_counter()
+        fill = allocate(model, device)
+        phases["allocate_s"] = time.perf_counter() - t0
 
     warm_up = config.eager_warm_up or not _captured_before
     # a capture without eager warm-up only records (it launches nothing): "split" and "timing" take it out of
@@ -110,7 +121,10 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
 
         held = time.perf_counter() if turn_kind == "timing" else take_turn()
         t0 = time.perf_counter()
-        model = model.to(device)
+        if fill is None:
+            model = model.to(device)
+        else:
+            fill()
         if turn_kind == "timing":
             x = torch.randn(config.batch_size, in_channels, input_size, input_size, dtype=dtype)
             x = x.contiguous(memory_format=memory_format).to(device)

@@ -111,7 +111,9 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
 
     try:
         t0 = time.perf_counter()
-        built = build(candidate, config.input_size, config.num_classes)
+        built = build(candidate, config.input_size, config.num_classes,
+                      without_storage=config.weights == "device" and not config.per_layer
+                      and config.device.startswith("cuda"))
         build_s = time.perf_counter() - t0
         result = measure_model(built.model, config, space=built.space, arch=built.arch, arch_hash=built.arch_hash,
                                input_size=built.input_size, in_channels=built.in_channels, exclusive=exclusive,
