@@ -147,8 +147,9 @@ class MeasureConfig:
         longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
         runs once the worker has captured one, and that capture outside the worker's turn on the device
         (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
-        `.fast().with_(device_turn="whole")` keeps one turn for all), and the weights made on the device
-        (`weights="device"`: no copy of each tensor inside the turn; `.fast().with_(weights="host")` copies).
+        `.fast().with_(device_turn="whole")` keeps one turn for all). `.fast().with_(weights="device")` also
+        makes the weights on the device, with no copy of each tensor inside the turn: it has run on the CPU
+        only, so the fast settings keep copying until a GPU run has set its readings against the copies'.
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
         forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200
@@ -158,8 +159,7 @@ class MeasureConfig:
         median (BENCHMARKS.md, "The capture outside the turn"). BENCHMARKS.md measures its rate and
         repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
-                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split",
-                       weights="device")
+                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split")
 
     def with_(self, **changes) -> MeasureConfig:
         return replace(self, **changes)
