@@ -48,7 +48,8 @@ from nasutil.evaluator import Candidate, Evaluator, MeasureConfig, Measurement
 from nasutil.evaluator.mps import server_running, shared_device_context
 from nasutil.evaluator.reference import graph_replay_ms
 
-PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s", "release_s", "turn_s")
+PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "prepare_s", "turn_wait_s", "time_s", "release_s",
+          "turn_s")
 
 
 def cells(n: int, seed: int) -> list[str]:

@@ -2,8 +2,8 @@
 
 Timing a network depends on its tensors' shapes, strides, dtypes and devices, not on their values. Built
 on the host, a NAS-Bench-201 cell network moves its ~400 parameters and buffers to the GPU one synchronous
-copy at a time (6-7 ms a cell, a quarter of a fast measurement's turn on the device: BENCHMARKS.md, "The
-whole NAS-Bench-201 space in one pass"). Built on PyTorch's meta device instead (shapes and strides, no
+copy at a time (5.8-7.2 ms a cell on H100s, a quarter of a fast measurement's turn on the
+device: BENCHMARKS.md, "The whole NAS-Bench-201 space in one pass"). Built on PyTorch's meta device instead (shapes and strides, no
 storage), the network is given one block of device memory per dtype, cut into views with the strides the
 meta tensors have, and filled there by a handful of kernels: convolution and linear weights and biases
 from PyTorch's default uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), grouped by fan-in; normalization weights
@@ -126,7 +126,7 @@ def _plan(model: nn.Module) -> _Plan:
 
 def _fill(module: nn.Module, name: str, t: torch.Tensor) -> tuple:
     """How a tensor is filled: PyTorch's default initialisation where it is known, else zeros."""
-    if not (t.is_floating_point() or t.is_complex()):
+    if not t.is_floating_point():
         return ("zeros",)
     if isinstance(module, NORM_LAYERS):
         return ("ones",) if name in ("weight", "running_var") else ("zeros",)
