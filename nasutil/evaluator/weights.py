@@ -1,15 +1,15 @@
 """Weights made on the measured device: a network built without storage gets its tensors there.
 
-Timing a network depends on its tensors' shapes, strides, dtypes and devices, not on their values. Built
-on the host, a NAS-Bench-201 cell network moves its ~400 parameters and buffers to the GPU one synchronous
-copy at a time (5.8-7.2 ms a cell on H100s, a quarter of a fast measurement's turn on the
-device: BENCHMARKS.md, "The whole NAS-Bench-201 space in one pass"). Built on PyTorch's meta device instead (shapes and strides, no
-storage), the network is given one block of device memory per dtype, cut into views with the strides the
-meta tensors have, and filled there by a handful of kernels: convolution and linear weights and biases
-from PyTorch's default uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), grouped by fan-in; normalization weights
-and running variances 1, their biases and running means 0; anything else 0. So the network computes with
-values of the scale a freshly built one has, and each tensor's shape, strides and dtype are the built
-network's; only their storage differs (slices of one block, as `nasutil.colocate.transfer` lays them out).
+Timing a network depends on its tensors' shapes, strides, dtypes and devices, not on their values. Built on
+the host, a NAS-Bench-201 cell network moves its ~400 parameters and buffers to the GPU one synchronous copy
+at a time (5.8-7.2 ms a cell on H100s, a quarter of a fast measurement's turn on the device: BENCHMARKS.md,
+"The whole NAS-Bench-201 space in one pass"). Built on PyTorch's meta device instead (shapes and strides, no
+storage), the network is given one block of device memory per dtype, cut into views with the strides the meta
+tensors have, and filled there by a handful of kernels: convolution and linear weights and biases from
+PyTorch's default uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)), grouped by fan-in; normalization weights and
+running variances 1, their biases and running means 0; anything else 0. So the network computes with values of
+the scale a freshly built one has, and each tensor's shape, strides and dtype are the built network's; only
+their storage differs (slices of one block, as `nasutil.colocate.transfer` lays them out).
 """
 
 from __future__ import annotations
