@@ -177,7 +177,6 @@ def test_fast_settings_agree_with_the_default_and_a_plain_loop():
     assert abs(statistics.median(ratios) - 1) <= 0.06, ratios
 
 
-
 def test_weights_made_on_the_device_read_as_weights_copied_from_the_host():
     """`weights="device"` gives a network its memory and values on the device instead of copying each tensor:
     the timings must not move. 16 cells, fast settings either way, the order alternated."""
