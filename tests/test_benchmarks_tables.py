@@ -312,7 +312,7 @@ def check_nb201_rate(text: str) -> None:
     heading = "### The whole NAS-Bench-201 space in one pass"
     (runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, mps_passes, mps_agreement,
      same_passes, same_agreement, s113_passes, s113_agreement, s114_passes, s114_agreement,
-     split_passes, split_agreement, beside_timer, pinned, shared) = tables(section(text, heading))
+     split_passes, split_agreement, beside_timer, pinned, device_weights, shared) = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -356,6 +356,7 @@ def check_nb201_rate(text: str) -> None:
     shorter_fast_timings(section(text, heading), (s113_passes, s113_agreement), (s114_passes, s114_agreement))
     the_capture_outside_the_turn(section(text, heading), split_passes, split_agreement, beside_timer)
     page_locked_copies(section(text, heading), pinned)
+    weights_made_on_the_device(section(text, heading), device_weights)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -634,6 +635,43 @@ def page_locked_copies(text: str, rows: list[list[str]]) -> None:
     assert re.search(r"^4 passed, 9 deselected", log, re.M) and log.strip().endswith("rc=0")
     for test in ("split_turn", "timing_turn", "warmed_workers", "mps"):
         assert re.search(rf"PASSED tests/test_evaluator_gpu.py::test_\w*{test}", log), test
+
+
+def weights_made_on_the_device(text: str, rows: list[list[str]]) -> None:
+    """h100/rate/device_weights_s140 and _s141: each pass's rate, phases and agreement, the worst reading against
+    the default settings past the pass's first 8 cells (from the per-cell CSV), the notes' ratios, the whole
+    space's line from its log and the GPU tests' count."""
+    folder = ROOT / "benchmarks" / "results" / "h100" / "rate"
+    names = {"fast": "fast", "fast, weights made on the device": 'fast, weights="device"'}
+    passes = {}
+    assert [(row[0], row[1]) for row in rows] == [(s, n) for s in ("140", "141") for n in names]
+    for row in rows:
+        seed, name = row[0], names[row[1]]
+        rate = load(folder / f"device_weights_s{seed}" / "nb201_rate.json")
+        assert rate["machine"]["device"] == "NVIDIA H100 80GB HBM3" and rate["machine"]["mps"] is False
+        p = next(p for p in rate["passes"] if p["pass"] == name.replace('"', ""))
+        passes[seed, name] = p
+        cells = rows_of(folder / f"device_weights_s{seed}" / "nb201_rate.csv")
+        default = {r["arch"]: float(r["latency_ms"]) for r in cells if r["pass"] == "default"}
+        mine = [r for r in cells if r["pass"] == p["pass"]]
+        late = max(abs(float(r["latency_ms"]) / default[r["arch"]] - 1) for r in mine[8:] if r["arch"] in default)
+        phase, against = p["mean_phase_ms"], rate["agreement"][f"default vs {p['pass']}"]
+        plain = rate["agreement"][f"reference vs {p['pass']}"]
+        allocate = [phase["allocate_s"]] if phase.get("allocate_s") else []
+        assert (row[4] == "") == (not allocate), row
+        agree(" ".join(row[2:]), p["cells"], p["cells_per_s"], *allocate, phase["to_device_s"], phase["turn_s"],
+              pct(against["median"]), pct(against["max"]), pct(late), plain["median_ratio"])
+    for seed in ("140", "141"):
+        copies, made = passes[seed, "fast"], passes[seed, 'fast, weights="device"']
+        says(text, f"{made['cells_per_s'] / copies['cells_per_s']:.2f}x", f"{made['projected_15625_min']:.1f}",
+             f"{copies['projected_15625_min']:.1f}")
+        log = (folder / f"device_weights_s{seed}" / "gpu_tests_weights.log").read_text()
+        assert re.search(r"^2 passed, 13 deselected", log, re.M)
+    whole = (folder / "device_weights_s140" / "study_all.log").read_text().strip().splitlines()
+    found = re.search(r"(\d+)/15625 cells in (\d+) s \(([\d.]+) cells/s, 0 failed\)", whole[-2])
+    assert found and found.group(1) == "15625" and whole[-1] == "[all] 15625 cells measured in all"
+    says(text, f"measured all 15,625 cells in {found.group(2)} s ({int(found.group(2)) / 60:.1f}",
+         f"min, {found.group(3)} cells a second, none failed")
 
 
 def rate_passes(passes: list[list[str]], rate: dict) -> None:
@@ -1535,6 +1573,8 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_nb201_rate, r"\| 119 \| default vs fast, device_turn=split \| 200 \| ([0-9.]+)% \|"),
     (check_nb201_rate, r"\| copies \| 497 \| [0-9.]+ \| ([0-9.]+) \|"),
     (check_nb201_rate, r"\(seed 120, ([0-9.]+)x, the split turn run first\)"),
+    (check_nb201_rate, r"\| 141 \| fast, weights made on the device \| 400 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| "
+                       r"[0-9.]+ \| [0-9.]+% / [0-9.]+% \| ([0-9.]+)% \|"),
 ]
 
 
