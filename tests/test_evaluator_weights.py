@@ -99,6 +99,21 @@ def test_allocation_gives_memory_and_the_fill_gives_values():
     assert all(not (t == 7).all() for name, t in bare.named_buffers() if name.endswith("running_var"))
 
 
+def test_memory_the_cache_cannot_serve_is_taken_inside_the_turn():
+    """With `in_turn` (the default where the caching allocator would have to map memory from the driver), the
+    tensors stay storage-less until the fill, which then gives them the built network's layout and values."""
+    host, bare = _pair("nb201", NB201)
+    fill = allocate(bare, "cpu", in_turn=True)
+    assert built_without_storage(bare)
+    fill()
+    assert not built_without_storage(bare)
+    theirs, ours = host.state_dict(), bare.state_dict()
+    assert list(theirs) == list(ours)
+    for name, t in theirs.items():
+        assert (ours[name].shape, ours[name].stride(), ours[name].dtype) == (t.shape, t.stride(), t.dtype), name
+    assert all(ours[name].eq(1).all() for name in ours if name.endswith("running_var"))
+
+
 def test_a_space_without_an_op_listing_is_built_with_storage():
     from nasutil.registry import get_space
 

@@ -99,7 +99,8 @@ class MeasureConfig:
     # (`nvidia-cuda-mps-control -d` before they start).
     device_turn: str = "whole"
     # where a network's weights are made: "host" (built there and copied to the device, one copy a tensor) or
-    # "device" (built without storage, given device memory outside the turn and filled there inside it:
+    # "device" (built without storage, given device memory outside the turn where the allocator's cache holds
+    # it, inside otherwise, and filled there inside it:
     # values of the scale a built network has, not the same values; `nasutil.evaluator.weights`). "device"
     # serves spaces that list their ops (nb201, mbconv) in measurements without per-layer profiles; other
     # networks are built on the host.
@@ -148,8 +149,10 @@ class MeasureConfig:
         runs once the worker has captured one, and that capture outside the worker's turn on the device
         (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
         `.fast().with_(device_turn="whole")` keeps one turn for all). `.fast().with_(weights="device")` also
-        makes the weights on the device, with no copy of each tensor inside the turn: it has run on the CPU
-        only, so the fast settings keep copying until a GPU run has set its readings against the copies'.
+        makes the weights on the device, with no copy of each tensor inside the turn: on an H100 it held the
+        turn 19 ms a cell against 26 and read as the copies past each worker's first cell, but that first
+        cell up to 10% slow (BENCHMARKS.md, "Weights made on the device"), so the fast settings keep copying
+        until a run shows the first cells within the bar.
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
         forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200

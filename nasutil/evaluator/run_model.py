@@ -100,7 +100,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     model = model.to(dtype=dtype, memory_format=memory_format)
     phases["cast_s"] = time.perf_counter() - t0
     fill = None
-    if without_storage:  # device memory now (host work, outside the turn), values inside it
+    if without_storage:  # device memory now where the allocator holds it (outside the turn), values inside it
         t0 = time.perf_counter()
         fill = allocate(model, device)
         phases["allocate_s"] = time.perf_counter() - t0
