@@ -147,7 +147,10 @@ def _cache_hits() -> int:
     return counters["inductor"]["fxgraph_cache_hit"]
 
 
-def test_child_processes_compile_what_this_process_then_finds_in_the_cache():
+def test_child_processes_compile_what_this_process_then_finds_in_the_cache(monkeypatch, tmp_path):
+    # a cache of its own: a test process beside this one compiling into the shared default could pull a
+    # compiled library away under the children's feet
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
     from nasutil.colocate.compile_cache import CompileCacheWarmer, wait_quietly
     from nasutil.colocate.compiled import compile_for_inference, inference_options
 
