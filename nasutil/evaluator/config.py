@@ -150,8 +150,8 @@ class MeasureConfig:
         (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
         `.fast().with_(device_turn="whole")` keeps one turn for all). `.fast().with_(weights="device")` also
         makes the weights on the device, with no copy of each tensor inside the turn: on an H100 it held the
-        turn 19 ms a cell against 26 and read as the copies past each worker's first cell, but that first
-        cell up to 10% slow (BENCHMARKS.md, "Weights made on the device"), so the fast settings keep copying
+        turn 19 ms a cell against 26 and read as the copies past a pass's first 8 cells (8 workers), but some of
+        those read up to 10% slow (BENCHMARKS.md, "Weights made on the device"), so the fast settings keep copying
         until a run shows the first cells within the bar.
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
