@@ -2,6 +2,8 @@
 
 import csv
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +65,16 @@ def test_front_mask_on_a_known_front(analyze):
     accuracy = np.array([90.0, 80.0, 85.0, 70.0, 90.0, 80.0])
     throughput = np.array([100.0, 300.0, 200.0, 250.0, 50.0, 300.0])
     assert analyze.front_mask_2d(accuracy, throughput).tolist() == [True, True, True, False, False, False]
+
+
+@pytest.mark.parametrize("setting, said", [("+all_settings.bogus=1", "unexpected keyword argument 'bogus'"),
+                                           ("+all_settings.weights=gpu", "weights must be one of host, device")])
+def test_a_bad_setting_for_the_full_pass_is_one_line_and_exit_code_2(tmp_path, setting, said):
+    """A misspelt `all_settings` field is refused before any worker starts, and nothing is written."""
+    out = tmp_path / "study"
+    done = subprocess.run([sys.executable, str(STUDY / "measure.py"), "stages=[all]", setting, f"out={out}"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: all_settings:") and said in lines[0], done.stderr
+    assert not (out / "measured_all_b256.csv").exists()

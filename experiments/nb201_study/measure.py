@@ -144,6 +144,10 @@ def measure_all(cfg: DictConfig, out: Path, order: list[str]) -> None:
     todo = [c for c in order if c not in done_before]
     workers = int(cfg.workers)
     config = base_config(cfg, int(cfg.batch_size)).with_(device_turn="timing" if mps else "whole").fast()
+    try:
+        config = config.with_(**dict(cfg.get("all_settings") or {}))
+    except (TypeError, NasutilError) as exc:  # a field MeasureConfig lacks, or a value it refuses
+        fail(f"error: all_settings: {exc}")
     run = {"cells": 0, "seconds": 0.0, "cells_per_s": None, "workers": workers, "failed": 0, "clock_retries": 0,
            "retimed_for_cv": 0, "config": {k: v for k, v in config.to_dict().items() if k != "device"}}
     runs.append(run)
