@@ -191,12 +191,27 @@ def test_weights_made_on_the_device_read_as_weights_copied_from_the_host():
         with Evaluator(fast.with_(weights=weights), workers=2) as ev:
             results = list(ev.measure_many([Candidate("nb201", c) for c in cells]))
         assert all(m.ok for m in results), [m.error for m in results if not m.ok]
-        assert all(("allocate_s" in m.timing) is (weights == "device") for m in results)
+        made_on_device = sum("allocate_s" in m.timing for m in results)
+        # each worker's first network, captured after an eager warm-up, is copied with either setting
+        assert made_on_device >= len(results) - 2 if weights == "device" else made_on_device == 0
         readings[weights].append([m.latency_ms for m in results])
     device = [min(pair) for pair in zip(*readings["device"])]
     host = [min(pair) for pair in zip(*readings["host"])]
     differences = [abs(d / h - 1) for d, h in zip(device, host)]
     assert statistics.median(differences) <= 0.01 and max(differences) <= 0.05, differences
+
+
+def test_a_workers_first_network_is_copied_even_with_weights_made_on_the_device():
+    """A worker's first capture follows an eager warm-up; its network is copied (made on the device, those first
+    cells read up to 10% slow on an H100), and the ones after it are made on the device."""
+    from nasutil import get_space
+
+    cells = list(dict.fromkeys(get_space("nb201").sample(np.random.default_rng(12)).to_string() for _ in range(3)))
+    fast = GPU.with_(batch_size=256, counters=False).fast().with_(weights="device")
+    with Evaluator(fast, workers=1) as ev:
+        results = [ev.measure(Candidate("nb201", c)) for c in cells]
+    assert all(m.ok for m in results), [m.error for m in results if not m.ok]
+    assert ["allocate_s" in m.timing for m in results] == [False] + [True] * (len(results) - 1)
 
 
 def test_weights_wait_for_the_turn_where_the_cache_cannot_serve_them():
