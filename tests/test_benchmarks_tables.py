@@ -14,6 +14,7 @@ README.md's figures by `tests/test_readme_figures.py`.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import math
@@ -312,7 +313,8 @@ def check_nb201_rate(text: str) -> None:
     heading = "### The whole NAS-Bench-201 space in one pass"
     (runs, phases, agreement, fresh, narrowed, _task_gap, warm_passes, warm_agreement, mps_passes, mps_agreement,
      same_passes, same_agreement, s113_passes, s113_agreement, s114_passes, s114_agreement,
-     split_passes, split_agreement, beside_timer, pinned, device_weights, shared) = tables(section(text, heading))
+     split_passes, split_agreement, beside_timer, pinned, device_weights, first_copied, whole_spaces,
+     shared) = tables(section(text, heading))
     assert len(runs) == 5
     for row, part in zip(runs[:2], parts):
         agree(row[1], part["cells"])
@@ -357,6 +359,7 @@ def check_nb201_rate(text: str) -> None:
     the_capture_outside_the_turn(section(text, heading), split_passes, split_agreement, beside_timer)
     page_locked_copies(section(text, heading), pinned)
     weights_made_on_the_device(section(text, heading), device_weights)
+    first_network_copied(section(text, heading), first_copied, whole_spaces)
     outside = load(H200 / "rate" / "nb201_rate_outside_turn.json")
     first = outside["passes"][0]
     says(section(text, heading),
@@ -672,6 +675,63 @@ def weights_made_on_the_device(text: str, rows: list[list[str]]) -> None:
     assert found and found.group(1) == "15625" and whole[-1] == "[all] 15625 cells measured in all"
     says(text, f"measured all 15,625 cells in {found.group(2)} s ({int(found.group(2)) / 60:.1f}",
          f"min, {found.group(3)} cells a second, none failed")
+
+
+def first_network_copied(text: str, rows: list[list[str]], whole: list[list[str]]) -> None:
+    """h100/rate/in_turn_s142 and first_copied_s143: each pass's rate, phases and agreement, the worst reading
+    against the default settings among the workers' first networks (the rows without a wait for a second turn)
+    and among the rest, from the per-cell CSV; the two whole-space passes from their run files, and their tables
+    set against each other and against the shipped H200 table cell by cell."""
+    folder = ROOT / "benchmarks" / "results" / "h100" / "rate"
+    names = {"fast, copies": "fast", "fast, weights made on the device": "fast, weights=device",
+             "fast, weights made on the device, the first copied": "fast, weights=device"}
+    runs = {"142": "in_turn_s142", "143": "first_copied_s143"}
+    assert [row[0] for row in rows] == ["142", "142", "143", "143"]
+    passes = {}
+    for row in rows:
+        seed, name = row[0], names[row[1]]
+        assert ("first copied" in row[1]) is (seed == "143" and name != "fast"), row
+        rate = load(folder / runs[seed] / "nb201_rate.json")
+        assert rate["machine"]["device"] == "NVIDIA H100 80GB HBM3" and rate["machine"]["mps"] is False
+        p = passes[seed, name] = next(p for p in rate["passes"] if p["pass"] == name)
+        cells = rows_of(folder / runs[seed] / "nb201_rate.csv")
+        default = {r["arch"]: float(r["latency_ms"]) for r in cells if r["pass"] == "default"}
+        mine = [r for r in cells if r["pass"] == name and r["arch"] in default]
+        first = [abs(float(r["latency_ms"]) / default[r["arch"]] - 1) for r in mine if r["turn_wait_s"] == ""]
+        rest = [abs(float(r["latency_ms"]) / default[r["arch"]] - 1) for r in mine if r["turn_wait_s"] != ""]
+        if seed == "143" and name != "fast":  # its first networks were copied, the others made on the device
+            assert all((r["allocate_s"] == "") is (r["turn_wait_s"] == "") for r in cells if r["pass"] == name)
+        phase, against = p["mean_phase_ms"], rate["agreement"][f"default vs {name}"]
+        allocate = [phase["allocate_s"]] if phase.get("allocate_s") else []
+        assert (row[4] == "") == (not allocate), row
+        agree(" ".join(row[2:]), p["cells"], p["cells_per_s"], *allocate, phase["to_device_s"], phase["turn_s"],
+              pct(against["median"]), pct(against["max"]), pct(max(first)), pct(max(rest)),
+              rate["agreement"][f"reference vs {name}"]["median_ratio"])
+    copies, made = passes["143", "fast"], passes["143", "fast, weights=device"]
+    says(text, f"{made['cells_per_s'] / copies['cells_per_s']:.2f}x")
+    assert re.search(r"^4 passed", (folder / runs["143"] / "gpu_tests_weights.log").read_text(), re.M)
+    assert [row[:2] for row in whole] == [["142", "copied"], ["143", "made on the device, each worker's first copied"]]
+    tables_by = {}
+    for row in whole:
+        run = load(folder / runs[row[0]] / "all_b256_runs.json")
+        assert len(run) == 1
+        run = run[0]
+        assert run["config"]["weights"] == ("host" if row[0] == "142" else "device")
+        agree(" ".join(row[2:]), run["cells"], run["seconds"], run["seconds"] / 60, run["cells_per_s"], run["failed"],
+              run["clock_retries"])
+        with gzip.open(folder / runs[row[0]] / "measured_all_b256.csv.gz", "rt", newline="") as fh:
+            tables_by[row[0]] = {r["arch"]: float(r["latency_ms"]) for r in csv.DictReader(fh) if r["status"] == "ok"}
+    shipped = {r["arch"]: float(r["latency_ms"]) for r in rows_of(ROOT / "experiments" / "nb201_study" / "results"
+                                                                  / "measured_all_b256.csv") if r["status"] == "ok"}
+    made_t, copied_t = tables_by["143"], tables_by["142"]
+    assert made_t.keys() == copied_t.keys() == shipped.keys() and len(made_t) == 15_625
+    ratios = [made_t[a] / copied_t[a] for a in made_t]
+    apart = sorted(abs(r - 1) for r in ratios)
+    says(text, f"{statistics.median(ratios):.4f} of the copies", f"{pct(statistics.median(apart)):.2f}% apart",
+         f"{pct(apart[int(0.99 * len(apart))]):.2f}% at the 99th percentile", f"{pct(apart[-1]):.2f}% at most")
+    assert apart[-1] <= 0.03
+    says(text, f"{statistics.median(made_t[a] / shipped[a] for a in made_t):.4f}x (made on the device)",
+         f"{statistics.median(copied_t[a] / shipped[a] for a in copied_t):.4f}x (copied)")
 
 
 def rate_passes(passes: list[list[str]], rate: dict) -> None:
@@ -1575,6 +1635,10 @@ PLANTED = [  # (check, a pattern whose one group is a figure BENCHMARKS.md takes
     (check_nb201_rate, r"\(seed 120, ([0-9.]+)x, the split turn run first\)"),
     (check_nb201_rate, r"\| 141 \| fast, weights made on the device \| 400 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| "
                        r"[0-9.]+ \| [0-9.]+% / [0-9.]+% \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| 142 \| fast, weights made on the device \| 600 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| "
+                       r"[0-9.]+ \| [0-9.]+% / [0-9.]+% \| ([0-9.]+)% \|"),
+    (check_nb201_rate, r"\| 143 \| made on the device, each worker's first copied \| 15,625 \| ([0-9.]+) \|"),
+    (check_nb201_rate, r"[0-9.]+% apart at the median,\s+([0-9.]+)%\s+at\s+the"),
 ]
 
 

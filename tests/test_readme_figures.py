@@ -4,7 +4,9 @@ that drifts from its data fails here (the experiments' own READMEs have their te
 from __future__ import annotations
 
 import csv
+import gzip
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -495,36 +497,59 @@ def test_readmes_warmed_worker_figures_are_the_seed_110_passes():
             f"(warmed and cold workers {apart:.2%} apart at the median over {warm['cells']} cells") in " ".join(readme().split())
 
 
-def test_readmes_fast_figures_are_the_seed_120_pass():
-    """The fast settings (the split turn) against the default settings on 200 fresh cells, the plain loop reading
-    both alike, and the rate against one turn for all in the same run and on seed 119 (the same code)."""
-    folder = ROOT / "benchmarks" / "results" / "h100" / "rate"
-    rate = json.loads((folder / "split_first_s120" / "nb201_rate.json").read_text())
-    pair, got = rate["agreement"]["default vs fast"], rate["agreement"]
-    by = {p["pass"]: p for p in rate["passes"]}
+FAST_RUN = ROOT / "benchmarks" / "results" / "h100" / "rate" / "first_copied_s143"
+FAST_PASS = "fast, weights=device"  # the fast settings as they are (`MeasureConfig.fast`); the pass "fast" copied
+
+
+def whole_space_pass(folder: Path) -> dict:
+    """The one run of a folder's full pass (experiments/nb201_study/measure.py stages=[all])."""
+    runs = json.loads((folder / "all_b256_runs.json").read_text())
+    assert len(runs) == 1 and runs[0]["cells"] == 15_625 and runs[0]["failed"] == 0
+    return runs[0]
+
+
+def test_readmes_fast_figures_are_the_seed_143_pass():
+    """The fast settings against the default settings on 200 fresh cells, the plain loop reading both alike, and
+    the whole space with them and with the weights copied (seed 142's call, the same machine) on an H100."""
+    rate = json.loads((FAST_RUN / "nb201_rate.json").read_text())
+    pair, got = rate["agreement"][f"default vs {FAST_PASS}"], rate["agreement"]
+    assert rate["machine"]["device"] == "NVIDIA H100 80GB HBM3"
     assert {p["workers"] for p in rate["passes"]} == {8}
-    assert abs(got["reference vs fast"]["median_ratio"] - got["reference vs default"]["median_ratio"]) < 0.005
-    other = {p["pass"]: p for p in json.loads((folder / "split_s119" / "nb201_rate.json").read_text())["passes"]}
+    assert abs(got[f"reference vs {FAST_PASS}"]["median_ratio"] - got["reference vs default"]["median_ratio"]) < 0.005
+    made, copied = whole_space_pass(FAST_RUN), whole_space_pass(FAST_RUN.parent / "in_turn_s142")
+    assert made["config"]["weights"] == "device" and copied["config"]["weights"] == "host"
     text = " ".join(readme().split())
     assert (f"On an H100 with 8 workers it read {pair['cells']} fresh cells within {pair['max']:.2%} of the default "
             f"settings ({pair['median']:.2%} at the median)") in text
-    fast, whole = by["fast"], by["fast, device_turn=whole"]
-    assert (f"It measured {fast['cells_per_s']:.2f} cells a second against {whole['cells_per_s']:.2f} with one turn "
-            f"for all ({fast['cells_per_s'] / whole['cells_per_s']:.2f}x; "
-            f"{other['fast, device_turn=split']['cells_per_s'] / other['fast']['cells_per_s']:.2f}x on another fresh "
-            f"seed), a projected {fast['projected_15625_min']:.1f} minutes") in text
+    assert (f"It measured all 15,625 NAS-Bench-201 cells in {made['seconds'] / 60:.1f} minutes "
+            f"({made['cells_per_s']:.2f} cells a second) against {copied['seconds'] / 60:.1f} with the weights "
+            f"copied, the two tables within {whole_space_difference():.2%} of each other cell by cell") in text
 
 
-def test_the_fast_flags_help_gives_the_seed_120_pass():
+def whole_space_difference() -> float:
+    """The largest difference, cell by cell, between the whole-space tables with the weights made on the device
+    (seed 143's call) and copied (seed 142's)."""
+    made, copied = (whole_space_table(FAST_RUN.parent / name) for name in ("first_copied_s143", "in_turn_s142"))
+    assert made.keys() == copied.keys() and len(made) == 15_625
+    return max(abs(made[arch] / copied[arch] - 1) for arch in made)
+
+
+def whole_space_table(folder: Path) -> dict[str, float]:
+    with gzip.open(folder / "measured_all_b256.csv.gz", "rt", newline="") as fh:
+        return {r["arch"]: float(r["latency_ms"]) for r in csv.DictReader(fh) if r["status"] == "ok"}
+
+
+def test_the_fast_flags_help_gives_the_seed_143_pass():
     """`nasutil measure --help` quotes the fast settings' agreement with the defaults from the same run as README."""
-    rate = json.loads((ROOT / "benchmarks" / "results" / "h100" / "rate" / "split_first_s120" / "nb201_rate.json")
-                      .read_text())
-    pair = rate["agreement"]["default vs fast"]
+    rate = json.loads((FAST_RUN / "nb201_rate.json").read_text())
+    pair = rate["agreement"][f"default vs {FAST_PASS}"]
+    made = whole_space_pass(FAST_RUN)
     shown = subprocess.run([sys.executable, "-m", "nasutil", "measure", "--help"], capture_output=True, text=True,
-                           timeout=120, cwd=ROOT)
+                           timeout=120, cwd=ROOT, env={**os.environ, "COLUMNS": "1000"})  # no break in NAS-Bench-201
     assert shown.returncode == 0, shown.stderr
     assert (f"within {pair['max']:.2%} of the defaults on {pair['cells']} fresh cells on an H100 with 8 workers, "
-            f"{pair['median']:.2%} at the median") in " ".join(shown.stdout.split())
+            f"{pair['median']:.2%} at the median; all 15,625 NAS-Bench-201 cells in {made['seconds'] / 60:.1f} min "
+            f"there") in " ".join(shown.stdout.split())
 
 
 def test_readmes_mps_figures_are_the_seed_112_passes():

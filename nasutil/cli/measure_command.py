@@ -52,10 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--per-layer", action="store_true", help="add the per-layer kernel-time breakdown")
     p.add_argument("--fast", action="store_true",
                    help="settings for measuring a whole space: 4 windows of >= 0.5 ms, no counters, graphs captured "
-                        "without eager warm-up and outside the worker's turn on the device (BENCHMARKS.md: within "
-                        "0.99%% of the defaults on 200 fresh cells on an H100 with 8 workers, 0.22%% at the median; "
-                        "with 16 workers and a dipping clock the earlier settings read single cells up to 18%% off); "
-                        "where one cell matters, measure without it")
+                        "without eager warm-up and outside the worker's turn on the device, weights made on the "
+                        "device (BENCHMARKS.md: within 1.18%% of the defaults on 200 fresh cells on an H100 with 8 "
+                        "workers, 0.22%% at the median; all 15,625 NAS-Bench-201 cells in 4.0 min there; with 16 "
+                        "workers and a dipping clock earlier settings read single cells up to 18%% off); where one "
+                        "cell matters, measure without it")
     p.add_argument("--mps", action="store_true",
                    help="the workers share one device context through CUDA MPS (its daemon started for this run "
                         "and asked to quit after), so with --fast a worker's turn on the device holds its timing "

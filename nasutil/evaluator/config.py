@@ -102,8 +102,9 @@ class MeasureConfig:
     # "device" (built without storage, given device memory outside the turn where the allocator's cache holds
     # it, inside otherwise, and filled there inside it:
     # values of the scale a built network has, not the same values; `nasutil.evaluator.weights`). "device"
-    # serves spaces that list their ops (nb201, mbconv) in measurements without per-layer profiles; other
-    # networks are built on the host.
+    # serves spaces that list their ops (nb201, mbconv) in measurements without per-layer profiles, and
+    # graphs captured without an eager warm-up (a worker's first network is copied); other networks are
+    # built on the host.
     weights: str = "host"
 
     def __post_init__(self) -> None:
@@ -148,11 +149,12 @@ class MeasureConfig:
         longer windows where their CV exceeds 1%, no counters, CUDA graphs captured without eager warm-up
         runs once the worker has captured one, and that capture outside the worker's turn on the device
         (`device_turn="split"`, whatever was asked but "timing", which is kept for workers under MPS;
-        `.fast().with_(device_turn="whole")` keeps one turn for all). `.fast().with_(weights="device")` also
-        makes the weights on the device, with no copy of each tensor inside the turn: on an H100 it held the
-        turn 19 ms a cell against 26 and read as the copies past a pass's first 8 cells (8 workers), but some of
-        those read up to 10% slow (BENCHMARKS.md, "Weights made on the device"), so the fast settings keep copying
-        until a run shows the first cells within the bar.
+        `.fast().with_(device_turn="whole")` keeps one turn for all), and the weights made on the device
+        (`weights="device"`) in place of a copy a tensor inside the turn; `.fast().with_(weights="host")` copies.
+        On an H100 with 8 workers the weights made on the device held the turn 17 ms a cell against 22, read 200
+        fresh cells within 1.18% of the default settings (0.22% at the median), and measured all 15,625
+        NAS-Bench-201 cells in 4.0 minutes against 5.3 with the copies, the two tables within 1.79% of each
+        other cell by cell (BENCHMARKS.md, "A worker's first network copied").
 
         Most NAS-Bench-201 cells at batch 256 take 1.5-3.3 ms a forward on an H100, so a window is one
         forward: 5 windows of >= 2 ms (one forward or two) agreed with the default settings as closely on 200
@@ -162,7 +164,8 @@ class MeasureConfig:
         median (BENCHMARKS.md, "The capture outside the turn"). BENCHMARKS.md measures its rate and
         repeatability against the defaults and a plain timing loop."""
         return replace(self, warmup=1, repeats=4, min_window_ms=0.5, cv_threshold=0.01, counters=False,
-                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split")
+                       eager_warm_up=False, device_turn="timing" if self.device_turn == "timing" else "split",
+                       weights="device")
 
     def with_(self, **changes) -> MeasureConfig:
         return replace(self, **changes)
