@@ -2664,3 +2664,57 @@ def test_the_seeds_134_to_136_tables_and_notes_are_their_result_files():
     assert f"fronts at least 0.95 on {sum(v >= 0.95 for v in every)} of {len(every)} runs" in flat
     assert f"3x at batch 256 on {sum(v >= 3 for v in x[256])} of {len(x[256])} runs" in flat
     assert f"5x one at a time at batch 64 on {sum(v >= 5 for v in x[64])} of {len(x[64])} runs" in flat
+
+
+SEED_137 = ROOT / "benchmarks" / "results" / "h100" / "population" / "s137"
+
+
+def test_the_seed_137_table_and_notes_are_its_result_files():
+    """The table is the batch-64 call's rows; the notes' budgets, rates, fronts and the plain loop's agreement come
+    from the log, the rows and survivor_reference.py's summary; the batch-256 files hold the 16-place run alone."""
+    import csv
+    import re
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from survivor_reference import distinct
+
+    runs = runs_with_rows(SEED_137, ("population_search_b64_s137",))
+    marker = "**One more seed on an H100, and the GPU tests of the code since seeds 134-136"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Survivors against a plain timing loop: seeds 134-136")].split())
+    stopped = [json.loads(line) for line in (SEED_137 / "population_search_b256_s137_runs.jsonl").open()]
+    assert [r["run"] for r in stopped] == ["p16-pareto-qa"]
+    assert re.search(r"^7 passed", (SEED_137 / "gpu_tests_population.log").read_text(), re.M)
+    assert "PASSED tests/test_population_gpu.py::test_the_auto_memory_budget" in (
+        SEED_137 / "gpu_tests_population.log").read_text()
+    assert re.search(r"^2 passed", (SEED_137 / "gpu_tests_evaluator.log").read_text(), re.M)
+    budgets = re.findall(r"at once within\s*([\d.]+) GiB", (SEED_137 / "population_search_b64_s137.log").read_text())
+    assert f"were given {budgets[0]}, {budgets[1]} and {budgets[2]} GiB" in flat and len(budgets) == 3
+    by = {r["run"]: r for r in runs}
+    sixteen, p64, p256 = (by[f"p{n}-pareto-qa"] for n in (16, 64, 256))
+    assert (f"16 at once ran {float(sixteen['row']['speedup_over_baseline']):.2f}x one at a time and "
+            f"{float(sixteen['row']['speedup_over_plain_search']):.1f}x the plain loop") in flat
+    assert float(sixteen["row"]["speedup_over_plain_search"]) >= 40 > float(p64["row"]["speedup_over_plain_search"])
+    assert (f"64 and 256 at once ran {float(p64['row']['speedup_over_baseline']):.2f}x and "
+            f"{float(p256['row']['speedup_over_baseline']):.2f}x one at a time "
+            f"({p64['candidates_per_gpu_hour'] / sixteen['candidates_per_gpu_hour']:.2f}x and "
+            f"{p256['candidates_per_gpu_hour'] / sixteen['candidates_per_gpu_hour']:.2f}x the rate of 16)") in flat
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in (sixteen, p64, p256)]
+    one = [float(r["row"]["hypervolume_ratio_one_reading"]) for r in (sixteen, p64, p256)]
+    assert f"Fronts** {min(fronts):.3f}-{max(fronts):.3f} of one at a time's ({min(one):.3f}-{max(one):.3f}" in flat
+    assert sum(r["failed"] for r in runs) == 0
+    ref = json.loads((SEED_137 / "ref_b64_s137" / "survivor_reference.json").read_text())["all"]
+    assert (f"{ref['within_1pct']} of the {ref['readings']} readings lie within 1% of the loop's and "
+            f"{'all' if ref['within_3pct'] == ref['readings'] else ref['within_3pct']} within 3% (median "
+            f"{ref['median_ratio']:.3f}, the furthest {ref['worst_ratio']:.3f})") in flat
+    readings = distinct(list(csv.DictReader((SEED_137 / "ref_b64_s137" / "survivor_reference.csv").open())))
+    seen, firsts = set(), []
+    for r in readings:  # a search's first: a population's first batch and place, or one at a time's first survivor
+        if (r["batch"] == "0" and r["in_batch"] == "0") if r["in_batch"] != "" else r["run"] not in seen:
+            firsts.append(r)
+        seen.add(r["run"])
+    clocks, ratios = [float(r["sm_clock_mhz"]) for r in firsts], [float(r["ratio"]) for r in firsts]
+    assert len(firsts) == 4 and (f"were taken at {min(clocks):,.0f}-{max(clocks):,.0f} MHz and read "
+                                 f"{min(ratios):.3f}-{max(ratios):.3f} of the loop's") in flat
