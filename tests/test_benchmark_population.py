@@ -2701,6 +2701,11 @@ def test_the_seed_137_table_and_notes_are_its_result_files():
             f"{float(p256['row']['speedup_over_baseline']):.2f}x one at a time "
             f"({p64['candidates_per_gpu_hour'] / sixteen['candidates_per_gpu_hour']:.2f}x and "
             f"{p256['candidates_per_gpu_hour'] / sixteen['candidates_per_gpu_hour']:.2f}x the rate of 16)") in flat
+    pace = {n: r["epochs_trained"] / r["span_s"] for n, r in ((16, sixteen), (64, p64), (256, p256))}
+    assert (f"They cut fewer candidates at rungs ({p64['cut_at_rung']} and {p256['cut_at_rung']} against "
+            f"{sixteen['cut_at_rung']}) and trained {p64['epochs_trained']:.1f} and {p256['epochs_trained']:.1f} epochs "
+            f"against {sixteen['epochs_trained']:.1f}, at {pace[64] / pace[16]:.2f}x and {pace[256] / pace[16]:.2f}x the "
+            "epochs a second of 16 at once") in flat
     fronts = [float(r["row"]["hypervolume_ratio"]) for r in (sixteen, p64, p256)]
     one = [float(r["row"]["hypervolume_ratio_one_reading"]) for r in (sixteen, p64, p256)]
     assert f"Fronts** {min(fronts):.3f}-{max(fronts):.3f} of one at a time's ({min(one):.3f}-{max(one):.3f}" in flat
