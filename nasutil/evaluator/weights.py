@@ -64,10 +64,10 @@ def allocate(model: nn.Module, device: torch.device | str, *, in_turn: bool | No
     The two halves are split for the device turn: allocating is host work (the caching allocator's books and
     views cut from one block per dtype, no kernel), so it runs while another worker times; the fill launches
     one kernel per region (a fan-in, the ones, the zeros) and belongs inside the turn. That holds only while
-    the allocator serves the blocks from memory it already holds: memory it must get from the driver is
-    mapped while another worker times (the likely reason why, on an H100, 8 workers' first cells read up to 10% slow).
-    So where the cache cannot serve them (`in_turn=None`, the default) or `in_turn` is true, the allocation
-    and the views wait for the fill, inside the turn, as `Module.to`'s copies do. Tensors that already hold
+    the allocator serves the blocks from memory it already holds: memory it must get from the driver would be
+    mapped while another worker times. So where the cache cannot serve them (`in_turn=None`, the default) or
+    `in_turn` is true, the allocation and the views wait for the fill, inside the turn, as `Module.to`'s copies
+    do. (That was not why workers' first cells read slow: the evaluator copies those, `measure_model`.) Tensors that already hold
     storage are copied to `device` with the views, as `Module.to` would."""
     device = torch.device(device)
     plan = _plan(model)
