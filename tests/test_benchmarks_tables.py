@@ -14,7 +14,6 @@ README.md's figures by `tests/test_readme_figures.py`.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import math
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from test_readme_figures import stale  # one digit of a figure changed
+from test_readme_figures import whole_space_pass, whole_space_table  # the full passes of seeds 142-143's calls
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -713,14 +713,11 @@ def first_network_copied(text: str, rows: list[list[str]], whole: list[list[str]
     assert [row[:2] for row in whole] == [["142", "copied"], ["143", "made on the device, each worker's first copied"]]
     tables_by = {}
     for row in whole:
-        run = load(folder / runs[row[0]] / "all_b256_runs.json")
-        assert len(run) == 1
-        run = run[0]
+        run = whole_space_pass(folder / runs[row[0]])
         assert run["config"]["weights"] == ("host" if row[0] == "142" else "device")
         agree(" ".join(row[2:]), run["cells"], run["seconds"], run["seconds"] / 60, run["cells_per_s"], run["failed"],
               run["clock_retries"])
-        with gzip.open(folder / runs[row[0]] / "measured_all_b256.csv.gz", "rt", newline="") as fh:
-            tables_by[row[0]] = {r["arch"]: float(r["latency_ms"]) for r in csv.DictReader(fh) if r["status"] == "ok"}
+        tables_by[row[0]] = whole_space_table(folder / runs[row[0]])
     shipped = {r["arch"]: float(r["latency_ms"]) for r in rows_of(ROOT / "experiments" / "nb201_study" / "results"
                                                                   / "measured_all_b256.csv") if r["status"] == "ok"}
     made_t, copied_t = tables_by["143"], tables_by["142"]

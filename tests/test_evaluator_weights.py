@@ -141,5 +141,6 @@ def test_a_network_built_without_storage_is_measured(counted):
 def test_weights_must_be_host_or_device():
     with pytest.raises(NasutilError, match="weights must be one of host, device"):
         MeasureConfig(device="cpu", weights="disk")
-    assert MeasureConfig(device="cpu").weights == MeasureConfig(device="cpu").fast().with_(weights="host").weights == "host"
-    assert MeasureConfig(device="cpu").fast().weights == "device"
+    plain = MeasureConfig(device="cpu")
+    assert plain.weights == plain.fast().with_(weights="host").weights == "host"
+    assert plain.fast().weights == "device"

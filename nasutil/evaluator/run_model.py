@@ -95,8 +95,8 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
     # worker's first, or eager_warm_up=True) is copied: on an H100 each worker's first cell with weights made on
     # the device read up to 10% slow, on three seeds, where the copies and every later cell read as the default
     # settings (BENCHMARKS.md, "A worker's first network copied"); the cause is not established.
-    captured_after_warm_up = device.type == "cuda" and config.mode == "cudagraph" and warm_up
-    if without_storage and (counts is None or config.per_layer or captured_after_warm_up):
+    captures_a_graph = device.type == "cuda" and config.mode == "cudagraph"
+    if without_storage and (counts is None or config.per_layer or (captures_a_graph and warm_up)):
         model, without_storage = materialize(model, "cpu"), False
     t0 = time.perf_counter()
     if counts is None or config.per_layer:
@@ -114,7 +114,7 @@ def measure_model(model: nn.Module, config: MeasureConfig, *, space: str = "mode
 
     # a capture without eager warm-up only records (it launches nothing): "split" and "timing" take it out of
     # the turn ("timing" the copies too, which is right only where the workers share one context through MPS)
-    graphed = device.type == "cuda" and config.mode == "cudagraph" and not warm_up
+    graphed = captures_a_graph and not warm_up
     turn_kind = config.device_turn if graphed else "whole"
     with contextlib.ExitStack() as stack:
         stack.enter_context(matmul_precision(config.dtype))

@@ -67,8 +67,8 @@ def allocate(model: nn.Module, device: torch.device | str, *, in_turn: bool | No
     the allocator serves the blocks from memory it already holds: memory it must get from the driver would be
     mapped while another worker times. So where the cache cannot serve them (`in_turn=None`, the default) or
     `in_turn` is true, the allocation and the views wait for the fill, inside the turn, as `Module.to`'s copies
-    do. (That was not why workers' first cells read slow: the evaluator copies those, `measure_model`.) Tensors that already hold
-    storage are copied to `device` with the views, as `Module.to` would."""
+    do. (That was not why workers' first cells read slow: the evaluator copies those, `measure_model`.) Tensors
+    that already hold storage are copied to `device` with the views, as `Module.to` would."""
     device = torch.device(device)
     plan = _plan(model)
     if in_turn is None:
