@@ -72,6 +72,7 @@ class Way:
     prune_margin: float = 0.0  # and this `margin` (accuracy points)
     rung_neighbours: int = 4  # and at the first rung, a bound from this many cells (`rung_min_neighbours`)
     rung_band: float = 0.1  # within this fraction of the candidate's predicted throughput (`rung_band`)
+    select: str = "fronts"  # which candidates at a rung go on (`halving.select`; `sn`: nsga2)
 
     @property
     def asked_at_once(self) -> int:
@@ -80,11 +81,12 @@ class Way:
 
 WAY = re.compile(r"^p(?P<p>\d+)(?P<other>-other-seed)?(?P<pareto>-pareto(?:-r(?P<r>\d+))?(?:-m(?P<m>\d+))?)?"
                  r"(?P<spread>-spread)?(?P<tell>-tellcut)?(?P<informed>-informed)?(?:-g(?P<g>\d+))?(?:-a(?P<a>\d+))?"
-                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?(?:-q(?P<q>\d+)(?P<qf>[ra])?(?:m(?P<qm>\d+))?(?:n(?P<qn>\d+))?(?:b(?P<qb>\d+))?)?$")
+                 r"(?P<pred>-pred)?(?:-t(?P<t>\d+))?(?:-q(?P<q>\d+)(?P<qf>[ra])?(?:m(?P<qm>\d+))?(?:n(?P<qn>\d+))?(?:b(?P<qb>\d+))?)?"
+                 r"(?:-s(?P<select>[fn]))?$")
 
 
 def parse_way(name: str) -> Way:
-    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]]`: P at once;
+    """`pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed][-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]][-sf|-sn]`: P at once;
     halving with reduction factor R (3) and its first rung at 1/M of the training (1/9); `tellcut` tells the sampler a
     cut trial's rung accuracy instead of a pruned state; `informed` lets it learn from every rung result
     (as `halving.inform_sampler`); `gG` asks at most max(G, results so far) trials ahead of results (as
@@ -97,18 +99,20 @@ def parse_way(name: str) -> Way:
     `r` on the first rung's (`prune.fidelity=rung`), or with `a` on the first rung's until W were trained to the end
     (`prune.fidelity=auto`), with `mM` a margin of M accuracy points (`prune.margin=M`), and at the first rung a
     bound from N cells (`nN`, `prune.rung_min_neighbours`; 4) within B% (`bB`, `prune.rung_band`; 10);
+    `sf` lets whole fronts go on at a rung (`halving.select=fronts`, the default), `sn` the first 1/R in NSGA-II's
+    order (`nsga2`);
     `other-seed` is one at a time
     on another seed (the noise floor)."""
     match = WAY.match(name)
     if match is None:
         raise SystemExit(f"way {name!r}: expected pP[-other-seed][-pareto[-rR][-mM]][-spread][-tellcut][-informed]"
-                         f"[-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]], e.g. p16-pareto-informed-g16")
+                         f"[-gG][-aA][-pred][-tT][-qW[r|a][mM][nN][bB]][-sf|-sn], e.g. p16-pareto-informed-g16")
     return Way(name, int(match["p"]), bool(match["pareto"]), bool(match["spread"]),
                float(match["r"] or 3), 1 / float(match["m"]) if match["m"] else 0.111111, bool(match["tell"]),
                bool(match["informed"]), int(match["g"] or 0), int(match["a"] or 0), bool(match["pred"]),
                int(match["t"] or 0) / 100, int(match["q"]) if match["q"] is not None else None,
                {"r": "rung", "a": "auto"}.get(match["qf"] or "", "final"), float(match["qm"] or 0),
-               int(match["qn"] or 4), int(match["qb"] or 10) / 100)
+               int(match["qn"] or 4), int(match["qb"] or 10) / 100, "nsga2" if match["select"] == "n" else "fronts")
 
 
 DEFAULT_WAYS = ["p1-other-seed", "p1-pareto", "p16", "p16-pareto", "p64-pareto", "p256-pareto", "p16-pareto-tellcut",
@@ -162,7 +166,8 @@ def search(way: Way, seed: int, trials: int, tables: Tables) -> dict:
     space = get_space("nb201")
     sampler = optuna.samplers.TPESampler(multivariate=True, n_startup_trials=10, seed=seed)
     study = optuna.create_study(directions=DIRECTIONS, sampler=RungInformedSampler(sampler) if way.informed else sampler)
-    halving = ParetoHalving(way.reduction_factor, way.min_fraction, hardware_tolerance=way.tolerance) \
+    halving = ParetoHalving(way.reduction_factor, way.min_fraction, hardware_tolerance=way.tolerance,
+                            select=way.select) \
         if way.halving else None
     if halving is not None:
         halving.name_objectives(NAMES)

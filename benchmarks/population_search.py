@@ -6,10 +6,12 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING][-fF][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
+A run is named `pP[-eager][-HALVING][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
 `trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
 `-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
-and 1/4), `-rR` at most R of them stepping in one round (`trainer.round_size=R`), `-lL` L rounds queued ahead of
+and 1/4), `-sf`/`-sn` which candidates go on at the Pareto cut's rungs (`halving.select=fronts`, the
+default, or `nsga2`, NSGA-II's order; written out, a run names its rule whatever the default), `-rR` at most R of them stepping in one round
+(`trainer.round_size=R`), `-lL` L rounds queued ahead of
 the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared while the places are full
 (`trainer.ahead=A`; the default P/4), `-wW` W eager warm-up steps before each capture
 (`trainer.warm_up_steps=W`; the default 3), `-eE` E images a validation or test forward
@@ -75,7 +77,7 @@ import optuna
 from nasutil.pareto import hypervolume_2d
 from nasutil.search.trainers.torch_trainer import HOST_PHASES as TRAINER_HOST_PHASES
 
-RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?"
+RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?(?:-s(?P<select>[fn]))?"
                  r"(?:-r(?P<round>\d+))?(?:-l(?P<lead>\d+))?(?:-a(?P<ahead>\d+))?(?:-w(?P<warm>\d+))?(?:-e(?P<eval>\d+))?(?:-h(?P<turns>\d+))?(?:-k(?P<ask>\d+|n))?(?:-q(?P<fidelity>[fra]))?"
                  r"(?P<journal>-j)?(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
@@ -107,7 +109,7 @@ def host_pace_ms() -> float:
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K], "
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-j][@TRIALS][.K], "
                          "e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
@@ -131,6 +133,10 @@ def parse_run(name: str) -> dict:
         spec["prune_fidelity"] = {"f": "final", "r": "rung", "a": "auto"}[match["fidelity"]]
     if match["journal"]:
         spec["storage"] = "journal"
+    if match["select"]:
+        if match["halving"] != "pareto":
+            raise SystemExit(f"run {name!r}: -sf and -sn are rules of the Pareto cut (-pareto)")
+        spec["select"] = {"f": "fronts", "n": "nsga2"}[match["select"]]
     if match["factor"]:
         if not match["halving"] or int(match["factor"]) < 2:
             raise SystemExit(f"run {name!r}: -fF needs a halving (-pareto, -accuracy) and F >= 2")
@@ -168,6 +174,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
         overrides.append(f"prune.fidelity={spec['prune_fidelity']}")
     if "storage" in spec:  # the study in Optuna's journal file instead of SQLite
         overrides.append(f"storage={spec['storage']}")
+    if "select" in spec:  # which candidates at a rung go on
+        overrides.append(f"halving.select={spec['select']}")
     if "reduction_factor" in spec:  # two rungs, as the defaults have: at 1/F^2 and 1/F of the training
         factor = spec["reduction_factor"]
         overrides += [f"halving.reduction_factor={factor}", f"halving.min_fraction={1 / factor ** 2:.6g}"]

@@ -9,7 +9,7 @@ import pytest
 
 from nasutil.errors import NasutilError
 from nasutil.search.config import shipped
-from nasutil.search.halving import AccuracyHalving, ParetoHalving, front_indices
+from nasutil.search.halving import AccuracyHalving, ParetoHalving, crowding_distances, front_indices
 
 MAX = ["maximize", "maximize"]
 
@@ -96,8 +96,45 @@ def test_minimised_objectives_rank_the_other_way():
     assert halving.decide(0, 7, [90.0, 9.0], ["maximize", "minimize"]) is not None  # the slowest
 
 
+def test_crowding_distance_puts_a_fronts_ends_first_and_spreads_the_rest_by_their_neighbours():
+    gains = np.array([[0, 4], [1, 3], [1.5, 2.5], [3, 1], [4, 0], [0, 0]], dtype=float)
+    fronts = front_indices(gains)
+    assert fronts.tolist() == [0, 0, 0, 0, 0, 1]
+    distances = crowding_distances(gains, fronts)
+    assert np.isinf(distances[[0, 4, 5]]).all()  # the first front's ends; a front of one
+    assert distances[1] == pytest.approx(1.5 / 4 * 2) and distances[2] == pytest.approx(2 / 4 * 2)
+    assert distances[3] == pytest.approx(2.5 / 4 * 2)
+
+
+def _whole_front() -> list[list[float]]:
+    """Nine candidates on one front, more accurate the slower, the middle ones crowded together."""
+    return [[80.0, 2000.0], [81.0, 1900.0], [81.2, 1890.0], [81.4, 1880.0], [81.6, 1870.0],
+            [81.8, 1860.0], [85.0, 1500.0], [88.0, 1200.0], [90.0, 1000.0]]
+
+
+def test_nsga2_lets_a_third_go_on_where_a_whole_front_would():
+    """All nine lie on the first front: `fronts` lets every one go on; `nsga2` keeps the front's two ends
+    and the one crowding its neighbours least (n // 3 = 3 of 9) and cuts the crowded middle."""
+    order = [0, 8, 6, 1, 2, 3, 4, 5, 7]  # arrivals: the ends first, then the least crowded, the crowded ones last
+    wholes, nsga2 = ParetoHalving(3), ParetoHalving(3, select="nsga2")
+    cuts = {name: [halving.decide(0, n, _whole_front()[n], MAX) is not None for n in order]
+            for name, halving in (("fronts", wholes), ("nsga2", nsga2))}
+    assert not any(cuts["fronts"])
+    assert cuts["nsga2"][:2] == [False, False]  # the ends, always
+    kept = [n for n, cut in zip(order, cuts["nsga2"]) if not cut]
+    assert len(kept) <= 4 and {0, 8} <= set(kept) and not {2, 3, 4, 5} & set(kept)
+
+
+def test_whole_fronts_go_on_by_default_and_nsga2_is_asked_for():
+    assert ParetoHalving(3).select == "fronts" and "with whole fronts" in ParetoHalving(3).describe()
+    assert "crowding distance" in ParetoHalving(3, select="nsga2").describe()
+    assert shipped("halving", "pareto").select == "fronts"
+    assert AccuracyHalving(3).select == "fronts"
+
+
 @pytest.mark.parametrize("settings", [dict(reduction_factor=1), dict(min_fraction=0), dict(min_fraction=1.5),
-                                      dict(reduction_factor="three"), dict(min_fraction=float("nan"))])
+                                      dict(reduction_factor="three"), dict(min_fraction=float("nan")),
+                                      dict(select="crowding")])
 def test_bad_halving_settings_are_user_errors(settings):
     with pytest.raises(NasutilError, match="halving"):
         ParetoHalving(**settings)
