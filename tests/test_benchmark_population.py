@@ -190,6 +190,10 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
         parse_run("p16@x")
     with pytest.raises(SystemExit, match="needs a halving"):
         parse_run("p16-f4")
+    assert parse_run("p16-pareto-sf-qa")["select"] == "fronts" and "select" not in parse_run("p16-pareto-qa")
+    assert parse_run("p16-pareto-sn")["select"] == "nsga2"
+    with pytest.raises(SystemExit, match="Pareto cut"):
+        parse_run("p16-accuracy-sf")
 
 
 def test_the_three_seed_table_is_its_joined_result_files():
@@ -2664,6 +2668,120 @@ def test_the_seeds_134_to_136_tables_and_notes_are_their_result_files():
     assert f"fronts at least 0.95 on {sum(v >= 0.95 for v in every)} of {len(every)} runs" in flat
     assert f"3x at batch 256 on {sum(v >= 3 for v in x[256])} of {len(x[256])} runs" in flat
     assert f"5x one at a time at batch 64 on {sum(v >= 5 for v in x[64])} of {len(x[64])} runs" in flat
+
+
+NSGA2_S140 = ROOT / "benchmarks" / "results" / "h100" / "population" / "nsga2_s140"
+GIL_S138 = ROOT / "benchmarks" / "results" / "h100" / "population" / "gil_s138"
+
+
+def test_the_nsga2_order_table_and_notes_are_their_result_files():
+    """The table is the six searches' rows; the notes' profile, the rule against whole fronts (on the GPU and on
+    NAS-Bench-201's tables), the goals, the survivors and the GPU tests come from their files, and the figures
+    that README and the halving module quote are the same."""
+    import csv
+    import re
+    import statistics
+
+    from nasutil.search import halving
+
+    names = tuple(f"population_search_b{b}_s{s}" for b in (64, 256) for s in (140, 141, 142))
+    runs = runs_with_rows(NSGA2_S140, names)
+    marker = "**NSGA-II's order at the rungs, and three fresh seeds on an H100"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**One more seed on an H100, and the GPU tests")].split())
+
+    profiled = [(GIL_S138 / f"spy_p{n}-pareto-qa.log").read_text() for n in (16, 64)]
+    together = [re.search(r"population: ([\d.]+) candidates trained at once", log)[1] for log in profiled]
+    waiting = [re.search(r"waited for the device (\d+)% of its time", log)[1] for log in profiled]
+    trained = [re.search(r"48 finished: (\d+) trained", log)[1] for log in profiled]
+    epochs = [re.search(r"(\d+) epochs spent; wall time [\d.]+ s\npopulation", log)[1] for log in profiled]
+    assert (f"16 and 64 at once trained {together[0]} and {together[1]} members at once on average, their drivers "
+            f"waiting for the device {waiting[0]}% and {waiting[1]}% of the time, and the halving let {trained[0]} and "
+            f"{trained[1]} of 48 candidates train to the end ({epochs[0]} and {epochs[1]} epochs)") in flat
+    shares = [{r["kind"]: float(r["share"]) for r in csv.DictReader((GIL_S138 / f"gil_shares_p{n}-pareto-qa.csv").open())}
+              for n in (16, 64)]
+    for kind, said in (("imports", "imports"), ("storage (reads and writes)", "the storage"),
+                        ("validation", "validation"), ("Hydra", "Hydra"),
+                        ("building a candidate, other trainer work", "building candidates"), ("sampler", "the sampler"),
+                        ("warm-up and capture", "warm-up and capture"), ("driver (launching steps)", "the driver")):
+        assert f"{said} {shares[0][kind]:.1%} and {shares[1][kind]:.1%}" in flat, kind
+
+    by = {(r["run"], r["seed"]): r for r in runs if r["batch_size"] == 64}
+    pairs = [(by[("p16-pareto-qa", s)], by[("p16-pareto-sf-qa", s)]) for s in (140, 141, 142)]
+    join = lambda values: f"{values[0]}, {values[1]} and {values[2]}"  # noqa: E731
+    epochs_ratio = [n["epochs_trained"] / f["epochs_trained"] for n, f in pairs]
+    rate_ratio = [n["candidates_per_gpu_hour"] / f["candidates_per_gpu_hour"] for n, f in pairs]
+    nsga2_fronts = [float(n["row"]["hypervolume_ratio"]) for n, _ in pairs]
+    whole_fronts = [float(f["row"]["hypervolume_ratio"]) for _, f in pairs]
+    times = lambda values: join([f"{x:.2f}x" for x in values])  # noqa: E731
+    three = lambda values: join([f"{x:.3f}" for x in values])  # noqa: E731
+    assert (f"it trained {join([n['trained'] for n, _ in pairs])} candidates to the end against "
+            f"{join([f['trained'] for _, f in pairs])}, {times(epochs_ratio)} the epochs ("
+            + ", ".join(f"{n['epochs_trained']:.1f} against {f['epochs_trained']:.1f}" for n, f in pairs)
+            + f"), and ran {times(rate_ratio)} the rate; its fronts read {three(nsga2_fronts)} of one at a time's, "
+            f"against {three(whole_fronts)}") in flat
+    busy = [float(r["row"]["device_busy"]) for r in pairs[0]]
+    assert (f"(none on seed 140, with the driver waiting for the device {busy[0]:.0%} of the time against {busy[1]:.0%} "
+            "with whole fronts)") in flat and f"{rate_ratio[0]:.2f}" == "1.00"
+
+    replay = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "population_front" / "nsga2_order.json").read_text())
+    way = "p16-pareto-informed-g16-a4-pred-t10-q10a"
+    rows = {(r["way"], r["seed"]): r for r in replay["runs"]}
+    seeds = sorted({seed for _, seed in rows})
+    hv = [rows[(f"{way}-sn", seed)]["hypervolume"] / rows[(way, seed)]["hypervolume"] for seed in seeds]
+    spent = [rows[(f"{way}-sn", seed)]["trainings_spent"] / rows[(way, seed)]["trainings_spent"] for seed in seeds]
+    low = sum(v < 0.95 for v in hv)
+    assert (f"seeds {seeds[0]}-{seeds[-1]}, 48 trials, `cpu/population_front/nsga2_order.json`) 16 at once spent a "
+            f"median {statistics.median(spent):.2f}x the trainings, for a median hypervolume {statistics.median(hv):.3f} "
+            f"of whole fronts', below 0.95 on {low} of {len(seeds)} seeds (the lowest {min(hv):.3f})") in flat
+    doc = " ".join(halving.__doc__.split())
+    assert (f"16 at once spent a median {statistics.median(spent):.2f}x the trainings of `fronts` for a median "
+            f"hypervolume {statistics.median(hv):.3f} of its (below 0.95 on {low} seeds)") in doc
+    fronts_ratio = [float(n["row"]["hypervolume_ratio"]) / float(f["row"]["hypervolume_ratio"]) for n, f in pairs]
+    assert (f"{min(epochs_ratio):.2f}-{max(epochs_ratio):.2f}x the epochs, {min(rate_ratio):.2f}-{max(rate_ratio):.2f}x "
+            f"the candidates an hour, fronts {min(fronts_ratio):.2f}-{max(fronts_ratio):.2f} of `fronts`'") in doc
+    guide = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert (f"it trained {min(epochs_ratio):.2f}-{max(epochs_ratio):.2f}x the epochs of the default in whole searches "
+            f"and ran up to {max(rate_ratio):.2f}x the candidates an hour, for fronts {min(fronts_ratio):.2f}-"
+            f"{max(fronts_ratio):.2f} of the default's; on NAS-Bench-201's tables its median front was "
+            f"{statistics.median(hv):.3f} of the default's, below 0.95 on {low} of {len(seeds)} seeds") in guide
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"trained {min(epochs_ratio):.2f}-{max(epochs_ratio):.2f}x the epochs of the default with 16 at once in "
+            f"the same call and ran {min(rate_ratio):.2f}-{max(rate_ratio):.2f}x its rate, with fronts of "
+            f"{min(nsga2_fronts):.3f}-{max(nsga2_fronts):.3f} against {min(whole_fronts):.3f}-{max(whole_fronts):.3f}") in readme
+
+    populations = [r for r in runs if r["run"] != "p1" and "-sf" not in r["run"]]
+    sixteen = {(r["seed"], r["batch_size"]): r["candidates_per_gpu_hour"] for r in populations if r["run"].startswith("p16-")}
+    larger = [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], r["batch_size"])] for r in populations
+              if not r["run"].startswith("p16-")]
+    at = {b: [float(r["row"]["speedup_over_baseline"]) for r in populations if r["batch_size"] == b] for b in (64, 256)}
+    plain = [float(r["row"]["speedup_over_plain_search"]) for r in populations if r["batch_size"] == 64]
+    assert max(at[64]) < 5 and max(plain) < 40
+    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve")
+    assert len(at[256]) == 9 and f"3x at batch 256 met by {words[sum(x >= 3 for x in at[256])]} of nine" in flat
+    assert f'"as fast as 16" by {words[sum(x >= 1 for x in larger)]} of twelve' in flat
+    assert len(larger) == 12 and sum(r["failed"] for r in runs) == 0 and f"no trial failed in {len(runs)} runs" in flat
+    b256_fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations if r["batch_size"] == 256]
+    assert (f"on {words[sum(v < 0.95 for v in b256_fronts)]} of nine runs at batch 256 "
+            f"({min(b256_fronts):.3f}-{max(b256_fronts):.3f})") in flat
+
+    refs = [json.loads((NSGA2_S140 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
+            for b in (64, 256) for s in (140, 141, 142)]
+    count = sum(r["readings"] for r in refs)
+    assert sum(r["within_3pct"] for r in refs) == count
+    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
+            f"3% (the furthest {min(r['worst_ratio'] for r in refs):.3f})") in flat
+
+    log = (NSGA2_S140 / "gpu_tests_population.log").read_text()
+    assert re.search(r"^1 failed, 6 passed", log, re.M) and re.search(r"^2 passed", (
+        NSGA2_S140 / "gpu_tests_evaluator.log").read_text(), re.M)
+    found = re.search(r"queued ([\d.]+) ms, quiet \(ms, MHz\) \[(.*?)\], while training", log)
+    quiet = [float(v) for v in re.findall(r"\(([\d.]+), [\d.]+\)", found[2])]
+    queued = float(found[1])
+    assert (f"read {queued:.4f} ms against a fastest quiet reading of {min(quiet):.4f} ms "
+            f"(+{queued / min(quiet) - 1:.2%}; the goal 1%), where the five quiet readings themselves spread over "
+            f"{min(quiet):.3f}-{max(quiet):.3f} ms") in flat
 
 
 SEED_137 = ROOT / "benchmarks" / "results" / "h100" / "population" / "s137"

@@ -135,6 +135,11 @@ H100_CALLS[136] = ("reference_s134/population_search_b64_s136.csv",)
 H100_CALLS.update({f"{seed} at batch 256": ("reference_s134/population_search_b256_s134_135.csv",) for seed in (134, 135)})
 H100_CALLS["136 at batch 256"] = ("reference_s134/population_search_b256_s136.csv",)
 H100_CALLS[137] = ("s137/population_search_b64_s137.csv",)  # its batch-256 runs were stopped by the call's limit
+H100_CALLS.update({seed: (f"nsga2_s140/population_search_b64_s{seed}.csv",) for seed in (140, 141, 142)})
+H100_CALLS.update({f"{seed} at batch 256": (f"nsga2_s140/population_search_b256_s{seed}.csv",) for seed in (140, 141, 142)})
+#: calls whose `pP-pareto-qa` runs cut at rungs in NSGA-II's order (`halving.select=nsga2`, the default while they
+#: ran); their `-sf` runs let whole fronts go on, as the default does and every other call's runs did
+NSGA2_CALLS = {140, 141, 142, "140 at batch 256", "141 at batch 256", "142 at batch 256"}
 #: README's end-to-end table, row by row: the device, its calls (by seed) and the population sizes it reads
 POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h200", (96,), (16,)),
                    ("h200", (96,), (64, 256)), ("h200", (82,), (16, 64)), ("h200", (81, 83), (16, 64)),
@@ -147,13 +152,18 @@ POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h
                    ("h100", tuple(f"{s} at batch 256" for s in (131, 132, 133)), (64, 256)),
                    ("h100", (134, 135, 136, 137), (16,)), ("h100", (134, 135, 136, 137), (64, 256)),
                    ("h100", tuple(f"{s} at batch 256" for s in (134, 135, 136)), (16,)),
-                   ("h100", tuple(f"{s} at batch 256" for s in (134, 135, 136)), (64, 256)))
+                   ("h100", tuple(f"{s} at batch 256" for s in (134, 135, 136)), (64, 256)),
+                   ("h100", (140, 141, 142), (16,), True), ("h100", (140, 141, 142), (16,)),
+                   ("h100", (140, 141, 142), (64, 256)),
+                   ("h100", tuple(f"{s} at batch 256" for s in (140, 141, 142)), (16,)),
+                   ("h100", tuple(f"{s} at batch 256" for s in (140, 141, 142)), (64, 256)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
-def population_runs(device: str, call: int | str) -> list[dict]:
+def population_runs(device: str, call: int | str, whole_fronts: bool = False) -> list[dict]:
     """A seed's population runs of the plain `pP-pareto` kind (repeats included, and `-qa`, which names the prune
-    policy's default; variants such as `-a4` not; of a file that holds several seeds, that seed's rows),
+    policy's default; variants such as `-a4` not; of a file that holds several seeds, that seed's rows), or with
+    `whole_fronts` its `pP-pareto-sf-qa` runs (a call of NSGA2_CALLS: the rung rule that is the default now),
     each with its rate over one at a time in the same seed's calls (`x`), over the mean of the seed's 16-place
     runs (`of16`), over a plain eager loop and its front over one at a time's where that call measured them,
     and its settings from the call's JSON."""
@@ -170,8 +180,8 @@ def population_runs(device: str, call: int | str) -> list[dict]:
             rows = [{**r, "speedup_over_plain_search": ""} for r in rows]
         calls.append((summary["settings"], rows))
     p1 = next(float(r["candidates_per_gpu_hour"]) for _, rows in calls for r in rows if r["run"] == "p1")
-    runs = [(settings, rows, r) for settings, rows in calls for r in rows
-            if re.fullmatch(r"p(16|64|256)-pareto(-qa)?(\.\d+)?", r["run"])]
+    kind = r"p(16|64|256)-pareto-sf-qa" if whole_fronts else r"p(16|64|256)-pareto(-qa)?(\.\d+)?"
+    runs = [(settings, rows, r) for settings, rows in calls for r in rows if re.fullmatch(kind, r["run"])]
     sixteen = [float(r["candidates_per_gpu_hour"]) for _, _, r in runs if r["run"].startswith("p16-")]
     sixteen = statistics.fmean(sixteen) if sixteen else None  # None: the call's 16-place run was left out
     found = []
@@ -186,7 +196,8 @@ def population_runs(device: str, call: int | str) -> list[dict]:
                       "plain": float(r["speedup_over_plain_search"]) if r["speedup_over_plain_search"] else None,
                       "front": float(r["hypervolume_ratio"]) if beside_p1 else None,
                       "p1_pruned": next((int(x["pruned_before_training"]) for x in rows if x["run"] == "p1"), None),
-                      "pruned": int(r["pruned_before_training"]), "together": r["mean_together"]})
+                      "pruned": int(r["pruned_before_training"]), "together": r["mean_together"],
+                      "nsga2": call in NSGA2_CALLS and not whole_fronts})
     return found
 
 
@@ -204,9 +215,12 @@ def spread(values: list[float], fmt: str, suffix: str = "") -> str:
     return f"{low}{suffix}" if low == high else f"{low}-{high}{suffix}"
 
 
-def population_row(device: str, calls: tuple, sizes: tuple[int, ...]) -> tuple[list[str], list[dict]]:
+def population_row(device: str, calls: tuple, sizes: tuple[int, ...],
+                   whole_fronts: bool = False) -> tuple[list[str], list[dict]]:
     """One row of README's end-to-end table: its cells from the calls' result files, and the runs it read."""
-    runs = [r for call in calls for r in population_runs(device, call) if r["size"] in sizes]
+    runs = [r for call in calls for r in population_runs(device, call, whole_fronts) if r["size"] in sizes]
+    nsga2 = {r["nsga2"] for r in runs}
+    assert len(nsga2) == 1  # one rung rule a row
     assert {r["size"] for r in runs} == set(sizes)
     batch, trials = {r["batch"] for r in runs}, {r["trials"] for r in runs}
     settings = {tuple(r["settings"]) for r in runs}
@@ -245,7 +259,8 @@ def population_row(device: str, calls: tuple, sizes: tuple[int, ...]) -> tuple[l
     met = [goal for goal in GOALS if judged[goal] and all(v is True for v in judged[goal])]
     missed = [goal for goal in GOALS if False in judged[goal]]
     cells = [f"**{device.upper()}**" if device == "h100" else device.upper(), str(batch.pop()),
-             f"{'`prune=dominated_throughput evaluator=auto`' if pruning else 'no pruning'}, {trials.pop()} trials, "
+             f"{'`prune=dominated_throughput evaluator=auto`' if pruning else 'no pruning'}, "
+             f"{'`halving.select=nsga2`, ' if nsga2.pop() else ''}{trials.pop()} trials, "
              f"{at_once}", named, over, plain_cell, front_cell, str(sum(r["failed"] for r in runs)),
              ", ".join(met) or "none", ", ".join(missed) or "none"]
     return cells, runs
