@@ -10,8 +10,8 @@ A run is named `pP[-eager][-HALVING][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH]
 `trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
 `-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
 and 1/4), `-sf`/`-sn` which candidates go on at the Pareto cut's rungs (`halving.select=fronts`, the
-default, or `nsga2`, NSGA-II's order; written out, a run names its rule whatever the default), `-rR` at most R of them stepping in one round
-(`trainer.round_size=R`), `-lL` L rounds queued ahead of
+default, or `nsga2`, NSGA-II's order; written out, a run names its rule whatever the default), `-rR` at
+most R of them stepping in one round (`trainer.round_size=R`), `-lL` L rounds queued ahead of
 the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared while the places are full
 (`trainer.ahead=A`; the default P/4), `-wW` W eager warm-up steps before each capture
 (`trainer.warm_up_steps=W`; the default 3), `-eE` E images a validation or test forward

@@ -273,7 +273,9 @@ def test_a_change_wakes_the_threads_it_concerns_not_every_waiting_one(monkeypatc
         thread.join(timeout=60)
     assert errors == {} and all(m.taken == 40 for m in members)
     pauses = 24 * 4
-    assert _CountingCondition.wakes <= 3 * pauses, _CountingCondition.wakes
+    # about 2 a pause on a quiet machine; on 2 busy cores the threads' order shifts and a pause woke 3.1 (299 in
+    # all). Waking every waiting thread would wake 23 a pause: 6 still tells the two apart with room to spare
+    assert _CountingCondition.wakes <= 6 * pauses, _CountingCondition.wakes
 
 
 def test_stop_ends_every_member_and_admits_none():

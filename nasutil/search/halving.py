@@ -66,7 +66,7 @@ class Cut:
 
     rung: int
     fraction: float
-    rank: int  # competitors in better fronts
+    rank: int  # competitors ranked ahead: in better fronts (with nsga2, also less crowded in its own)
     competitors: int
     kept: int  # how many of them go on
 
