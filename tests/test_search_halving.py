@@ -197,6 +197,17 @@ def test_the_study_name_of_a_search_without_halving_is_unchanged():
     assert halving_suffix({"name": "pareto", "reduction_factor": 3}).startswith("-h")
 
 
+def test_a_pareto_study_named_before_select_existed_keeps_its_name():
+    """`select: fronts` is the rule such studies ran: the name leaves it out; `nsga2` names another study."""
+    from nasutil.search.config import compose, halving_suffix, plain
+
+    node = {k: v for k, v in plain(compose(["halving=pareto"]).halving).items() if k != "select"}
+    assert halving_suffix({**node, "select": "fronts"}) == halving_suffix(node)
+    assert halving_suffix({**node, "select": "nsga2"}) != halving_suffix(node)
+    assert halving_suffix({**node, "_target_": "my.Halving", "select": "fronts"}) != halving_suffix(
+        {**node, "_target_": "my.Halving"})  # a class of the user's own may mean anything by it
+
+
 def test_trainer_settings_of_a_population():
     trainer = shipped("trainer", "torch", dataset="digits", population=8)
     assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs

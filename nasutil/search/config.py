@@ -36,13 +36,23 @@ def config_digest(*nodes: Any) -> str:
 OmegaConf.register_new_resolver("nasutil.digest", config_digest, replace=True)
 
 
+#: settings of the Pareto cut added after studies were named by the digest, at the value those studies ran with
+PARETO_HALVING_CLASS = "nasutil.search.halving.ParetoHalving"
+PARETO_UNNAMED_DEFAULTS = {"select": "fronts"}
+
+
 def halving_suffix(node: Any) -> str:
     """The default study name's ending for the `halving` group: nothing where it is off (so names made
     before the group existed still resume), `-h` and a digest of its settings where it is on (an option,
-    or a class of the user's own)."""
+    or a class of the user's own). A Pareto cut's setting at the value it had before the setting existed
+    (`PARETO_UNNAMED_DEFAULTS`) is left out, so such a study resumes under its name; another value names
+    another study."""
     plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
     if not isinstance(plain_node, dict) or (plain_node.get("name", "none") == "none" and "_target_" not in plain_node):
         return ""
+    if plain_node.get("_target_") == PARETO_HALVING_CLASS:
+        plain_node = {k: v for k, v in plain_node.items()
+                      if not (k in PARETO_UNNAMED_DEFAULTS and PARETO_UNNAMED_DEFAULTS[k] == v)}
     return f"-h{config_digest(plain_node)}"
 
 
