@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn as nn
 
@@ -33,3 +35,22 @@ class Zero(nn.Module):
             shape = (x.shape[0], self.c_out, *x.shape[2:])
             return x.new_zeros(shape)
         return x.mul(0.0)
+
+
+def training_node_sum(edges: Sequence[tuple[nn.Module, bool]], inputs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """A cell node's value while training: the sum of its edges' outputs (edge k applied to `inputs[k]`;
+    each edge with whether its output is all zeros), with the all-zero edges left out and the rest added
+    pairwise rather than from Python's 0. The value is the same (adding zeros changes nothing); each zero
+    edge left out saves its multiply and its gradient's, and the sum one add less: a captured step of a small
+    network is paced by how many kernels it launches. Where every edge is zero, the first one gives the
+    zeros. A node whose every way to the output runs through zero edges then gets no gradient, nor do the
+    weights before it (computing every edge gave them zeros, which weight decay turned into shrinking):
+    the step leaves them as they are, and they cannot change the output. In eval mode cells compute every
+    edge, as the reference networks (and the measured tables) do."""
+    live = [edge(x) for (edge, zero), x in zip(edges, inputs) if not zero]
+    if not live:
+        return edges[0][0](inputs[0])
+    total = live[0]
+    for term in live[1:]:
+        total = total + term
+    return total

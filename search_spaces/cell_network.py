@@ -10,23 +10,30 @@ import torch
 import torch.nn as nn
 
 from nasutil.cell_ops import cell_op
+from nasutil_search_spaces._blocks import training_node_sum
 from nasutil_search_spaces.cell_arch import CellConfig
 from nasutil_search_spaces.nb201_network import ResidualReduction
 
 
 class GeneratedCell(nn.Module):
-    """Node i is the sum of op(i<-j)(node j) over j < i; the output is the last node."""
+    """Node i is the sum of op(i<-j)(node j) over j < i; the output is the last node. Training leaves the
+    all-zero ops' edges out of the sums (`training_node_sum`: the same values, fewer kernels)."""
 
     def __init__(self, ops: tuple[str, ...], config: CellConfig, channels: int) -> None:
         super().__init__()
         self.nodes = config.nodes
         self.edges = nn.ModuleDict({f"{i}<-{j}": cell_op(op).build(channels)
                                     for (i, j), op in zip(config.edges, ops)})
+        zero = {f"{i}<-{j}": cell_op(op).zero for (i, j), op in zip(config.edges, ops)}
+        self._into = [[(self.edges[f"{i}<-{j}"], zero[f"{i}<-{j}"]) for j in range(i)] for i in range(self.nodes + 1)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         nodes = [x]
         for i in range(1, self.nodes + 1):
-            nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+            if self.training:
+                nodes.append(training_node_sum(self._into[i], nodes))
+            else:
+                nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
         return nodes[-1]
 
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.errors import InvalidArchError
-from nasutil_search_spaces._blocks import ReLUConvBN, Zero
+from nasutil_search_spaces._blocks import ReLUConvBN, Zero, training_node_sum
 from nasutil_search_spaces.nb201_arch import EDGES, NUM_NODES, NB201Arch
 
 
@@ -31,17 +31,23 @@ def _make_op(op: str, channels: int) -> nn.Module:
 
 
 class Cell(nn.Module):
-    """A searched cell: node i is the sum of op(i<-j)(node j) over j < i; the output is the last node."""
+    """A searched cell: node i is the sum of op(i<-j)(node j) over j < i; the output is the last node.
+    Training leaves the `none` edges out of the sums (`training_node_sum`: the same values, fewer kernels)."""
 
     def __init__(self, arch: NB201Arch, channels: int) -> None:
         super().__init__()
         self.channels = channels
         self.edges = nn.ModuleDict({f"{i}<-{j}": _make_op(op, channels) for (i, j), op in zip(EDGES, arch.ops)})
+        self._into = [[(self.edges[f"{i}<-{j}"], isinstance(self.edges[f"{i}<-{j}"], Zero)) for j in range(i)]
+                      for i in range(NUM_NODES)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         nodes = [x]
         for i in range(1, NUM_NODES):
-            nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+            if self.training:
+                nodes.append(training_node_sum(self._into[i], nodes))
+            else:
+                nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
         return nodes[-1]
 
 

@@ -178,7 +178,8 @@ def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps)
     losses = []
     for step in range(steps):
-        reference.load_state_dict(model.state_dict())
+        missing, _ = reference.load_state_dict(model.state_dict(), strict=False)
+        assert missing and all(key.endswith("num_batches_tracked") for key in missing)  # left out while training
         if step:  # torch's buffer is the unit's from the second step on (both start as the first gradient)
             for p, buffer in zip(reference.parameters(), unit.buffers):
                 optimizer.state[p]["momentum_buffer"] = buffer.clone()
@@ -190,9 +191,40 @@ def test_the_training_step_computes_torch_sgd_with_a_cosine_schedule():
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
-        for (name, a), b in zip(model.state_dict().items(), reference.state_dict().values()):
-            assert torch.allclose(a.float(), b.float(), rtol=1e-5, atol=1e-7), (step, name)
+        ours = model.state_dict()
+        for name, b in reference.state_dict().items():
+            if name in ours:
+                assert torch.allclose(ours[name].float(), b.float(), rtol=1e-5, atol=1e-7), (step, name)
     assert unit.take_loss(steps) == pytest.approx(sum(losses) / steps, rel=1e-6)
+
+
+def test_batch_counters_are_left_out_while_training_and_given_back_counted():
+    """A BatchNorm with a momentum never reads its batch counter, so a training step leaves the counter out
+    (one kernel less a layer a step) and gives it back on release, as far along as plain training takes it;
+    a layer with momentum=None averages by its counter, and keeps it."""
+    import copy
+
+    import torch
+
+    from nasutil.colocate.training_step import TrainingStep, cosine_rates
+
+    torch.manual_seed(0)
+    model = get_space("nb201").build(get_space("nb201").parse(ARCHS[1]), num_classes=10, input_size=8)
+    model.head[0].momentum = None  # a cumulative average: it reads its counter
+    reference = copy.deepcopy(model)
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    x, y = torch.randn(64, 3, 8, 8), torch.randint(0, 10, (64,))
+    unit = TrainingStep(model, lambda t: t, x, y, 16, cosine_rates(0.05, 5), 0.9, 5e-4, None, graph=False)
+    assert [m.num_batches_tracked is None for m in layers] == [m is not model.head[0] for m in layers]
+    for step in range(5):
+        unit.run(step, torch.arange(16) + 16 * (step % 4))
+        reference(x[torch.arange(16) + 16 * (step % 4)])
+    assert int(model.head[0].num_batches_tracked) == 5
+    unit.release()
+    for ours, theirs in zip(layers, (m for m in reference.modules() if isinstance(m, torch.nn.BatchNorm2d))):
+        assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked) == 5
+    assert set(model.state_dict()) == set(reference.state_dict())
+    model.eval()(x)  # and the network still runs
 
 
 def test_a_training_set_smaller_than_a_batch_is_a_user_error():

@@ -80,3 +80,112 @@ def test_bad_cells_are_rejected_in_one_line(space, text, fragment):
         space.parse(text)
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def _count_ops(fn):
+    """The aten ops `fn` dispatches, by name (forward and backward)."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[str(func.overloadpacket.__name__)] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count() as counter:
+        fn()
+    return counter.ops
+
+
+@pytest.mark.parametrize("space_name", ["nb201", "cell"])
+def test_a_training_cell_leaves_its_zero_edges_out_and_computes_the_same(space_name):
+    """Training skips the `none` edges' multiplies (and Python's 0 + the first term), and gets the same output
+    and gradients, bit for bit, as computing every edge, which eval mode still does (the measured networks)."""
+    import copy
+    import types
+
+    space = get_space(space_name)
+    arch = space.parse("|none~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|avg_pool_3x3~2|")
+    torch.manual_seed(0)
+    lean = space.build(arch, num_classes=10, input_size=8).train()
+    every = copy.deepcopy(lean)
+
+    def every_edge(cell, x):
+        nodes = [x]
+        for i in range(1, len(cell._into)):
+            nodes.append(sum(cell.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+        return nodes[-1]
+
+    for module in every.modules():
+        if hasattr(module, "_into"):
+            module.forward = types.MethodType(every_edge, module)
+    x = torch.randn(4, 3, 8, 8)
+
+    def step(model):
+        model.zero_grad()
+        out = model(x)
+        out.square().sum().backward()
+        return out
+
+    ops_lean, ops_every = _count_ops(lambda: step(lean)), _count_ops(lambda: step(every))
+    assert torch.equal(step(lean), step(every))
+    for (name, a), b in zip(lean.named_parameters(), every.parameters()):
+        assert torch.equal(a.grad, b.grad), name
+    assert ops_lean["mul"] < ops_every["mul"]  # no zero multiplies
+    assert sum(ops_lean.values()) < sum(ops_every.values())
+    lean.eval(), every.eval()  # eval computes every edge, as the reference network does
+    assert _count_ops(lambda: lean(x)) == _count_ops(lambda: every(x))
+
+
+def test_a_cell_whose_every_edge_into_a_node_is_zero_still_trains():
+    space = get_space("nb201")
+    arch = space.parse("|none~0|+|none~0|none~1|+|skip_connect~0|nor_conv_1x1~1|avg_pool_3x3~2|")
+    model = space.build(arch, num_classes=10, input_size=8).train()
+    out = model(torch.randn(2, 3, 8, 8))
+    out.sum().backward()
+    assert out.shape == (2, 10) and torch.isfinite(out).all()
+
+
+def test_training_past_zero_edges_leaves_dead_weights_alone_and_trains_the_same_network():
+    """A weight whose every path to the output runs through a `none` edge gets no gradient while training
+    (computing every edge gave it zeros, and weight decay then shrank it): the step leaves it as it is, and the
+    network computes the same, bit for bit, as one trained computing every edge."""
+    import copy
+    import types
+
+    from nasutil.colocate.training_step import TrainingStep, cosine_rates
+
+    space = get_space("nb201")
+    # node 1 and node 2 reach the output only through none edges: their convolutions are dead
+    arch = space.parse("|nor_conv_3x3~0|+|none~0|nor_conv_1x1~1|+|skip_connect~0|none~1|none~2|")
+    torch.manual_seed(0)
+    lean = space.build(arch, num_classes=10, input_size=8)
+    every = copy.deepcopy(lean)
+
+    def every_edge(cell, x):
+        nodes = [x]
+        for i in range(1, len(cell._into)):
+            nodes.append(sum(cell.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
+        return nodes[-1]
+
+    for module in every.modules():
+        if hasattr(module, "_into"):
+            module.forward = types.MethodType(every_edge, module)
+    dead = lean.cells[0].edges["1<-0"][1].weight
+    before = dead.detach().clone()
+    x, y = torch.randn(48, 3, 8, 8), torch.randint(0, 10, (48,))
+    units = [TrainingStep(m, lambda t: t, x, y, 16, cosine_rates(0.05, 3), 0.9, 5e-4, None, graph=False)
+             for m in (lean, every)]
+    for step in range(3):
+        for unit in units:
+            unit.run(step, torch.arange(16) + 16 * step)
+    assert torch.equal(dead, before)  # left alone
+    assert not torch.equal(every.cells[0].edges["1<-0"][1].weight, before)  # weight decay moved it there
+    assert torch.equal(lean.classifier.weight, every.classifier.weight)
+    lean.eval(), every.eval()
+    assert torch.equal(lean(x), every(x))

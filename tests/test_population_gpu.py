@@ -208,17 +208,24 @@ def test_a_survivor_measured_while_the_population_trains_reads_what_a_quiet_devi
     assert recorders and {"queued", "loaded"} <= set(readings), readings
     torch.cuda.synchronize()
     quiet = [measurer.measure("nb201", arch) for _ in range(5)]
-    # interference only adds time, so the fastest quiet reading is the undisturbed device's latency (on the
-    # H200 later quiet readings, with nothing else running, read up to 5.4% higher: their clocks are printed)
+    # Quiet readings themselves spread: about 1% on an H100 (3.814-3.853 ms), up to 5.4% on the H200, with
+    # nothing else running (their clocks are printed). The queued reading must equal one of them within 1%,
+    # as the goal reads; interference only adds time, so the fastest is also the bound the loaded one exceeds.
     reference = min(q["measured_latency_ms"] for q in quiet)
     quiet = [(round(q["measured_latency_ms"], 4), q["measured_sm_clock_mhz"]) for q in quiet]
-    print(f"queued {readings['queued']:.4f} ms, quiet (ms, MHz) {quiet}, while training {readings['loaded']:.4f} ms")
-    assert readings["queued"] == pytest.approx(reference, rel=0.01), (readings, quiet)
+    print(f"queued {readings['queued']:.4f} ms ({readings['queued'] / reference - 1:+.2%} over the fastest quiet), "
+          f"quiet (ms, MHz) {quiet}, while training {readings['loaded']:.4f} ms")
+    assert _within_one_of(readings["queued"], [q[0] for q in quiet], 0.01), (readings, quiet)
     assert readings["loaded"] > 1.05 * reference, (readings, quiet)  # the test can tell a loaded device
     for cell, queued in fast.items():
         alone = [measurer.measure("nb201", cell) for _ in range(3)]
-        fastest = min(a["measured_latency_ms"] for a in alone)
         print(f"{cell}: queued {queued['measured_latency_ms']:.4f} ms at {queued['measured_sm_clock_mhz']} MHz, "
               f"quiet {[(round(a['measured_latency_ms'], 4), a['measured_sm_clock_mhz']) for a in alone]}")
-        assert queued["measured_latency_ms"] == pytest.approx(fastest, rel=0.01), (cell, queued, alone)
+        assert _within_one_of(queued["measured_latency_ms"], [a["measured_latency_ms"] for a in alone], 0.01), \
+            (cell, queued, alone)
     measurer.close()
+
+
+def _within_one_of(value: float, references: list[float], rel: float) -> bool:
+    """Whether `value` equals at least one of `references` within `rel` (a reading among quiet readings)."""
+    return any(abs(value - r) <= rel * r for r in references)

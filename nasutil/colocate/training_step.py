@@ -55,6 +55,28 @@ def capture_stream(device: torch.device) -> torch.cuda.Stream:
     return _capture_streams[index]
 
 
+def drop_batch_counters(model: nn.Module) -> list[tuple[nn.Module, torch.Tensor]]:
+    """Take away the batch counters (`num_batches_tracked`) of `model`'s BatchNorm layers that never read
+    theirs, and hand them back: a layer with a `momentum` updates its statistics by it, and reads its counter
+    only where `momentum` is None, yet adds 1 to it every training batch: one kernel a layer a step, 45 of
+    the 990 a NAS-Bench-201 network's step launched on average (BENCHMARKS.md, "Kernels a training step
+    launches"). Meanwhile the model's state dict lacks them; `restore_batch_counters` puts them back."""
+    dropped = []
+    for module in model.modules():
+        if (isinstance(module, nn.modules.batchnorm._BatchNorm) and module.momentum is not None
+                and isinstance(getattr(module, "num_batches_tracked", None), torch.Tensor)):
+            dropped.append((module, module.num_batches_tracked))
+            module.num_batches_tracked = None
+    return dropped
+
+
+def restore_batch_counters(dropped: list[tuple[nn.Module, torch.Tensor]], batches: int) -> None:
+    """Give back the counters `drop_batch_counters` took, each advanced by the `batches` trained meanwhile."""
+    for module, counter in dropped:
+        counter.add_(batches)
+        module.num_batches_tracked = counter
+
+
 def cosine_rates(lr: float, steps: int) -> torch.Tensor:
     """The learning rate of every step of a cosine schedule from `lr` to 0 (torch's CosineAnnealingLR
     with T_max = steps, in closed form), as float32."""
@@ -122,6 +144,8 @@ class TrainingStep:
         if graph and device.type != "cuda":
             raise NasutilError("a training step can be captured in a CUDA graph only on a CUDA device")
         self.model, self.inputs, self.train_x, self.train_y = model, inputs, train_x, train_y
+        # before any compilation (here, or of a copy in a child), which must see the network as it trains
+        self._counters = drop_batch_counters(model)  # back in `release`
         self.compiled = compiled
         self.forward = model
         self._warm_cache: Future[float] | None = None
@@ -215,6 +239,10 @@ class TrainingStep:
         self.graph = None
         for p in self.params:
             p.grad = None
+        if self._counters:
+            with self.on_stream():
+                restore_batch_counters(self._counters, int(self.counter))
+            self._counters = []
 
     def take_loss(self, steps: int) -> float:
         """The mean loss of the last `steps` steps (waits for them), and the sum starts again."""
