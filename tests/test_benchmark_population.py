@@ -2841,3 +2841,79 @@ def test_the_seed_137_table_and_notes_are_its_result_files():
     clocks, ratios = [float(r["sm_clock_mhz"]) for r in firsts], [float(r["ratio"]) for r in firsts]
     assert len(firsts) == 4 and (f"were taken at {min(clocks):,.0f}-{max(clocks):,.0f} MHz and read "
                                  f"{min(ratios):.3f}-{max(ratios):.3f} of the loop's") in flat
+
+
+LEAN_S143 = ROOT / "benchmarks" / "results" / "h100" / "population" / "lean_s143"
+
+
+def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_files():
+    """The table is the four searches' rows; the goals, the rates against seeds 140-142, the survivors and the GPU
+    tests come from their files."""
+    import re
+
+    names = ("population_search_b64_s143", "population_search_b64_s144", "population_search_b64_s145",
+             "population_search_b256_s143")
+    runs = runs_with_rows(LEAN_S143, names)
+    marker = "**Fewer kernels a step, three fresh seeds on an H100"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**NSGA-II's order at the rungs")].split())
+    assert all(r["halving"] == "pareto" and "-s" not in r["run"] for r in runs if r["run"] != "p1")  # the default rule
+
+    populations = [r for r in runs if r["run"] != "p1"]
+    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
+    sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
+    b64 = [r for r in populations if r["batch_size"] == 64]
+    at16 = [x(sixteen[(s, 64)]) for s in (143, 144, 145)]
+    words = ("no", "one", "two", "three", "four", "five", "six")
+    assert (f"16 at once ran {at16[0]:.2f}x, {at16[1]:.2f}x and {at16[2]:.2f}x one at a time (5x on "
+            f"{words[sum(v >= 5 for v in at16)]} seed of three)") in flat
+    plain16 = [float(sixteen[(s, 64)]["row"]["speedup_over_plain_search"]) for s in (143, 144, 145)]
+    assert f"and {min(plain16):.1f}-{max(plain16):.1f}x the plain loop" in flat and max(plain16) < 40
+    larger = [r for r in b64 if not r["run"].startswith("p16-")]
+    of16 = [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], 64)]["candidates_per_gpu_hour"] for r in larger]
+    assert (f"64 and 256 at once ran {min(map(x, larger)):.2f}-{max(map(x, larger)):.2f}x, {min(of16):.2f}-"
+            f"{max(of16):.2f}x the rate of 16 (\"as fast as 16\" on {words[sum(v >= 1 for v in of16)]} run of six)") in flat
+    b256 = [r for r in populations if r["batch_size"] == 256]
+    assert f"the populations ran {min(map(x, b256)):.2f}-{max(map(x, b256)):.2f}x" in flat and max(map(x, b256)) < 3
+    big = {r["run"]: r["candidates_per_gpu_hour"] / sixteen[(143, 256)]["candidates_per_gpu_hour"] for r in b256}
+    assert f"64 and 256 at once {big['p64-pareto-qa']:.2f}x and {big['p256-pareto-qa']:.2f}x the rate of 16" in flat
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
+    low = sorted((r for r in populations if float(r["row"]["hypervolume_ratio"]) < 0.95), key=lambda r: r["run"])
+    assert f"Fronts read {min(fronts):.3f}-{max(fronts):.3f} of one at a time's" in flat
+    assert [(r["run"], r["seed"], r["batch_size"]) for r in low] == [("p16-pareto-qa", 144, 64), ("p64-pareto-qa", 144, 64)]
+    assert (f"(16 at once {float(low[0]['row']['hypervolume_ratio']):.3f}, 64 at once "
+            f"{float(low[1]['row']['hypervolume_ratio']):.3f})") in flat
+    assert sum(r["failed"] for r in runs) == 0 and f"No trial failed in {len(runs)} runs" in flat
+
+    earlier = runs_with_rows(NSGA2_S140, tuple(f"population_search_b64_s{s}" for s in (140, 141, 142)))
+    now_pop = [r["candidates_per_gpu_hour"] for r in b64]
+    now_p1 = [r["candidates_per_gpu_hour"] for r in runs if r["run"] == "p1" and r["batch_size"] == 64]
+    then_pop = [r["candidates_per_gpu_hour"] for r in earlier if r["run"] != "p1"]
+    then_p1 = [r["candidates_per_gpu_hour"] for r in earlier if r["run"] == "p1"]
+    span = lambda v: f"{min(v):,.0f}-{max(v):,.0f}"  # noqa: E731
+    assert (f"ended {span(now_pop)} candidates an hour and one at a time {span(now_p1)}, against {span(then_pop)} and "
+            f"{span(then_p1)} on seeds 140-142") in flat
+    p1_plain = [float(r["row"]["speedup_over_plain_search"]) for r in runs if r["run"] == "p1" and r["batch_size"] == 64]
+    p1_then = [float(r["row"]["speedup_over_plain_search"]) for r in earlier if r["run"] == "p1"]
+    plain_now = [float(r["row"]["speedup_over_plain_search"]) for r in b64]
+    plain_then = [float(r["row"]["speedup_over_plain_search"]) for r in earlier if r["run"] != "p1"]
+    assert (f"One at a time now ran {min(p1_plain):.1f}-{max(p1_plain):.1f}x the plain loop (timed on two sampled cells "
+            f"a seed), against {min(p1_then):.1f}-{max(p1_then):.1f}x on seeds 140-142, so the populations' ratio over "
+            f"the loop fell ({min(plain_now):.1f}-{max(plain_now):.1f}x against {min(plain_then):.1f}-"
+            f"{max(plain_then):.1f}x)") in flat
+
+    refs = [json.loads((LEAN_S143 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
+            for b, s in ((64, 143), (64, 144), (64, 145), (256, 143))]
+    count = sum(r["readings"] for r in refs)
+    assert sum(r["within_3pct"] for r in refs) == count
+    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
+            f"3% (the furthest {min(r['worst_ratio'] for r in refs):.3f})") in flat
+    assert re.search(r"^7 passed", (LEAN_S143 / "gpu_tests_population.log").read_text(), re.M)
+    assert re.search(r"^2 passed", (LEAN_S143 / "gpu_tests_evaluator.log").read_text(), re.M)
+    assert "2 of 2 evaluator tests and 7 of 7 population tests passed" in flat
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    fronts16 = [float(sixteen[(s, 64)]["row"]["hypervolume_ratio"]) for s in (143, 144, 145)]
+    assert (f"on seeds 143-145 on an H100, 16 at once then ran {min(at16):.2f}-{max(at16):.2f}x one at a time at batch "
+            f"64 (5x on {words[sum(v >= 5 for v in at16)]} seed of three) with fronts of {min(fronts16):.3f}-"
+            f"{max(fronts16):.3f}, and {x(sixteen[(143, 256)]):.2f}x at batch 256 on seed 143") in readme
