@@ -4,7 +4,8 @@ population's device time goes when its steps are too small to fill the GPU.
     python benchmarks/step_kernels.py --cells 16 --batches 64 256 --out benchmarks/results/h100/step_kernels
 
 For each batch size and variant (`bf16-cl`, the trainer's default: bf16 autocast and channels_last; also
-`bf16-nchw`, `fp32-cl`, `fp32-nchw`: no autocast, TF32 convolutions), the same NAS-Bench-201 cells are:
+`bf16-nchw`, `fp32-cl`, `fp32-nchw`: no autocast, TF32 convolutions; on an H100 the fp32 variants stopped on a
+misaligned address and hung, BENCHMARKS.md), the same NAS-Bench-201 cells are:
 
 - counted: the kernels (and memory copies and sets) one eager step of each cell runs on the device, by
   torch.profiler, grouped by what they do (the graph holds the same launches); the cells' BatchNorm layers
