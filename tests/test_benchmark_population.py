@@ -2894,6 +2894,9 @@ def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_fil
     span = lambda v: f"{min(v):,.0f}-{max(v):,.0f}"  # noqa: E731
     assert (f"ended {span(now_pop)} candidates an hour and one at a time {span(now_p1)}, against {span(then_pop)} and "
             f"{span(then_p1)} on seeds 140-142") in flat
+    whole = [float(r["row"]["speedup_over_baseline"]) for r in earlier if r["run"] == "p16-pareto-sf-qa"]
+    assert (f"16 at once read {min(at16):.2f}-{max(at16):.2f}x here, against {min(whole):.2f}-{max(whole):.2f}x with "
+            "the same rung rule on seeds 140-142 (`-sf`)") in flat
     p1_plain = [float(r["row"]["speedup_over_plain_search"]) for r in runs if r["run"] == "p1" and r["batch_size"] == 64]
     p1_then = [float(r["row"]["speedup_over_plain_search"]) for r in earlier if r["run"] == "p1"]
     plain_now = [float(r["row"]["speedup_over_plain_search"]) for r in b64]
