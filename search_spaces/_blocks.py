@@ -54,3 +54,16 @@ def training_node_sum(edges: Sequence[tuple[nn.Module, bool]], inputs: Sequence[
     for term in live[1:]:
         total = total + term
     return total
+
+
+def cell_forward(into: Sequence[Sequence[tuple[nn.Module, bool]]], x: torch.Tensor, training: bool) -> torch.Tensor:
+    """A cell's output, its last node: node i sums `into[i]`'s edges (each with whether it is all zeros) applied
+    to the nodes before it; in training without the zero edges (`training_node_sum`), in eval mode every edge,
+    summed from Python's 0 as the reference networks do."""
+    nodes = [x]
+    for edges in into[1:]:
+        if training:
+            nodes.append(training_node_sum(edges, nodes))
+        else:
+            nodes.append(sum(edge(nodes[j]) for j, (edge, _) in enumerate(edges)))
+    return nodes[-1]

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.cell_ops import cell_op
-from nasutil_search_spaces._blocks import training_node_sum
+from nasutil_search_spaces._blocks import cell_forward
 from nasutil_search_spaces.cell_arch import CellConfig
 from nasutil_search_spaces.nb201_network import ResidualReduction
 
@@ -28,13 +28,7 @@ class GeneratedCell(nn.Module):
         self._into = [[(self.edges[f"{i}<-{j}"], zero[f"{i}<-{j}"]) for j in range(i)] for i in range(self.nodes + 1)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes = [x]
-        for i in range(1, self.nodes + 1):
-            if self.training:
-                nodes.append(training_node_sum(self._into[i], nodes))
-            else:
-                nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
-        return nodes[-1]
+        return cell_forward(self._into, x, self.training)
 
 
 class CellNetwork(nn.Module):

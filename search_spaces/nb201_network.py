@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from nasutil.errors import InvalidArchError
-from nasutil_search_spaces._blocks import ReLUConvBN, Zero, training_node_sum
+from nasutil_search_spaces._blocks import ReLUConvBN, Zero, cell_forward
 from nasutil_search_spaces.nb201_arch import EDGES, NUM_NODES, NB201Arch
 
 
@@ -42,13 +42,7 @@ class Cell(nn.Module):
                       for i in range(NUM_NODES)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        nodes = [x]
-        for i in range(1, NUM_NODES):
-            if self.training:
-                nodes.append(training_node_sum(self._into[i], nodes))
-            else:
-                nodes.append(sum(self.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
-        return nodes[-1]
+        return cell_forward(self._into, x, self.training)
 
 
 class ResidualReduction(nn.Module):

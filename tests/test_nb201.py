@@ -102,18 +102,11 @@ def _count_ops(fn):
     return counter.ops
 
 
-@pytest.mark.parametrize("space_name", ["nb201", "cell"])
-def test_a_training_cell_leaves_its_zero_edges_out_and_computes_the_same(space_name):
-    """Training skips the `none` edges' multiplies (and Python's 0 + the first term), and gets the same output
-    and gradients, bit for bit, as computing every edge, which eval mode still does (the measured networks)."""
+def _computing_every_edge(model):
+    """A copy of `model` whose cells sum every edge's output from Python's 0 in training too, as the reference
+    networks do: what `training_node_sum` is held to."""
     import copy
     import types
-
-    space = get_space(space_name)
-    arch = space.parse("|none~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|avg_pool_3x3~2|")
-    torch.manual_seed(0)
-    lean = space.build(arch, num_classes=10, input_size=8).train()
-    every = copy.deepcopy(lean)
 
     def every_edge(cell, x):
         nodes = [x]
@@ -121,9 +114,22 @@ def test_a_training_cell_leaves_its_zero_edges_out_and_computes_the_same(space_n
             nodes.append(sum(cell.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
         return nodes[-1]
 
+    every = copy.deepcopy(model)
     for module in every.modules():
         if hasattr(module, "_into"):
             module.forward = types.MethodType(every_edge, module)
+    return every
+
+
+@pytest.mark.parametrize("space_name", ["nb201", "cell"])
+def test_a_training_cell_leaves_its_zero_edges_out_and_computes_the_same(space_name):
+    """Training skips the `none` edges' multiplies (and Python's 0 + the first term), and gets the same output
+    and gradients, bit for bit, as computing every edge, which eval mode still does (the measured networks)."""
+    space = get_space(space_name)
+    arch = space.parse("|none~0|+|nor_conv_3x3~0|none~1|+|skip_connect~0|none~1|avg_pool_3x3~2|")
+    torch.manual_seed(0)
+    lean = space.build(arch, num_classes=10, input_size=8).train()
+    every = _computing_every_edge(lean)
     x = torch.randn(4, 3, 8, 8)
 
     def step(model):
@@ -155,9 +161,6 @@ def test_training_past_zero_edges_leaves_dead_weights_alone_and_trains_the_same_
     """A weight whose every path to the output runs through a `none` edge gets no gradient while training
     (computing every edge gave it zeros, and weight decay then shrank it): the step leaves it as it is, and the
     network computes the same, bit for bit, as one trained computing every edge."""
-    import copy
-    import types
-
     from nasutil.colocate.training_step import TrainingStep, cosine_rates
 
     space = get_space("nb201")
@@ -165,17 +168,7 @@ def test_training_past_zero_edges_leaves_dead_weights_alone_and_trains_the_same_
     arch = space.parse("|nor_conv_3x3~0|+|none~0|nor_conv_1x1~1|+|skip_connect~0|none~1|none~2|")
     torch.manual_seed(0)
     lean = space.build(arch, num_classes=10, input_size=8)
-    every = copy.deepcopy(lean)
-
-    def every_edge(cell, x):
-        nodes = [x]
-        for i in range(1, len(cell._into)):
-            nodes.append(sum(cell.edges[f"{i}<-{j}"](nodes[j]) for j in range(i)))
-        return nodes[-1]
-
-    for module in every.modules():
-        if hasattr(module, "_into"):
-            module.forward = types.MethodType(every_edge, module)
+    every = _computing_every_edge(lean)
     dead = lean.cells[0].edges["1<-0"][1].weight
     before = dead.detach().clone()
     x, y = torch.randn(48, 3, 8, 8), torch.randint(0, 10, (48,))
