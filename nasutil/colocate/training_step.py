@@ -2,8 +2,8 @@
 
 A NAS candidate's eager training step is launch-bound: hundreds of small kernels, each launched by the
 host, while the GPU waits. Captured whole (the batch gathered from the device-resident training set,
-forward under autocast, backward, SGD with Nesterov momentum and weight decay, this step's learning
-rate), a step is one graph launch; graphs of several candidates replayed on their own streams then run
+forward under autocast with the layers' weights cast in one launch (`weight_copies`), backward, SGD with
+Nesterov momentum and weight decay, this step's learning rate), a step is one graph launch; graphs of several candidates replayed on their own streams then run
 side by side. The same arithmetic runs eagerly where graphs are off or on a CPU, so the code that CI
 tests is the code a GPU replays.
 
@@ -29,6 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from nasutil.colocate.weight_copies import WeightCopies
 from nasutil.errors import NasutilError
 
 #: held while a graph is captured: another thread's copies to the device (a candidate being moved
@@ -178,6 +179,10 @@ class TrainingStep:
         with self.on_stream():
             self.params = [p for p in model.parameters() if p.requires_grad]
             self.buffers = [torch.zeros_like(p) for p in self.params]
+            # under autocast, the convolutions' and linear layers' weights are cast in one launch a step, not one
+            # a weight (a compiled step fuses the casts itself)
+            self.copies = (WeightCopies(model, autocast_dtype) if autocast_dtype is not None and not compiled
+                           else None)
             self.order = torch.arange(self.batches * batch_size, device=device)  # the epoch's rows, in order
             self.offsets = torch.arange(batch_size, device=device)
             self.counter = torch.zeros((), dtype=torch.long, device=device)  # steps taken
@@ -239,6 +244,8 @@ class TrainingStep:
         self.graph = None
         for p in self.params:
             p.grad = None
+        if self.copies is not None:
+            self.copies.clear()
         if self._counters:
             with self.on_stream():
                 restore_batch_counters(self._counters, int(self.counter))
@@ -269,6 +276,10 @@ class TrainingStep:
         """The step's arithmetic: what the graph holds, or what runs eagerly."""
         for p in self.params:
             p.grad = None
+        copies = self.copies
+        if copies is not None:
+            copies.clear()
+            copies.refresh()
         step = self.counter.clamp(max=len(self.rates) - 1)
         rows = self.order.index_select(0, (step % self.batches) * self.batch_size + self.offsets)
         rate = self.rates.index_select(0, step.view(1)).view(())
@@ -276,9 +287,13 @@ class TrainingStep:
         y = self.train_y.index_select(0, rows)
         with torch.autocast(self.device.type, dtype=self.autocast_dtype or torch.bfloat16,
                             enabled=self.autocast_dtype is not None):
-            loss = F.cross_entropy(self.forward(x), y)
+            with copies.swapped() if copies is not None else contextlib.nullcontext():
+                logits = self.forward(x)
+            loss = F.cross_entropy(logits, y)
         loss.backward()
-        live = [(p, p.grad, b) for p, b in zip(self.params, self.buffers) if p.grad is not None]
+        widened = copies.gradients() if copies is not None else {}
+        grads = [widened.get(id(p), p.grad) for p in self.params]
+        live = [(p, g, b) for p, g, b in zip(self.params, grads, self.buffers) if g is not None]
         if live:
             params, grads, buffers = (list(t) for t in zip(*live))
             sgd_nesterov_(params, grads, buffers, rate, self.momentum, self.weight_decay)
