@@ -151,3 +151,43 @@ def test_a_shared_layer_trains_its_weight_as_autocast_does():
         units.append(unit)
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
         assert torch.equal(a, b), name
+
+
+def _cuda_steps(copies: bool, graph: bool, steps: int = 6) -> tuple[nn.Module, TrainingStep]:
+    model = _network(ARCHS[0]).cuda().to(memory_format=torch.channels_last)
+    torch.manual_seed(1)
+    x, y = torch.randn(128, 3, 8, 8, device="cuda"), torch.randint(0, 10, (128,), device="cuda")
+    unit = TrainingStep(model, lambda t: t.contiguous(memory_format=torch.channels_last), x, y, 32,
+                        cosine_rates(0.1, steps), 0.9, 5e-4, torch.bfloat16, graph=graph)
+    if not copies:
+        unit.copies = None
+    for _ in range(steps):
+        unit.advance()
+    torch.cuda.synchronize()
+    return model, unit
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_a_captured_step_with_one_cast_launch_trains_what_autocast_trains_eagerly(monkeypatch):
+    """Deterministic kernels: the captured step with the copies ends where the eager autocast step ends, value
+    for value, and an eager step launches fewer kernels with them (two fewer a weight, two more a step)."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    ours, unit = _cuda_steps(copies=True, graph=True)
+    theirs, reference = _cuda_steps(copies=False, graph=False)
+    mine, other = ours.state_dict(), theirs.state_dict()
+    for name in mine:
+        difference = (mine[name].float() - other[name].float()).abs().max().item()
+        assert torch.equal(mine[name], other[name]), (name, difference)
+    assert unit.take_loss(6) == reference.take_loss(6)
+
+    def kernels(copies: bool) -> int:
+        _, step = _cuda_steps(copies=copies, graph=False, steps=2)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            step.advance()
+            torch.cuda.synchronize()
+        return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+    weights = len(unit.copies)
+    assert kernels(True) <= kernels(False) - 2 * weights + 4
