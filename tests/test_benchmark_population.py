@@ -2920,3 +2920,122 @@ def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_fil
     assert (f"on seeds 143-145 on an H100, 16 at once then ran {min(at16):.2f}-{max(at16):.2f}x one at a time at batch "
             f"64 (5x on {words[sum(v >= 5 for v in at16)]} seed of three) with fronts of {min(fronts16):.3f}-"
             f"{max(fronts16):.3f}, and {x(sixteen[(143, 256)]):.2f}x at batch 256 on seed 143") in readme
+
+
+COPIES_S146 = ROOT / "benchmarks" / "results" / "h100" / "population" / "copies_s146"
+
+
+def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_result_files():
+    """The table is the three searches' rows; the goals, the trainings against seeds 143-145, where the span went,
+    the survivors and the GPU tests come from their files."""
+    import re
+
+    names = ("population_search_b64_s146", "population_search_b64_s147", "population_search_b256_s146")
+    runs = runs_with_rows(COPIES_S146, names)
+    marker = "**Weights cast once a step, seeds 146 and 147 on an H100"
+    assert _table_after(marker) == settled_table_rows(runs)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Fewer kernels a step, three fresh seeds on an H100")].split())
+    assert all(r["halving"] == "pareto" and "-s" not in r["run"] for r in runs if r["run"] != "p1")  # the default rule
+    populations = [r for r in runs if r["run"] != "p1"]
+    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
+    sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
+    b64 = [r for r in populations if r["batch_size"] == 64]
+    at16 = [x(sixteen[(s, 64)]) for s in (146, 147)]
+    plain16 = [float(sixteen[(s, 64)]["row"]["speedup_over_plain_search"]) for s in (146, 147)]
+    assert (f"16 at once ran {at16[0]:.2f}x and {at16[1]:.2f}x one at a time and {plain16[0]:.1f}x and "
+            f"{plain16[1]:.1f}x the plain loop") in flat
+    larger = [r for r in b64 if not r["run"].startswith("p16-")]
+    of16 = [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], 64)]["candidates_per_gpu_hour"] for r in larger]
+    assert all(v >= 1 for v in of16) and len(of16) == 4
+    assert (f"64 and 256 at once ran {min(map(x, larger)):.2f}-{max(map(x, larger)):.2f}x, {min(of16):.2f}-"
+            f"{max(of16):.2f}x the rate of 16 (\"as fast as 16\" on all four runs)") in flat
+    b256 = [r for r in populations if r["batch_size"] == 256]
+    assert f"the populations ran {min(map(x, b256)):.2f}-{max(map(x, b256)):.2f}x" in flat and max(map(x, b256)) < 3
+    big = {r["run"]: r["candidates_per_gpu_hour"] / sixteen[(146, 256)]["candidates_per_gpu_hour"] for r in b256}
+    assert f"64 and 256 at once {big['p64-pareto-qa']:.2f}x and {big['p256-pareto-qa']:.2f}x the rate of 16" in flat
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
+    low = [(r["run"], r["batch_size"]) for r in populations if float(r["row"]["hypervolume_ratio"]) < 0.95]
+    assert low == [("p256-pareto-qa", 256)]
+    assert f"Fronts read {min(fronts):.3f}-{max(fronts):.3f} of one at a time's, below 0.95 once" in flat
+    assert sum(r["failed"] for r in runs) == 0 and f"No trial failed in {len(runs)} runs" in flat
+    assert max(at16) < 5 and max(plain16) < 40 and max(map(x, populations)) < 5
+
+    trained16 = [sixteen[(s, 64)]["trained"] for s in (146, 147)]
+    epochs16 = [sixteen[(s, 64)]["epochs_trained"] for s in (146, 147)]
+    p1 = [r for r in runs if r["run"] == "p1" and r["batch_size"] == 64]
+    earlier = runs_with_rows(LEAN_S143, tuple(f"population_search_b64_s{s}" for s in (143, 144, 145)))
+    then16 = [r for r in earlier if r["run"] == "p16-pareto-qa"]
+    then_p1 = [r["trained"] for r in earlier if r["run"] == "p1"]
+    assert (f"16 at once trained {trained16[0]} and {trained16[1]} of 48 to the end here ({epochs16[0]:.1f} and "
+            f"{epochs16[1]:.1f} epochs in all), against {min(r['trained'] for r in then16)}-"
+            f"{max(r['trained'] for r in then16)} ({min(r['epochs_trained'] for r in then16):.1f}-"
+            f"{max(r['epochs_trained'] for r in then16):.1f} epochs) on seeds 143-145, while one at a time trained "
+            f"{p1[0]['trained']} and {p1[1]['trained']} ({p1[0]['epochs_trained']:.0f} and "
+            f"{p1[1]['epochs_trained']:.0f} epochs) against {min(then_p1)}-{max(then_p1)}") in flat
+
+    spans = [r for folder, names_ in ((LEAN_S143, ("population_search_b64_s143", "population_search_b64_s144",
+                                                   "population_search_b64_s145", "population_search_b256_s143")),
+                                      (COPIES_S146, names)) for r in runs_with_rows(folder, names_) if r["run"] != "p1"]
+    started = [max(t[1] for t in r["timeline"]["trials"]) for r in spans]
+    share = [s / r["span_s"] for s, r in zip(started, spans)]
+    last = [r["population_activity"]["members_by_tenth"][-1] for r in spans]
+    mean = [r["population_activity"]["members_time_mean"] for r in spans]
+    assert (f"the {len(spans)} population runs of seeds 143-147): every trial had started by {min(share) * 100:.0f}-"
+            f"{max(share) * 100:.0f}% of its run's span ({min(started):.1f}-{max(started):.1f} s of "
+            f"{min(r['span_s'] for r in spans):.1f}-{max(r['span_s'] for r in spans):.1f} s)") in flat
+    assert (f"with {min(last):.1f}-{max(last):.1f} members at once on average in the span's last tenth, against a time "
+            f"mean of {min(mean):.1f}-{max(mean):.1f} over the whole span") in flat
+
+    refs = [json.loads((COPIES_S146 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
+            for b, s in ((64, 146), (64, 147), (256, 146))]
+    count = sum(r["readings"] for r in refs)
+    assert sum(r["within_3pct"] for r in refs) == count
+    furthest = max((r["worst_ratio"] for r in refs), key=lambda v: abs(v - 1))
+    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
+            f"3% (the furthest {furthest:.3f})") in flat
+    log = (COPIES_S146 / "gpu_tests_population.log").read_text()
+    assert re.search(r"^7 passed", log, re.M)
+    assert re.search(r"^2 passed", (COPIES_S146 / "gpu_tests_evaluator.log").read_text(), re.M)
+    assert re.search(r"^1 passed", (COPIES_S146 / "gpu_tests_weight_copies.log").read_text(), re.M)
+    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
+                       r"training ([\d.]+) ms", log)
+    quiet = [ms for ms, _ in ast_literal(queued.group(3))]
+    assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings ({min(quiet):.4f}-"
+            f"{max(quiet):.4f} ms), where a reading taken while the population trained read {queued.group(4)} ms") in flat
+
+
+def ast_literal(text: str):
+    import ast
+
+    return ast.literal_eval(text)
+
+
+def test_readme_quotes_the_weights_cast_once_runs_from_their_result_files():
+    runs = runs_with_rows(COPIES_S146, ("population_search_b64_s146", "population_search_b64_s147",
+                                        "population_search_b256_s146"))
+    populations = [r for r in runs if r["run"] != "p1"]
+    sixteen = {r["seed"]: r for r in populations if r["run"] == "p16-pareto-qa" and r["batch_size"] == 64}
+    at16 = [float(sixteen[s]["row"]["speedup_over_baseline"]) for s in (146, 147)]
+    trained = sorted(r["trained"] for r in sixteen.values())
+    then = [r["trained"] for r in runs_with_rows(LEAN_S143, tuple(f"population_search_b64_s{s}" for s in (143, 144, 145)))
+            if r["run"] == "p16-pareto-qa"]
+    of16 = [r["candidates_per_gpu_hour"] / sixteen[r["seed"]]["candidates_per_gpu_hour"]
+            for r in populations if r["batch_size"] == 64 and r["run"] != "p16-pareto-qa"]
+    b256 = [float(r["row"]["speedup_over_baseline"]) for r in populations if r["batch_size"] == 256]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"On seeds 146 and 147, 16 at once then ran {at16[0]:.2f}x and {at16[1]:.2f}x one at a time at batch 64, "
+            f"its rung rule keeping {trained[0]}-{trained[1]} of 48 candidates to the end against {min(then)}-{max(then)} "
+            f"on seeds 143-145, 64 and 256 at once {min(of16):.2f}-{max(of16):.2f}x the rate of 16, and the populations "
+            f"{min(b256):.2f}-{max(b256):.2f}x at batch 256 on seed 146") in readme
+    kernels = json.loads((ROOT / "benchmarks" / "results" / "h100" / "step_kernels" / "copies_after" /
+                          "step_kernels.json").read_text())["rows"]
+    before = json.loads((ROOT / "benchmarks" / "results" / "h100" / "step_kernels" / "copies_before" /
+                         "step_kernels.json").read_text())["rows"]
+    fewer = 1 - kernels[0]["census"]["events_per_step"] / before[0]["census"]["events_per_step"]
+    alone = kernels[0]["graph_alone"]["steps_per_s"] / before[0]["graph_alone"]["steps_per_s"]
+    together = kernels[0]["graph_together"]["steps_per_s"] / before[0]["graph_together"]["steps_per_s"]
+    assert (f"{fewer:.0%} fewer kernels at batch 64, {alone:.2f}x as fast alone and {together:.2f}x together on an "
+            "H100") in readme
+    search_doc = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert f"{fewer:.0%} fewer kernels again, {alone:.2f}x alone and {together:.2f}x together at batch 64" in search_doc

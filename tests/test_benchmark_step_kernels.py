@@ -119,3 +119,44 @@ def test_a_kernel_is_named_by_what_it_does():
         == "add or sum"
     assert kind_of("Memset (Device)") == "memset" and kind_of("Memcpy DtoD (Device -> Device)") == "memcpy"
     assert kind_of("void at::native::(anonymous namespace)::multi_tensor_apply_kernel") == "optimizer (foreach)"
+
+
+COPIES = ("copies_before", "copies_after", "copies_before_again")
+
+
+def test_the_one_cast_launch_table_and_notes_are_their_result_files():
+    results = {name: json.loads((STEP_KERNELS / name / "step_kernels.json").read_text()) for name in COPIES}
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    start = text.index("### One cast launch a step instead of two a weight (H100)")
+    section = text[start:text.index("### Accuracy: together against alone", start)]
+    assert {r["device"] for r in results.values()} == {"NVIDIA H100 80GB HBM3"}
+    earlier = json.loads((STEP_KERNELS / "after" / "step_kernels.json").read_text())
+    assert all(r["archs"] == earlier["archs"] for r in results.values())  # the cells of the section above
+    named = {"copies_before": "before", "copies_after": "after", "copies_before_again": "before, again"}
+    expected = [[named[name], str(row["batch"]), f"{row['census']['events_per_step']:,.1f}",
+                 f"{row['graph_alone']['steps_per_s']:.1f}", f"{row['graph_alone']['steps_per_s_events']:.1f}",
+                 f"{row['graph_together']['steps_per_s']:.1f}", f"{row['graph_together']['steps_per_s_events']:.1f}"]
+                for batch in (64, 256) for name in COPIES for row in results[name]["rows"] if row["batch"] == batch]
+    assert _table(section) == expected
+    flat = _flat(section)
+    before, after, again = (results[name]["rows"] for name in COPIES)
+    casts = [r["census"]["by_kind_per_step"]["weight or dtype cast"] for r in (before[0], after[0])]
+    assert f"weight and dtype casts fell from {casts[0]} to {casts[1]} a step" in flat
+    kernels = [[r["census"]["events_per_step"] for r in rows] for rows in (before, after)]
+    assert (f"from {kernels[0][0]:.1f} to {kernels[1][0]:.1f} kernels at batch 64 "
+            f"({1 - kernels[1][0] / kernels[0][0]:.0%} fewer) and from {kernels[0][1]:.1f} to {kernels[1][1]:.1f} at "
+            f"256") in flat
+    gain = {(b, way): after[i][way]["steps_per_s"] / before[i][way]["steps_per_s"]
+            for i, b in enumerate((64, 256)) for way in ("graph_alone", "graph_together")}
+    assert (f"at batch 64 a cell's graph alone ran {gain[64, 'graph_alone']:.2f}x as fast and 16 together "
+            f"{gain[64, 'graph_together']:.2f}x; at batch 256, {gain[256, 'graph_alone']:.2f}x alone and "
+            f"{gain[256, 'graph_together']:.2f}x together") in flat
+    for a, b in zip(before, again):  # the two runs of the code before
+        for way in ("graph_alone", "graph_together"):
+            assert abs(a[way]["steps_per_s"] / b[way]["steps_per_s"] - 1) < 0.002
+    for row in (*before, *after, *again):
+        for way in ("graph_alone", "graph_together"):
+            assert abs(row[way]["steps_per_s_events"] / row[way]["steps_per_s"] - 1) < 0.001
+    assert (f"the kernels left took {after[0]['us_per_device_event_together']:.2f} us of device time each at batch 64, "
+            f"against {before[0]['us_per_device_event_together']:.2f} before") in flat
+    assert (f"(alone {gain[64, 'graph_alone']:.2f}x, together {gain[64, 'graph_together']:.2f}x at batch 64)") in flat

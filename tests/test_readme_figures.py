@@ -139,6 +139,8 @@ H100_CALLS.update({seed: (f"nsga2_s140/population_search_b64_s{seed}.csv",) for 
 H100_CALLS.update({f"{seed} at batch 256": (f"nsga2_s140/population_search_b256_s{seed}.csv",) for seed in (140, 141, 142)})
 H100_CALLS.update({seed: (f"lean_s143/population_search_b64_s{seed}.csv",) for seed in (143, 144, 145)})
 H100_CALLS["143 at batch 256"] = ("lean_s143/population_search_b256_s143.csv",)
+H100_CALLS.update({seed: (f"copies_s146/population_search_b64_s{seed}.csv",) for seed in (146, 147)})
+H100_CALLS["146 at batch 256"] = ("copies_s146/population_search_b256_s146.csv",)
 #: calls whose `pP-pareto-qa` runs cut at rungs in NSGA-II's order (`halving.select=nsga2`, the default while they
 #: ran); their `-sf` runs let whole fronts go on, as the default does and every other call's runs did
 NSGA2_CALLS = {140, 141, 142, "140 at batch 256", "141 at batch 256", "142 at batch 256"}
@@ -160,7 +162,9 @@ POPULATION_ROWS = (("h200", (80, 84), (16,)), ("h200", (80, 84), (64, 256)), ("h
                    ("h100", tuple(f"{s} at batch 256" for s in (140, 141, 142)), (16,)),
                    ("h100", tuple(f"{s} at batch 256" for s in (140, 141, 142)), (64, 256)),
                    ("h100", (143, 144, 145), (16,)), ("h100", (143, 144, 145), (64, 256)),
-                   ("h100", ("143 at batch 256",), (16,)), ("h100", ("143 at batch 256",), (64, 256)))
+                   ("h100", ("143 at batch 256",), (16,)), ("h100", ("143 at batch 256",), (64, 256)),
+                   ("h100", (146, 147), (16,)), ("h100", (146, 147), (64, 256)),
+                   ("h100", ("146 at batch 256",), (16,)), ("h100", ("146 at batch 256",), (64, 256)))
 GOALS = ("5x", "3x", "40x", "fronts", "as fast as 16", "no failures")  # the goals set for populations
 
 
