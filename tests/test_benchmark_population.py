@@ -3002,7 +3002,8 @@ def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_resul
                        r"training ([\d.]+) ms", log)
     quiet = [ms for ms, _ in ast_literal(queued.group(3))]
     assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings ({min(quiet):.4f}-"
-            f"{max(quiet):.4f} ms), where a reading taken while the population trained read {queued.group(4)} ms") in flat
+            f"{max(quiet):.4f} ms), where a reading taken while the population trained read {queued.group(4)} "
+            "ms") in flat
 
 
 def ast_literal(text: str):
@@ -3018,16 +3019,16 @@ def test_readme_quotes_the_weights_cast_once_runs_from_their_result_files():
     sixteen = {r["seed"]: r for r in populations if r["run"] == "p16-pareto-qa" and r["batch_size"] == 64}
     at16 = [float(sixteen[s]["row"]["speedup_over_baseline"]) for s in (146, 147)]
     trained = sorted(r["trained"] for r in sixteen.values())
-    then = [r["trained"] for r in runs_with_rows(LEAN_S143, tuple(f"population_search_b64_s{s}" for s in (143, 144, 145)))
-            if r["run"] == "p16-pareto-qa"]
+    lean = tuple(f"population_search_b64_s{s}" for s in (143, 144, 145))
+    then = [r["trained"] for r in runs_with_rows(LEAN_S143, lean) if r["run"] == "p16-pareto-qa"]
     of16 = [r["candidates_per_gpu_hour"] / sixteen[r["seed"]]["candidates_per_gpu_hour"]
             for r in populations if r["batch_size"] == 64 and r["run"] != "p16-pareto-qa"]
     b256 = [float(r["row"]["speedup_over_baseline"]) for r in populations if r["batch_size"] == 256]
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert (f"On seeds 146 and 147, 16 at once then ran {at16[0]:.2f}x and {at16[1]:.2f}x one at a time at batch 64, "
-            f"its rung rule keeping {trained[0]}-{trained[1]} of 48 candidates to the end against {min(then)}-{max(then)} "
-            f"on seeds 143-145, 64 and 256 at once {min(of16):.2f}-{max(of16):.2f}x the rate of 16, and the populations "
-            f"{min(b256):.2f}-{max(b256):.2f}x at batch 256 on seed 146") in readme
+            f"its rung rule keeping {trained[0]}-{trained[1]} of 48 candidates to the end against {min(then)}-"
+            f"{max(then)} on seeds 143-145, 64 and 256 at once {min(of16):.2f}-{max(of16):.2f}x the rate of 16, and "
+            f"the populations {min(b256):.2f}-{max(b256):.2f}x at batch 256 on seed 146") in readme
     kernels = json.loads((ROOT / "benchmarks" / "results" / "h100" / "step_kernels" / "copies_after" /
                           "step_kernels.json").read_text())["rows"]
     before = json.loads((ROOT / "benchmarks" / "results" / "h100" / "step_kernels" / "copies_before" /

@@ -3,8 +3,8 @@
 A NAS candidate's eager training step is launch-bound: hundreds of small kernels, each launched by the
 host, while the GPU waits. Captured whole (the batch gathered from the device-resident training set,
 forward under autocast with the layers' weights cast in one launch (`weight_copies`), backward, SGD with
-Nesterov momentum and weight decay, this step's learning rate), a step is one graph launch; graphs of several candidates replayed on their own streams then run
-side by side. The same arithmetic runs eagerly where graphs are off or on a CPU, so the code that CI
+Nesterov momentum and weight decay, this step's learning rate), a step is one graph launch; graphs of
+several candidates replayed on their own streams then run side by side. The same arithmetic runs eagerly where graphs are off or on a CPU, so the code that CI
 tests is the code a GPU replays.
 
 Everything a step reads that changes between steps lives on the device: the epoch's row order, and a
