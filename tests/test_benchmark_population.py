@@ -2846,20 +2846,25 @@ def test_the_seed_137_table_and_notes_are_its_result_files():
 LEAN_S143 = ROOT / "benchmarks" / "results" / "h100" / "population" / "lean_s143"
 
 
+def _default_rule_section(folder: Path, names: tuple[str, ...], marker: str, until: str) -> tuple[list[dict], str]:
+    """The runs of a section whose populations cut at rungs by the default rule, with its table checked against
+    their result files, and its text from `marker` to `until` on one line."""
+    runs = runs_with_rows(folder, names)
+    assert _table_after(marker) == settled_table_rows(runs)
+    assert all(r["halving"] == "pareto" and "-s" not in r["run"] for r in runs if r["run"] != "p1")  # the default rule
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    return runs, " ".join(text[text.index(marker):text.index(until)].split())
+
+
 def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_files():
     """The table is the four searches' rows; the goals, the rates against seeds 140-142, the survivors and the GPU
     tests come from their files."""
     import re
 
-    names = ("population_search_b64_s143", "population_search_b64_s144", "population_search_b64_s145",
-             "population_search_b256_s143")
-    runs = runs_with_rows(LEAN_S143, names)
-    marker = "**Fewer kernels a step, three fresh seeds on an H100"
-    assert _table_after(marker) == settled_table_rows(runs)
-    text = (ROOT / "BENCHMARKS.md").read_text()
-    flat = " ".join(text[text.index(marker):text.index("**NSGA-II's order at the rungs")].split())
-    assert all(r["halving"] == "pareto" and "-s" not in r["run"] for r in runs if r["run"] != "p1")  # the default rule
-
+    runs, flat = _default_rule_section(LEAN_S143, ("population_search_b64_s143", "population_search_b64_s144",
+                                                    "population_search_b64_s145", "population_search_b256_s143"),
+                                       "**Fewer kernels a step, three fresh seeds on an H100",
+                                       "**NSGA-II's order at the rungs")
     populations = [r for r in runs if r["run"] != "p1"]
     x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
     sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
@@ -2931,12 +2936,8 @@ def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_resul
     import re
 
     names = ("population_search_b64_s146", "population_search_b64_s147", "population_search_b256_s146")
-    runs = runs_with_rows(COPIES_S146, names)
-    marker = "**Weights cast once a step, seeds 146 and 147 on an H100"
-    assert _table_after(marker) == settled_table_rows(runs)
-    text = (ROOT / "BENCHMARKS.md").read_text()
-    flat = " ".join(text[text.index(marker):text.index("**Fewer kernels a step, three fresh seeds on an H100")].split())
-    assert all(r["halving"] == "pareto" and "-s" not in r["run"] for r in runs if r["run"] != "p1")  # the default rule
+    runs, flat = _default_rule_section(COPIES_S146, names, "**Weights cast once a step, seeds 146 and 147 on an H100",
+                                       "**Fewer kernels a step, three fresh seeds on an H100")
     populations = [r for r in runs if r["run"] != "p1"]
     x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
     sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}

@@ -17,10 +17,20 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def _section() -> str:
+def _section(title: str = "Kernels a training step launches (H100)",
+             until: str = "One cast launch a step instead of two a weight (H100)") -> str:
     text = (ROOT / "BENCHMARKS.md").read_text()
-    start = text.index("### Kernels a training step launches (H100)")
-    return text[start:text.index("### Accuracy: together against alone", start)]
+    start = text.index(f"### {title}")
+    return text[start:text.index(f"### {until}", start)]
+
+
+def _expected_table(results: dict[str, dict], named: dict[str, str]) -> list[list[str]]:
+    """The section's table from the runs' result files: for each batch, each run in `named`'s order."""
+    return [[label, str(row["batch"]), f"{row['census']['events_per_step']:,.1f}",
+             f"{row['graph_alone']['steps_per_s']:.1f}", f"{row['graph_alone']['steps_per_s_events']:.1f}",
+             f"{row['graph_together']['steps_per_s']:.1f}", f"{row['graph_together']['steps_per_s_events']:.1f}"]
+            for batch in (64, 256) for name, label in named.items() for row in results[name]["rows"]
+            if row["batch"] == batch]
 
 
 def _results() -> dict[str, dict]:
@@ -43,12 +53,7 @@ def test_the_step_kernel_table_and_notes_are_their_result_files():
     results, section = _results(), _section()
     assert {r["device"] for r in results.values()} == {"NVIDIA H100 80GB HBM3"}
     assert len({tuple(r["archs"]) for r in results.values()}) == 1  # the same 16 cells each time
-    named = {"before": "before", "after": "after", "before_again": "before, again"}
-    expected = [[named[name], str(row["batch"]), f"{row['census']['events_per_step']:,.1f}",
-                 f"{row['graph_alone']['steps_per_s']:.1f}", f"{row['graph_alone']['steps_per_s_events']:.1f}",
-                 f"{row['graph_together']['steps_per_s']:.1f}", f"{row['graph_together']['steps_per_s_events']:.1f}"]
-                for batch in (64, 256) for name in RUNS for row in results[name]["rows"] if row["batch"] == batch]
-    assert _table(section) == expected
+    assert _table(section) == _expected_table(results, dict(zip(RUNS, ("before", "after", "before, again"))))
     flat = _flat(section)
 
     before, after, again = (results[name]["rows"] for name in RUNS)
@@ -126,18 +131,12 @@ COPIES = ("copies_before", "copies_after", "copies_before_again")
 
 def test_the_one_cast_launch_table_and_notes_are_their_result_files():
     results = {name: json.loads((STEP_KERNELS / name / "step_kernels.json").read_text()) for name in COPIES}
-    text = (ROOT / "BENCHMARKS.md").read_text()
-    start = text.index("### One cast launch a step instead of two a weight (H100)")
-    section = text[start:text.index("### Accuracy: together against alone", start)]
+    section = _section("One cast launch a step instead of two a weight (H100)",
+                       "Accuracy: together against alone, Fashion-MNIST, 5 epochs")
     assert {r["device"] for r in results.values()} == {"NVIDIA H100 80GB HBM3"}
     earlier = json.loads((STEP_KERNELS / "after" / "step_kernels.json").read_text())
     assert all(r["archs"] == earlier["archs"] for r in results.values())  # the cells of the section above
-    named = {"copies_before": "before", "copies_after": "after", "copies_before_again": "before, again"}
-    expected = [[named[name], str(row["batch"]), f"{row['census']['events_per_step']:,.1f}",
-                 f"{row['graph_alone']['steps_per_s']:.1f}", f"{row['graph_alone']['steps_per_s_events']:.1f}",
-                 f"{row['graph_together']['steps_per_s']:.1f}", f"{row['graph_together']['steps_per_s_events']:.1f}"]
-                for batch in (64, 256) for name in COPIES for row in results[name]["rows"] if row["batch"] == batch]
-    assert _table(section) == expected
+    assert _table(section) == _expected_table(results, dict(zip(COPIES, ("before", "after", "before, again"))))
     flat = _flat(section)
     before, after, again = (results[name]["rows"] for name in COPIES)
     casts = [r["census"]["by_kind_per_step"]["weight or dtype cast"] for r in (before[0], after[0])]
