@@ -5,7 +5,8 @@ population's device time goes when its steps are too small to fill the GPU.
 
 For each batch size and variant (`bf16-cl`, the trainer's default: bf16 autocast and channels_last; also
 `bf16-nchw`, `fp32-cl`, `fp32-nchw`: no autocast, TF32 convolutions; on an H100 the fp32 variants stopped on a
-misaligned address and hung, BENCHMARKS.md), the same NAS-Bench-201 cells are:
+misaligned address and hung, BENCHMARKS.md; `fp16-cl`: fp16 autocast, whose BatchNorm runs in cuDNN, without a
+loss scaler, so for kernels and speed only), the same NAS-Bench-201 cells are:
 
 - counted: the kernels (and memory copies and sets) one eager step of each cell runs on the device, by
   torch.profiler, grouped by what they do (the graph holds the same launches); the cells' BatchNorm layers
@@ -39,7 +40,19 @@ from cotrain_speed import Quiet, data, models, one_at_a_time, rate, together  # 
 from nasutil import get_space  # noqa: E402
 from nasutil.search.trainers.torch_trainer import TorchTrainer, _Run  # noqa: E402
 
-VARIANTS = {"bf16-cl": (True, True), "bf16-nchw": (True, False), "fp32-cl": (False, True), "fp32-nchw": (False, False)}
+VARIANTS = {"bf16-cl": (True, True), "bf16-nchw": (True, False), "fp32-cl": (False, True), "fp32-nchw": (False, False),
+            "fp16-cl": (True, True)}
+#: variants whose autocast computes in float16 instead of the trainer's bfloat16 (no loss scaling: kernels and speed only)
+HALF = {"fp16-cl"}
+
+
+class HalfTrainer(TorchTrainer):
+    """The trainer with float16 autocast: BatchNorm on float16 inputs with float32 weights runs in cuDNN
+    (PyTorch sends bfloat16 to its own kernels). Without a loss scaler: for counting and timing only."""
+
+    @property
+    def _amp_dtype(self) -> torch.dtype:
+        return torch.float16
 
 #: what a kernel does, by its name (first match wins)
 KINDS = [("weight or dtype cast", r"copy|cast|to_copy|convert"), ("batch norm", r"batch_?norm|bn_|welford|bn"),
@@ -61,8 +74,8 @@ def kind_of(name: str) -> str:
 
 
 def runs_for(archs: list[str], batch: int, dataset: dict, seed: int, amp: bool, channels_last: bool,
-             graphs: bool) -> list[_Run]:
-    trainer = TorchTrainer(dataset="digits", batch_size=batch, epochs=1, device="cuda", graphs=graphs, seed=seed,
+             graphs: bool, half: bool = False) -> list[_Run]:
+    trainer = (HalfTrainer if half else TorchTrainer)(dataset="digits", batch_size=batch, epochs=1, device="cuda", graphs=graphs, seed=seed,
                            compile=False, amp=amp, channels_last=channels_last)
     return [_Run(trainer, m, 3, Quiet(), n, dataset) for n, m in enumerate(models(archs, seed))]
 
@@ -102,10 +115,10 @@ def measure(archs: list[str], batch: int, variant: str, seed: int, warm_up: int,
     amp, channels_last = VARIANTS[variant]
     dataset = data(batch * (2 * (warm_up + steps) + 10))
     row: dict = {"variant": variant, "batch": batch, "cells": len(archs), "steps": steps}
-    eager = runs_for(archs, batch, dataset, seed, amp, channels_last, graphs=False)
+    eager = runs_for(archs, batch, dataset, seed, amp, channels_last, graphs=False, half=variant in HALF)
     row["census"] = census(eager)
     del eager
-    graphed = runs_for(archs, batch, dataset, seed, amp, channels_last, graphs=True)
+    graphed = runs_for(archs, batch, dataset, seed, amp, channels_last, graphs=True, half=variant in HALF)
     for run in graphed:
         run.step_unit.capture()
     torch.cuda.synchronize()

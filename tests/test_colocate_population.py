@@ -337,6 +337,65 @@ def test_a_round_of_limited_size_steps_the_members_furthest_along_first():
     assert min(others_at_finish[i] for i in set(range(4)) - {first, second}) >= 60 + 28
 
 
+def _last_rounds(population: Population, steps: list[int], waits: int = 0) -> tuple[list[int], list[list[int]]]:
+    """Members of `steps` steps joined together (their first step waits until all have joined, and for
+    `waits` more members beyond the places): the round of each member's last step, and of all its steps."""
+    errors: dict[str, BaseException] = {}
+    gate = threading.Event()
+    rounds: list[list[int]] = [[] for _ in steps]
+
+    def member(index: int, count: int) -> Member:
+        def step() -> None:
+            gate.wait(timeout=10)
+            rounds[index].append(population.rounds)
+            time.sleep(0.002)  # a step takes a while: a thread freed to join gets the interpreter meanwhile
+
+        return Member(step, count)
+
+    members = [member(i, n) for i, n in enumerate(steps)]
+    threads = []
+    for i, m in enumerate(members):  # in order: the first `size` join, the rest wait for a place
+        threads.append(_start(population, m, errors, f"m{i}"))
+        assert _wait_until(lambda: len(population._members) + len(population._queue) == i + 1)
+    assert len(population._members) == population.size and len(population._queue) == waits
+    gate.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and [m.taken for m in members] == steps
+    return [r[-1] for r in rounds], rounds
+
+
+def test_once_closing_members_step_in_proportion_to_the_steps_they_have_left():
+    """Three last members of 40, 20 and 10 steps: stepping once a round each, the shortest ended at round 10
+    and the longest trained its last 20 steps alone; in proportion to the steps left, the longest steps every
+    round and the others end within a few rounds of it."""
+    together = Population(3)
+    together.closing()
+    last, rounds = _last_rounds(together, [40, 20, 10])
+    longest = rounds[0]
+    assert longest == list(range(longest[0], longest[0] + 40))  # a step in every round
+    assert min(last) >= max(last) - 3  # all end about together
+    assert together.finishing_rounds >= 39 and together.activity()["finishing_from_s"] is not None
+
+    for population in (Population(3, finish_together=False), Population(3)):  # told not to, or never told
+        if not population.finish_together:
+            population.closing()
+        last, _ = _last_rounds(population, [40, 20, 10])
+        assert last[2] <= last[0] - 25 and population.finishing_rounds == 0
+        assert population.activity()["finishing_from_s"] is None
+
+
+def test_members_step_every_round_while_another_waits_for_a_place():
+    """Closing changes nothing while a member still waits for a place: the short member takes a step every
+    round, so its place is freed as soon as it would have been; the members share in proportion only after."""
+    population = Population(2)
+    population.closing()
+    last, rounds = _last_rounds(population, [10, 40, 40], waits=1)
+    assert rounds[0] == list(range(rounds[0][0], rounds[0][0] + 10))  # every round until it left
+    assert population.finishing_rounds > 0
+    assert abs(last[1] - last[2]) <= 3  # the one that came later caught up with the one that was there
+
+
 @pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True),
                                         ("round_size", 0), ("round_size", 2.5), ("round_size", True)])
 def test_bad_admission_settings_are_user_errors(key, value):

@@ -582,3 +582,32 @@ def test_cuda_and_cuda_0_are_one_device_to_quiet_and_idle():
 
     current = torch.cuda.current_device() if torch.cuda.is_available() else 0
     assert same_device("cuda", f"cuda:{current}") and not same_device("cuda", f"cuda:{current + 1}")
+
+
+def test_the_trainer_hears_when_the_search_asks_no_more():
+    """Once the budget is held by the trials running or ended, the trainer is told (`Trainer.closing`), and
+    not before: a population's last members may then share the device so that they end together."""
+    from nasutil.search.build import predictor_for
+    from nasutil.search.config import compose, shipped
+    from nasutil.search.controller import Search
+    from nasutil.search.objectives import Objectives
+    from nasutil.search.trainers.tabular import TabularTrainer
+
+    asked_at_closing: list[int] = []
+
+    class Together(TabularTrainer):
+        concurrent_trials = 4
+
+        def train(self, space, arch_text, reporter, trial_number=0):
+            threading.Event().wait(0.2)  # the last trials still train when the budget is found held
+            return super().train(space, arch_text, reporter, trial_number)
+
+        def closing(self) -> None:
+            asked_at_closing.append(len(study.get_trials(deepcopy=False)))
+
+    predictor, target = predictor_for(compose(["predictor=analytical"]))
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    search = Search(study, "nb201", predictor, target, shipped("prune", "none"), Together(),
+                    Objectives.from_config({"metrics": ["accuracy", "throughput"]}))
+    assert search.run(10).finished == 10
+    assert asked_at_closing and set(asked_at_closing) == {10}

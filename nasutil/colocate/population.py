@@ -85,6 +85,7 @@ class Member:
     stream: Any = None  # the CUDA stream its steps run on, if any
     taken: int = 0
     woken: Any = field(default=None, repr=False)  # its thread's condition (on the population's lock), once it trains
+    credit: float = 0.0  # rounds' worth of steps owed to it while members finish together (`_this_round`)
     error: BaseException | None = field(default=None, repr=False)
     state: str = READY
     pending: Callable[[], None] | None = field(default=None, repr=False)
@@ -150,11 +151,13 @@ class Population:
     preparing members hold the interpreter for short turns and the driver's launches are not held up.
     `host_turns`: how many members may do host work at once (see the module).
     `round_size`: at most this many members step in one round, those that have taken the most steps
-    first (ties: the first to join); None: every member that is ready."""
+    first (ties: the first to join); None: every member that is ready.
+    `finish_together`: once `closing()` was called and nobody waits for a place, members step in
+    proportion to the steps they have left; False: one step a round each to the end."""
 
     def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
                  lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 4,
-                 round_size: int | None = None) -> None:
+                 round_size: int | None = None, finish_together: bool = True) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
@@ -164,7 +167,10 @@ class Population:
         if round_size is not None and (isinstance(round_size, bool) or not isinstance(round_size, int)
                                        or round_size < 1):
             raise NasutilError(f"a population's round_size must be a whole number >= 1 or None, got {round_size}")
-        self.round_size = round_size
+        self.round_size, self.finish_together = round_size, bool(finish_together)
+        self._closing = False  # set by closing(): no member is to come after those reserved or asked for
+        self.finishing_rounds = 0  # rounds stepped in proportion to the steps left (`_this_round`)
+        self._finishing_from: float | None = None  # when the first such round ran
         self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
         self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
         self._lock = threading.RLock()
@@ -365,6 +371,12 @@ class Population:
             self._changed.notify_all()
             self._ready.notify()
 
+    def closing(self) -> None:
+        """No member is to come after those that hold or asked for a reservation now (the search has asked its
+        last trial). A member that comes anyway trains as any other; this only changes who steps in a round."""
+        with self._lock:
+            self._closing = True
+
     @contextlib.contextmanager
     def quiet(self) -> Iterator[None]:
         """No launches from this population (rounds, preparing, host work in `launching()`) inside the
@@ -494,11 +506,44 @@ class Population:
                 sys.setswitchinterval(before)
 
     def _this_round(self, ready: list[Member]) -> list[Member]:
-        """The members that step this round: all that are ready, or the `round_size` furthest along (the
-        members list is in joining order, and the sort keeps it among equals)."""
+        """The members that step this round (called under the lock): all that are ready, or the `round_size`
+        furthest along (the members list is in joining order, and the sort keeps it among equals).
+
+        While the members finish together (`_finishing`), each ready member is owed `left / most_left` of a
+        step a round, its steps left over the most any member has left, and steps once it is owed a whole one:
+        the member with the most left steps every round, one with half as many every other round. One step a
+        round each, the members that joined last trained on alone at the end of a search, at a fraction of
+        what the device gives several at once; stepping in proportion, those with more left get more of the
+        device while the others are still there to keep it busy, and all end about together."""
+        if self.finish_together and self._finishing():
+            ready = self._owed_a_step(ready)
         if self.round_size is None or len(ready) <= self.round_size:
             return ready
         return sorted(ready, key=lambda m: -m.taken)[:self.round_size]
+
+    def _finishing(self) -> bool:
+        """No member is to come (`closing()`), and nobody waits for a place or prepares for one."""
+        return self._closing and not self._queue and all(p.joined for p in self._reserved)
+
+    def _owed_a_step(self, ready: list[Member]) -> list[Member]:
+        """The ready members owed a step this round (see `_this_round`). Where none is owed a whole step yet
+        (the member with the most left is paused for its host work), the rounds until the first is owed one
+        are credited at once rather than driven empty."""
+        most_left = max(m.steps - m.taken for m in self._members if m.state != DONE)
+        if not ready or most_left <= 0:
+            return ready
+        shares = [(m, (m.steps - m.taken) / most_left) for m in ready]
+        rounds = max(1.0, min((1.0 - m.credit) / share for m, share in shares))
+        chosen = []
+        for m, share in shares:
+            m.credit += share * rounds
+            if m.credit >= 1.0 - 1e-9:
+                m.credit -= 1.0
+                chosen.append(m)
+        if self._finishing_from is None:
+            self._finishing_from = time.perf_counter()
+        self.finishing_rounds += 1
+        return chosen
 
     def activity(self) -> dict[str, Any]:
         """How the population trained so far: rounds, members a round on average and at most, members paused
@@ -513,7 +558,8 @@ class Population:
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
                 "memory_shortfalls": self.memory_shortfalls, "driving_s": round(self.driving_s, 3),
-                "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3),
+                "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3), "finishing_rounds": self.finishing_rounds,
+                "finishing_from_s": self._since_origin(self._finishing_from),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}
 
@@ -524,6 +570,10 @@ class Population:
             if self._first_reserved is not None:
                 return self._first_reserved
             return self._membership[0][0] if self._membership else None
+
+    def _since_origin(self, moment: float | None) -> float | None:
+        origin = self.origin()
+        return None if moment is None or origin is None else round(moment - origin, 4)
 
     def membership(self) -> list[tuple[float, int]]:
         """Members training after every join and leave, in seconds since the first reservation: the population's

@@ -612,13 +612,20 @@ class Search:
                 if finished >= n_trials:
                     self.stop()
                     return False
-                return finished + counts.get(TrialState.RUNNING, 0) < n_trials
+                return self._open(finished + counts.get(TrialState.RUNNING, 0) < n_trials)
         trials = self.study.get_trials(deepcopy=False)
         if Counts.of(trials).finished >= n_trials:
             self.stop()
             return False
         # a WAITING trial (a retry, or one enqueued) is what the next ask returns: it holds no place yet
-        return sum(1 for t in trials if self._holds(t) and t.state != TrialState.WAITING) < n_trials
+        return self._open(sum(1 for t in trials if self._holds(t) and t.state != TrialState.WAITING) < n_trials)
+
+    def _open(self, open_: bool) -> bool:
+        """`open_`, after telling the trainer where the budget is held by the trials running or ended: those
+        are the last candidates, unless one fails and frees its place (`Trainer.closing`)."""
+        if not open_:
+            self.trainer.closing()
+        return open_
 
     def _wait_for_others(self, study: optuna.Study, n_trials: int, poll_s: float, max_wait_s: float = 600.0) -> Counts:
         """After a surplus trial: wait until the study is complete, or until a place frees up (a running

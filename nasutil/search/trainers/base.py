@@ -66,6 +66,11 @@ class Trainer(ABC):
         """Ctrl-C: every `train` running stops soon with `nasutil.errors.Interrupted` (its trial fails with
         that reason), and none starts. A trainer whose `train` returns quickly need not do anything."""
 
+    def closing(self) -> None:
+        """A hint: the search asks no more trials now (its budget is held by the trials running or ended), so
+        the candidates training are the last ones. A trainer that trains several at once may share the device
+        among them so that they end together; one at a time has nothing to do."""
+
     def host_turn(self) -> contextlib.AbstractContextManager:
         """A block for a trial's host work before its training (predicting, deciding): a trainer that trains
         several candidates in threads of one process hands out turns, so that trials being set up do not

@@ -73,7 +73,7 @@ class TorchTrainer(Trainer):
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
                  capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2,
-                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH) -> None:
+                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH, finish_together: bool = True) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -151,7 +151,9 @@ class TorchTrainer(Trainer):
             raise NasutilError(f"trainer.warm_up_steps must be a whole number >= 1, got {warm_up_steps!r}")
         if isinstance(eval_batch, bool) or not isinstance(eval_batch, int) or eval_batch < 1:
             raise NasutilError(f"trainer.eval_batch must be a whole number >= 1, got {eval_batch!r}")
-        self.eval_batch = eval_batch
+        if not isinstance(finish_together, bool):
+            raise NasutilError(f"trainer.finish_together must be true or false, got {finish_together!r}")
+        self.eval_batch, self.finish_together = eval_batch, finish_together
         self.host_turns, self.capture, self.round_size = host_turns, capture, round_size
         self.lead_rounds, self.warm_up_steps = lead_rounds, warm_up_steps
         self.max_step = self.epochs
@@ -239,7 +241,8 @@ class TorchTrainer(Trainer):
             if self.population > 1:
                 self._population = Population(self.population, self.memory_budget, ahead=self.ahead,
                                               device=self.device, host_turns=self.host_turns,
-                                              round_size=self.round_size, lead_rounds=self.lead_rounds)
+                                              round_size=self.round_size, lead_rounds=self.lead_rounds,
+                                              finish_together=self.finish_together)
         return self._data
 
     def _decide_compile(self, batches: int) -> None:
@@ -390,6 +393,12 @@ class TorchTrainer(Trainer):
         self._interrupted.set()
         if self._population is not None:
             self._population.stop(Interrupted(INTERRUPTED))
+
+    def closing(self) -> None:
+        """The search asks no more trials: the population's last members finish together
+        (`Population.closing`)."""
+        if self._population is not None:
+            self._population.closing()
 
     def _stop_if_interrupted(self) -> None:
         if self._interrupted.is_set():
