@@ -365,35 +365,65 @@ def _last_rounds(population: Population, steps: list[int], waits: int = 0) -> tu
     return [r[-1] for r in rounds], rounds
 
 
-def test_once_closing_members_step_in_proportion_to_the_steps_they_have_left():
-    """Three last members of 40, 20 and 10 steps: stepping once a round each, the shortest ended at round 10
-    and the longest trained its last 20 steps alone; in proportion to the steps left, the longest steps every
-    round and the others end within a few rounds of it."""
-    together = Population(3)
+def test_once_closing_members_take_steps_in_proportion_to_the_steps_they_have_left():
+    """Three last members of 40, 20 and 10 steps: one step a round each, the longest trained its last 20 steps
+    alone after round 20; in proportion to what they have left (over the median, 20), it takes two steps a
+    round, and ends with the second, at round 20, while every member still steps every round."""
+    together = Population(3, finish_together=True)
     together.closing()
     last, rounds = _last_rounds(together, [40, 20, 10])
-    longest = rounds[0]
-    assert longest == list(range(longest[0], longest[0] + 40))  # a step in every round
-    assert min(last) >= max(last) - 3  # all end about together
-    assert together.finishing_rounds >= 39 and together.activity()["finishing_from_s"] is not None
+    assert last[0] <= 21 and abs(last[0] - last[1]) <= 1
+    assert [rounds[0].count(r) for r in range(rounds[0][1], rounds[0][1] + 10)] == [2] * 10  # two a round
+    assert all(len(r) == len(set(r)) for r in rounds[1:])  # the others one a round, every round
+    assert together.finishing_rounds >= 19 and together.activity()["finishing_from_s"] is not None
+    assert together.most_together == 3
 
-    for population in (Population(3, finish_together=False), Population(3)):  # told not to, or never told
+    for population in (Population(3), Population(3, finish_together=True)):  # by default; or never told
         if not population.finish_together:
             population.closing()
         last, _ = _last_rounds(population, [40, 20, 10])
-        assert last[2] <= last[0] - 25 and population.finishing_rounds == 0
+        assert last[0] >= 39 and population.finishing_rounds == 0
         assert population.activity()["finishing_from_s"] is None
 
 
-def test_members_step_every_round_while_another_waits_for_a_place():
-    """Closing changes nothing while a member still waits for a place: the short member takes a step every
-    round, so its place is freed as soon as it would have been; the members share in proportion only after."""
-    population = Population(2)
+def test_members_take_one_step_a_round_while_another_waits_for_a_place():
+    """Closing changes nothing while a member still waits for a place: the short member takes one step a
+    round, as its place is freed as soon as it would have been; steps in proportion come only after."""
+    population = Population(2, finish_together=True)
     population.closing()
-    last, rounds = _last_rounds(population, [10, 40, 40], waits=1)
-    assert rounds[0] == list(range(rounds[0][0], rounds[0][0] + 10))  # every round until it left
+    _, rounds = _last_rounds(population, [4, 40, 10], waits=1)
+    assert rounds[0] == list(range(rounds[0][0], rounds[0][0] + 4))  # one a round until it left
     assert population.finishing_rounds > 0
-    assert abs(last[1] - last[2]) <= 3  # the one that came later caught up with the one that was there
+    assert max(rounds[1].count(r) for r in set(rounds[1])) == 4  # 36 left against 10: four a round
+
+
+def test_a_member_paused_in_a_round_of_several_steps_takes_no_more_until_its_work_is_done():
+    """A member with several steps in a round whose first step asks for host work (a rung) takes the rest
+    of them only once its work is done, never while paused."""
+    population = Population(2, finish_together=True)
+    population.closing()
+    errors: dict[str, BaseException] = {}
+    during: list[tuple[int, int]] = []
+
+    def validate() -> None:
+        before = long.taken
+        time.sleep(0.02)
+        during.append((before, long.taken))
+
+    def long_step():
+        if long.taken == 0:  # its first step waits until both have joined
+            _wait_until(lambda: len(population._members) == 2, timeout=5.0)
+        long_rounds.append(population.rounds)
+        return validate if long.taken == 9 else None  # its tenth step is a rung
+
+    long_rounds: list[int] = []
+    long, short = Member(long_step, 80), Member(lambda: time.sleep(0.001), 30)
+    threads = [_start(population, m, errors, name) for m, name in ((long, "long"), (short, "short"))]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and long.taken == 80 and short.taken == 30
+    assert during == [(10, 10)]
+    assert max(long_rounds[:10].count(r) for r in long_rounds[:10]) > 1  # several a round before its rung
 
 
 @pytest.mark.parametrize("key, value", [("host_turns", 0), ("host_turns", 1.5), ("host_turns", True),

@@ -213,7 +213,7 @@ def test_trainer_settings_of_a_population():
     assert trainer.ahead == 2 and trainer.concurrent_trials == 10 and trainer.reports_rungs
     assert shipped("trainer", "torch", dataset="digits", population=8, ahead=0).concurrent_trials == 8
     assert trainer.host_turns == 4 and trainer.capture == "beside" and trainer.warm_up_steps == 3
-    assert trainer.eval_batch == 1024 and trainer.finish_together is True
+    assert trainer.eval_batch == 1024 and trainer.finish_together is False
     for bad in (dict(finish_together="yes"), dict(finish_together=1), dict(ahead=-1), dict(ahead="many"), dict(memory_budget_gb=float("nan")), dict(compile="maybe"),
                 dict(host_turns=0), dict(host_turns=1.5), dict(host_turns=True), dict(capture="later"),
                 dict(round_size=0), dict(round_size="all"), dict(lead_rounds=0), dict(lead_rounds=2.5),
@@ -254,12 +254,12 @@ def test_a_population_gets_its_host_turns_from_the_trainer():
                       lead_rounds=5, device="cpu")
     trainer._load()
     assert trainer._population.host_turns == 3 and trainer._population.round_size == 2
-    assert trainer._population.lead_rounds == 5 and trainer._population.finish_together
+    assert trainer._population.lead_rounds == 5 and not trainer._population.finish_together
     trainer.closing()  # the search asks no more: the population hears it
     assert trainer._population._closing
-    apart = shipped("trainer", "torch", dataset="digits", population=4, finish_together=False, device="cpu")
-    apart._load()
-    assert not apart._population.finish_together
+    together = shipped("trainer", "torch", dataset="digits", population=4, finish_together=True, device="cpu")
+    together._load()
+    assert together._population.finish_together
 
 
 def test_a_bad_capture_setting_is_one_line_and_exit_2(tmp_path, capsys):

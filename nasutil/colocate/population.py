@@ -71,6 +71,9 @@ Step = Callable[[], "Callable[[], None] | None"]
 
 READY, PAUSED, DONE = "ready", "paused", "done"
 
+#: the most steps one member takes in a round while the members finish together (`Population._in_proportion`)
+MOST_STEPS_A_ROUND = 4
+
 
 @dataclass(eq=False)
 class Member:
@@ -85,7 +88,6 @@ class Member:
     stream: Any = None  # the CUDA stream its steps run on, if any
     taken: int = 0
     woken: Any = field(default=None, repr=False)  # its thread's condition (on the population's lock), once it trains
-    credit: float = 0.0  # rounds' worth of steps owed to it while members finish together (`_this_round`)
     error: BaseException | None = field(default=None, repr=False)
     state: str = READY
     pending: Callable[[], None] | None = field(default=None, repr=False)
@@ -152,12 +154,12 @@ class Population:
     `host_turns`: how many members may do host work at once (see the module).
     `round_size`: at most this many members step in one round, those that have taken the most steps
     first (ties: the first to join); None: every member that is ready.
-    `finish_together`: once `closing()` was called and nobody waits for a place, members step in
-    proportion to the steps they have left; False: one step a round each to the end."""
+    `finish_together`: once `closing()` was called and nobody waits for a place, members take steps a round
+    in proportion to the steps they have left (`_in_proportion`); False: one step a round each to the end."""
 
     def __init__(self, size: int, memory_budget_bytes: float | None = None, ahead: int = 0, device: Any = None,
                  lead_rounds: int = 2, switch_interval_s: float | None = 5e-4, host_turns: int = 4,
-                 round_size: int | None = None, finish_together: bool = True) -> None:
+                 round_size: int | None = None, finish_together: bool = False) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise NasutilError(f"a population needs at least one member, got {size}")
         if isinstance(ahead, bool) or not isinstance(ahead, int) or ahead < 0:
@@ -169,7 +171,7 @@ class Population:
             raise NasutilError(f"a population's round_size must be a whole number >= 1 or None, got {round_size}")
         self.round_size, self.finish_together = round_size, bool(finish_together)
         self._closing = False  # set by closing(): no member is to come after those reserved or asked for
-        self.finishing_rounds = 0  # rounds stepped in proportion to the steps left (`_this_round`)
+        self.finishing_rounds = 0  # rounds stepped in proportion to the steps left (`_in_proportion`)
         self._finishing_from: float | None = None  # when the first such round ran
         self.size, self.ahead, self.memory_budget_bytes = size, ahead, memory_budget_bytes
         self.device, self.lead_rounds, self.switch_interval_s = device, max(1, int(lead_rounds)), switch_interval_s
@@ -470,15 +472,16 @@ class Population:
                     together = self._this_round([m for m in self._members if m.state == READY])
                     self.paused_rounds += sum(m.state == PAUSED for m in self._members)
                     self.unjoined_rounds += sum(not p.joined for p in self._reserved)
-                self.most_together = max(self.most_together, len(together))
-                self.member_steps += len(together)
+                self.most_together = max(self.most_together, len({id(m) for m in together}))
                 changed: list[Member] = []  # members paused or done this round: their threads are woken
                 waited = time.perf_counter()
                 while len(marks) >= self.lead_rounds:  # outside the gate: a capture need not wait for this
                     marks.popleft().synchronize()  # the device is lead_rounds behind: let it catch up
                 self.waiting_s += time.perf_counter() - waited
                 with self.gate.launching():
-                    for m in together:
+                    for m in together:  # a member listed k times takes k steps, unless paused or done before
+                        if m.state != READY:
+                            continue
                         if m.error is not None:  # stopped from outside (stop()): it takes no more steps
                             m.pending, m.state = None, DONE
                             changed.append(m)
@@ -486,6 +489,7 @@ class Population:
                         try:
                             work = m.step()
                             m.taken += 1
+                            self.member_steps += 1
                         except BaseException as exc:  # the member's own thread re-raises it
                             m.error, work = exc, None
                         if m.error is not None or work is not None or m.taken >= m.steps:
@@ -506,44 +510,33 @@ class Population:
                 sys.setswitchinterval(before)
 
     def _this_round(self, ready: list[Member]) -> list[Member]:
-        """The members that step this round (called under the lock): all that are ready, or the `round_size`
-        furthest along (the members list is in joining order, and the sort keeps it among equals).
-
-        While the members finish together (`_finishing`), each ready member is owed `left / most_left` of a
-        step a round, its steps left over the most any member has left, and steps once it is owed a whole one:
-        the member with the most left steps every round, one with half as many every other round. One step a
-        round each, the members that joined last trained on alone at the end of a search, at a fraction of
-        what the device gives several at once; stepping in proportion, those with more left get more of the
-        device while the others are still there to keep it busy, and all end about together."""
+        """The steps of this round (called under the lock): one for every member that is ready, or for the
+        `round_size` furthest along (the members list is in joining order, and the sort keeps it among equals).
+        While the members finish together (`_finishing`), a member listed k times takes k steps in a row."""
+        if self.round_size is not None and len(ready) > self.round_size:
+            ready = sorted(ready, key=lambda m: -m.taken)[:self.round_size]
         if self.finish_together and self._finishing():
-            ready = self._owed_a_step(ready)
-        if self.round_size is None or len(ready) <= self.round_size:
-            return ready
-        return sorted(ready, key=lambda m: -m.taken)[:self.round_size]
+            return self._in_proportion(ready)
+        return ready
 
     def _finishing(self) -> bool:
         """No member is to come (`closing()`), and nobody waits for a place or prepares for one."""
         return self._closing and not self._queue and all(p.joined for p in self._reserved)
 
-    def _owed_a_step(self, ready: list[Member]) -> list[Member]:
-        """The ready members owed a step this round (see `_this_round`). Where none is owed a whole step yet
-        (the member with the most left is paused for its host work), the rounds until the first is owed one
-        are credited at once rather than driven empty."""
-        most_left = max(m.steps - m.taken for m in self._members if m.state != DONE)
-        if not ready or most_left <= 0:
-            return ready
-        shares = [(m, (m.steps - m.taken) / most_left) for m in ready]
-        rounds = max(1.0, min((1.0 - m.credit) / share for m, share in shares))
-        chosen = []
-        for m, share in shares:
-            m.credit += share * rounds
-            if m.credit >= 1.0 - 1e-9:
-                m.credit -= 1.0
-                chosen.append(m)
+    def _in_proportion(self, ready: list[Member]) -> list[Member]:
+        """Each ready member's steps this round: its steps left over the median of the ready members' (the
+        lower one), rounded, from 1 to `MOST_STEPS_A_ROUND`. One step a round each, the members that joined
+        last trained on with few others at the end of a search; with more steps a round they finish nearer
+        the others, and every member still steps every round, so the device has as much to run at once."""
+        lefts = sorted(m.steps - m.taken for m in ready)
+        median = max(1, lefts[(len(lefts) - 1) // 2]) if lefts else 1
+        steps = []
+        for m in ready:
+            steps += [m] * min(MOST_STEPS_A_ROUND, max(1, round((m.steps - m.taken) / median)))
         if self._finishing_from is None:
             self._finishing_from = time.perf_counter()
         self.finishing_rounds += 1
-        return chosen
+        return steps
 
     def activity(self) -> dict[str, Any]:
         """How the population trained so far: rounds, members a round on average and at most, members paused

@@ -73,7 +73,7 @@ class TorchTrainer(Trainer):
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
                  capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2,
-                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH, finish_together: bool = True) -> None:
+                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH, finish_together: bool = False) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
