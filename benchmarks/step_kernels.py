@@ -5,8 +5,8 @@ population's device time goes when its steps are too small to fill the GPU.
 
 For each batch size and variant (`bf16-cl`, the trainer's default: bf16 autocast and channels_last; also
 `bf16-nchw`, `fp32-cl`, `fp32-nchw`: no autocast, TF32 convolutions; on an H100 the fp32 variants stopped on a
-misaligned address and hung, BENCHMARKS.md; `fp16-cl`: fp16 autocast, whose BatchNorm runs in cuDNN, without a
-loss scaler, so for kernels and speed only), the same NAS-Bench-201 cells are:
+misaligned address and hung, BENCHMARKS.md; `fp16-cl`, `fp16-nchw`: fp16 autocast, whose BatchNorm runs in cuDNN,
+without a loss scaler, so for kernels and speed only), the same NAS-Bench-201 cells are:
 
 - counted: the kernels (and memory copies and sets) one eager step of each cell runs on the device, by
   torch.profiler, grouped by what they do (the graph holds the same launches); the cells' BatchNorm layers
@@ -41,9 +41,9 @@ from nasutil import get_space  # noqa: E402
 from nasutil.search.trainers.torch_trainer import TorchTrainer, _Run  # noqa: E402
 
 VARIANTS = {"bf16-cl": (True, True), "bf16-nchw": (True, False), "fp32-cl": (False, True), "fp32-nchw": (False, False),
-            "fp16-cl": (True, True)}
+            "fp16-cl": (True, True), "fp16-nchw": (True, False)}
 #: variants whose autocast computes in float16 instead of the trainer's bfloat16 (no loss scaling: kernels and speed only)
-HALF = {"fp16-cl"}
+HALF = {"fp16-cl", "fp16-nchw"}
 
 
 class HalfTrainer(TorchTrainer):
