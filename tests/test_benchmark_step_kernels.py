@@ -159,3 +159,15 @@ def test_the_one_cast_launch_table_and_notes_are_their_result_files():
     assert (f"the kernels left took {after[0]['us_per_device_event_together']:.2f} us of device time each at batch 64, "
             f"against {before[0]['us_per_device_event_together']:.2f} before") in flat
     assert (f"(alone {gain[64, 'graph_alone']:.2f}x, together {gain[64, 'graph_together']:.2f}x at batch 64)") in flat
+
+
+def test_the_fp16_note_is_its_log():
+    """The fp16 variant's call: bf16-cl's figures as measured, then the misaligned address in the fp16 step."""
+    log = (STEP_KERNELS / "half" / "half.log").read_text()
+    first = json.loads(next(line for line in log.splitlines() if line.startswith('{"variant"')))
+    assert first["variant"] == "bf16-cl" and first["batch"] == 64
+    assert 'variant": "fp16-cl' not in log  # it never finished a measurement
+    assert "CUDA error: misaligned address" in log and "_conv_forward" in log
+    flat = _flat(_section())
+    assert (f"measured bf16-cl at batch 64 as before ({first['graph_alone']['steps_per_s']:.1f} steps/s alone, "
+            f"{first['graph_together']['steps_per_s']:.1f} together)") in flat
