@@ -59,7 +59,8 @@ def recorded_work(run: dict) -> list[tuple[float, str, float]]:
     with its `work` (architecture, epochs) of the same trials, both in trial order."""
     trained = [t for t in sorted(run["timeline"]["trials"], key=lambda t: t[0]) if t[3] > 0]
     if len(trained) != len(run["work"]):
-        raise SystemExit(f"run {run['run']!r}: {len(trained)} trained trials in its timeline, {len(run['work'])} in its work")
+        raise SystemExit(f"run {run['run']!r}: {len(trained)} trained trials in its timeline, "
+                         f"{len(run['work'])} in its work")
     work = [(float(t[1]), arch, float(epochs)) for t, (arch, epochs) in zip(trained, run["work"])]
     return sorted(work, key=lambda w: w[0])
 
@@ -145,10 +146,12 @@ def main() -> int:
         print(json.dumps(result["members_by_tenth"]), flush=True)
     spans = {flag: [a["span_s"] for a in arms if a["finish_together"] is flag] for flag in (True, False)}
     own = {flag: [a["membership_span_s"] for a in arms if a["finish_together"] is flag] for flag in (True, False)}
-    summary = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device, "torch": torch.__version__, "source": str(args.runs),
-               "run": args.run, "seed": seed, "batch_size": batch, "population": population, "trials": len(work),
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
+    summary = {"device": device, "torch": torch.__version__, "source": str(args.runs), "run": args.run, "seed": seed,
+               "batch_size": batch, "population": population, "trials": len(work),
                "epochs_of_work": round(sum(w[2] for w in work), 4), "arms": arms,
-               "median_span_s": {"together": statistics.median(spans[True]), "apart": statistics.median(spans[False])},
+               "median_span_s": {"together": statistics.median(spans[True]),
+                                 "apart": statistics.median(spans[False])},
                "median_membership_span_s": {"together": statistics.median(own[True]),
                                             "apart": statistics.median(own[False])},
                "failed": sum(len(a["errors"]) for a in arms)}

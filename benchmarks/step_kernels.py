@@ -40,9 +40,9 @@ from cotrain_speed import Quiet, data, models, one_at_a_time, rate, together  # 
 from nasutil import get_space  # noqa: E402
 from nasutil.search.trainers.torch_trainer import TorchTrainer, _Run  # noqa: E402
 
-VARIANTS = {"bf16-cl": (True, True), "bf16-nchw": (True, False), "fp32-cl": (False, True), "fp32-nchw": (False, False),
-            "fp16-cl": (True, True), "fp16-nchw": (True, False)}
-#: variants whose autocast computes in float16 instead of the trainer's bfloat16 (no loss scaling: kernels and speed only)
+VARIANTS = {"bf16-cl": (True, True), "bf16-nchw": (True, False), "fp32-cl": (False, True),
+            "fp32-nchw": (False, False), "fp16-cl": (True, True), "fp16-nchw": (True, False)}
+#: variants whose autocast computes in float16, not the trainer's bfloat16 (no loss scaling: kernels and speed only)
 HALF = {"fp16-cl", "fp16-nchw"}
 
 
@@ -75,8 +75,9 @@ def kind_of(name: str) -> str:
 
 def runs_for(archs: list[str], batch: int, dataset: dict, seed: int, amp: bool, channels_last: bool,
              graphs: bool, half: bool = False) -> list[_Run]:
-    trainer = (HalfTrainer if half else TorchTrainer)(dataset="digits", batch_size=batch, epochs=1, device="cuda", graphs=graphs, seed=seed,
-                           compile=False, amp=amp, channels_last=channels_last)
+    trainer = (HalfTrainer if half else TorchTrainer)(dataset="digits", batch_size=batch, epochs=1, device="cuda",
+                                                      graphs=graphs, seed=seed, compile=False, amp=amp,
+                                                      channels_last=channels_last)
     return [_Run(trainer, m, 3, Quiet(), n, dataset) for n, m in enumerate(models(archs, seed))]
 
 

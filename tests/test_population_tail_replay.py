@@ -16,7 +16,8 @@ from population_tail import RUNGS, CutAt, recorded_work  # noqa: E402
 
 from nasutil.search.controller import StoppedEarly  # noqa: E402
 
-RECORDED = ROOT / "benchmarks" / "results" / "h100" / "population" / "copies_s146" / "population_search_b64_s146_runs.jsonl"
+RECORDED = (ROOT / "benchmarks" / "results" / "h100" / "population" / "copies_s146"
+            / "population_search_b64_s146_runs.jsonl")
 
 
 def _run(name: str) -> dict:
