@@ -375,7 +375,8 @@ class Population:
 
     def closing(self) -> None:
         """No member is to come after those that hold or asked for a reservation now (the search has asked its
-        last trial). A member that comes anyway trains as any other; this only changes who steps in a round."""
+        last trial). A member that comes anyway trains as any other; with `finish_together` this changes how
+        many steps each member takes a round, and nothing otherwise."""
         with self._lock:
             self._closing = True
 

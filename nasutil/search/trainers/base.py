@@ -69,7 +69,7 @@ class Trainer(ABC):
     def closing(self) -> None:
         """A hint: the search asks no more trials now (its budget is held by the trials running or ended), so
         the candidates training are the last ones. A trainer that trains several at once may share the device
-        among them so that they end together; one at a time has nothing to do."""
+        among them differently from then on; one at a time has nothing to do."""
 
     def host_turn(self) -> contextlib.AbstractContextManager:
         """A block for a trial's host work before its training (predicting, deciding): a trainer that trains

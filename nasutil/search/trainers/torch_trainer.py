@@ -395,8 +395,8 @@ class TorchTrainer(Trainer):
             self._population.stop(Interrupted(INTERRUPTED))
 
     def closing(self) -> None:
-        """The search asks no more trials: the population's last members finish together
-        (`Population.closing`)."""
+        """The search asks no more trials: the population hears it (`Population.closing`), and acts on it
+        where `finish_together` is set."""
         if self._population is not None:
             self._population.closing()
 
