@@ -544,7 +544,8 @@ class Population:
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
         for its turn (all, and a paused member's alone), the share of the driver's time spent waiting for
         the device (near 1: the device, not the host, sets the pace), how often and how long it was held
-        quiet for measurements, its places, and members joined over time (`_width`, `membership`)."""
+        quiet for measurements, the rounds stepped in proportion to the steps left and when the first ran
+        (`finish_together`), its places, and members joined over time (`_width`, `membership`)."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
