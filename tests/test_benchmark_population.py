@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -2856,6 +2857,23 @@ def _default_rule_section(folder: Path, names: tuple[str, ...], marker: str, unt
     return runs, " ".join(text[text.index(marker):text.index(until)].split())
 
 
+def _against_sixteen(runs: list[dict], seed_256: int) -> SimpleNamespace:
+    """A seed section's population rows read against 16 at once: `x` a run's rate over one at a time, `sixteen` the
+    16-place run by (seed, batch), the batch-64 runs (`b64`) and the larger ones among them (`larger`, with `of16`
+    their rates over 16's), the batch-256 runs (`b256`) and their rates over 16's on `seed_256` (`big`, by run)."""
+    populations = [r for r in runs if r["run"] != "p1"]
+    sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
+    b64 = [r for r in populations if r["batch_size"] == 64]
+    larger = [r for r in b64 if not r["run"].startswith("p16-")]
+    b256 = [r for r in populations if r["batch_size"] == 256]
+    return SimpleNamespace(
+        populations=populations, sixteen=sixteen, b64=b64, larger=larger, b256=b256,
+        x=lambda r: float(r["row"]["speedup_over_baseline"]),
+        of16=[r["candidates_per_gpu_hour"] / sixteen[(r["seed"], 64)]["candidates_per_gpu_hour"] for r in larger],
+        big={r["run"]: r["candidates_per_gpu_hour"] / sixteen[(seed_256, 256)]["candidates_per_gpu_hour"]
+             for r in b256})
+
+
 def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_files():
     """The table is the four searches' rows; the goals, the rates against seeds 140-142, the survivors and the GPU
     tests come from their files."""
@@ -2865,23 +2883,18 @@ def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_fil
                                                     "population_search_b64_s145", "population_search_b256_s143"),
                                        "**Fewer kernels a step, three fresh seeds on an H100",
                                        "**NSGA-II's order at the rungs")
-    populations = [r for r in runs if r["run"] != "p1"]
-    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
-    sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
-    b64 = [r for r in populations if r["batch_size"] == 64]
+    rates = _against_sixteen(runs, 143)
+    populations, x, sixteen, b64 = rates.populations, rates.x, rates.sixteen, rates.b64
+    larger, of16, b256, big = rates.larger, rates.of16, rates.b256, rates.big
     at16 = [x(sixteen[(s, 64)]) for s in (143, 144, 145)]
     words = ("no", "one", "two", "three", "four", "five", "six")
     assert (f"16 at once ran {at16[0]:.2f}x, {at16[1]:.2f}x and {at16[2]:.2f}x one at a time (5x on "
             f"{words[sum(v >= 5 for v in at16)]} seed of three)") in flat
     plain16 = [float(sixteen[(s, 64)]["row"]["speedup_over_plain_search"]) for s in (143, 144, 145)]
     assert f"and {min(plain16):.1f}-{max(plain16):.1f}x the plain loop" in flat and max(plain16) < 40
-    larger = [r for r in b64 if not r["run"].startswith("p16-")]
-    of16 = [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], 64)]["candidates_per_gpu_hour"] for r in larger]
     assert (f"64 and 256 at once ran {min(map(x, larger)):.2f}-{max(map(x, larger)):.2f}x, {min(of16):.2f}-"
             f"{max(of16):.2f}x the rate of 16 (\"as fast as 16\" on {words[sum(v >= 1 for v in of16)]} run of six)") in flat
-    b256 = [r for r in populations if r["batch_size"] == 256]
     assert f"the populations ran {min(map(x, b256)):.2f}-{max(map(x, b256)):.2f}x" in flat and max(map(x, b256)) < 3
-    big = {r["run"]: r["candidates_per_gpu_hour"] / sixteen[(143, 256)]["candidates_per_gpu_hour"] for r in b256}
     assert f"64 and 256 at once {big['p64-pareto-qa']:.2f}x and {big['p256-pareto-qa']:.2f}x the rate of 16" in flat
     fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
     low = sorted((r for r in populations if float(r["row"]["hypervolume_ratio"]) < 0.95), key=lambda r: r["run"])
@@ -2938,22 +2951,17 @@ def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_resul
     names = ("population_search_b64_s146", "population_search_b64_s147", "population_search_b256_s146")
     runs, flat = _default_rule_section(COPIES_S146, names, "**Weights cast once a step, seeds 146 and 147 on an H100",
                                        "**Fewer kernels a step, three fresh seeds on an H100")
-    populations = [r for r in runs if r["run"] != "p1"]
-    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
-    sixteen = {(r["seed"], r["batch_size"]): r for r in populations if r["run"].startswith("p16-")}
-    b64 = [r for r in populations if r["batch_size"] == 64]
+    rates = _against_sixteen(runs, 146)
+    populations, x, sixteen = rates.populations, rates.x, rates.sixteen
+    larger, of16, b256, big = rates.larger, rates.of16, rates.b256, rates.big
     at16 = [x(sixteen[(s, 64)]) for s in (146, 147)]
     plain16 = [float(sixteen[(s, 64)]["row"]["speedup_over_plain_search"]) for s in (146, 147)]
     assert (f"16 at once ran {at16[0]:.2f}x and {at16[1]:.2f}x one at a time and {plain16[0]:.1f}x and "
             f"{plain16[1]:.1f}x the plain loop") in flat
-    larger = [r for r in b64 if not r["run"].startswith("p16-")]
-    of16 = [r["candidates_per_gpu_hour"] / sixteen[(r["seed"], 64)]["candidates_per_gpu_hour"] for r in larger]
     assert all(v >= 1 for v in of16) and len(of16) == 4
     assert (f"64 and 256 at once ran {min(map(x, larger)):.2f}-{max(map(x, larger)):.2f}x, {min(of16):.2f}-"
             f"{max(of16):.2f}x the rate of 16 (\"as fast as 16\" on all four runs)") in flat
-    b256 = [r for r in populations if r["batch_size"] == 256]
     assert f"the populations ran {min(map(x, b256)):.2f}-{max(map(x, b256)):.2f}x" in flat and max(map(x, b256)) < 3
-    big = {r["run"]: r["candidates_per_gpu_hour"] / sixteen[(146, 256)]["candidates_per_gpu_hour"] for r in b256}
     assert f"64 and 256 at once {big['p64-pareto-qa']:.2f}x and {big['p256-pareto-qa']:.2f}x the rate of 16" in flat
     fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
     low = [(r["run"], r["batch_size"]) for r in populations if float(r["row"]["hypervolume_ratio"]) < 0.95]

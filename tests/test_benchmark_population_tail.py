@@ -5,16 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_benchmark_step_kernels import _flat, _table  # the same markdown readers
+
 ROOT = Path(__file__).resolve().parents[1]
 TAIL = ROOT / "benchmarks" / "results" / "h100" / "population_tail"
 TITLE = "The last members of a search: its training replayed, one step a round against steps in proportion (H100)"
 #: each way of stepping in proportion that was replayed: its result folder and its name in the table
 WAYS = {"skip_rounds": "skip rounds", "extra_steps": "extra steps"}
 RUNS = ("p16-pareto-qa", "p64-pareto-qa")
-
-
-def _flat(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _section() -> str:
@@ -26,18 +24,6 @@ def _section() -> str:
 def _results() -> dict[tuple[str, str], dict]:
     return {(way, run): json.loads((TAIL / way / f"tail_{run}.json").read_text())
             for way in WAYS if (TAIL / way).exists() for run in RUNS}
-
-
-def _table(section: str) -> list[list[str]]:
-    rows, started = [], False
-    for line in section.splitlines():
-        if line.startswith("| ---"):
-            started = True
-        elif started and line.startswith("|"):
-            rows.append([c.strip() for c in line.strip("|").split("|")])
-        elif started:
-            break
-    return rows
 
 
 def test_the_replay_table_is_its_result_files():

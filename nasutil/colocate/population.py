@@ -473,7 +473,8 @@ class Population:
                     together = self._this_round([m for m in self._members if m.state == READY])
                     self.paused_rounds += sum(m.state == PAUSED for m in self._members)
                     self.unjoined_rounds += sum(not p.joined for p in self._reserved)
-                self.most_together = max(self.most_together, len({id(m) for m in together}))
+                stepping = len({id(m) for m in together}) if self.finish_together else len(together)
+                self.most_together = max(self.most_together, stepping)
                 changed: list[Member] = []  # members paused or done this round: their threads are woken
                 waited = time.perf_counter()
                 while len(marks) >= self.lead_rounds:  # outside the gate: a capture need not wait for this
