@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import re
@@ -188,7 +189,7 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
     if spec["eager"]:  # a few trials rate the eager step: representative ones, not the predicted-fastest anchors
         overrides += ["trainer.graphs=false", "anchors=0"]
     os.environ["NASUTIL_CACHE_DIR"] = str(work / f"cache-{study_name}")  # each run measures its own survivors
-    started = time.perf_counter()
+    began, started = datetime.datetime.now(), time.perf_counter()  # the study stamps its trials by this clock
     code = search_main(overrides)
     wall = time.perf_counter() - started
     study = run_study(run_dir, study_name, code)
@@ -217,7 +218,9 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "measured": sum(t.user_attrs.get("hardware_source") == "measured" for t in done),
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity),
-            "hardware": summary.get("hardware")}
+            "hardware": summary.get("hardware"), "phases_s": summary.get("phases_s"),
+            "before_first_trial_s": (min(starts) - began).total_seconds() if starts else None,
+            "after_last_trial_s": wall - (max(ends) - began).total_seconds() if ends else None}
 
 
 def failure(trial) -> str:

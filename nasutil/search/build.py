@@ -49,6 +49,7 @@ class SearchSetup:
     resumed: bool
     before: Counts
     anchors_left_out: int = 0  # the `anchors` setting where the study held trials: anchors go first or not at all
+    anchors_s: float = 0.0  # seconds spent finding the anchors on predictions
 
     def describe(self) -> list[str]:
         """The lines that say what searched: space, objectives, sampler, policy, predictor, trainer, hardware."""
@@ -195,12 +196,15 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
                                 get_space(space_spec).fingerprint or space_spec,
                                 defining_settings(cfg, objectives, predictor, target))
     # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
+    anchors_started = time.perf_counter()
     anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
                if anchors_wanted and not stored and worker == 0 else [])
+    anchors_s = time.perf_counter() - anchors_started
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
                     worker=worker, device=device, halving=halving, anchors=anchors)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,
-                       str(cfg.sampler.get("name")), resumed, search.counts(), anchors_wanted if stored else 0)
+                       str(cfg.sampler.get("name")), resumed, search.counts(), anchors_wanted if stored else 0,
+                       round(anchors_s, 3))
 
 
 def sampler_seed(seed: int, worker: int, stored: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,13 @@ from nasutil.search.tables import write_tables
 
 
 def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrupted: bool = False,
-                  plots: bool = True, resume: str | None = None, storage_error: str | None = None) -> dict[str, Any]:
+                  plots: bool = True, resume: str | None = None, storage_error: str | None = None,
+                  phases: dict[str, float] | None = None) -> dict[str, Any]:
     """Write the run folder's files and print the closing report (`resume`: how to resume the study, where
     the caller knows better than "re-run the same command"; `storage_error`: why the storage stopped the run,
-    for summary.json); returns what summary.json holds."""
+    for summary.json; `phases`: seconds of the run's parts, summary.json's `phases_s` with the report's own
+    added); returns what summary.json holds."""
+    report_started = time.perf_counter()
     s, folder = setup.search, setup.folder
     try:
         folder.mkdir(parents=True, exist_ok=True)  # a folder given to build_search need not exist yet
@@ -51,7 +55,8 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "trainer": s.trainer.describe(), "trainer_activity": activity,
                "hardware": s.measuring.description if s.measuring else "predicted (no measurement)",
                "counts": {**vars(counts), "trainings": counts.trainings},
-               "storage_error": storage_error}
+               "storage_error": storage_error,
+               "phases_s": {**(phases or {}), "report_s": round(time.perf_counter() - report_started, 3)}}
     write_summary(folder / "summary.json", summary)
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume, activity=activity)
     return summary
