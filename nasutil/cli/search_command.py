@@ -69,7 +69,7 @@ def run_search(cfg: DictConfig) -> dict[str, Any]:
     plots, resume = bool(cfg.get("plots", True)), _resume_hint(setup.study_name)
     if stopped is not None:
         raise report_stopped_search(setup, stopped, time.perf_counter() - started, plots=plots,
-                                    resume=resume) from stopped.__cause__
+                                    resume=resume, phases=phases) from stopped.__cause__
     summary = report_search(setup, counts, time.perf_counter() - started, interrupted=interrupted,
                             plots=plots, resume=resume, phases=phases)
     if interrupted:

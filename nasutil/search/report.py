@@ -71,7 +71,7 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
 
 
 def report_stopped_search(setup: SearchSetup, stopped: StorageStopped, wall_s: float, *, plots: bool = True,
-                          resume: str | None = None) -> StorageStopped:
+                          resume: str | None = None, phases: dict[str, float] | None = None) -> StorageStopped:
     """After the study storage stopped working mid-run: the run folder's tables, plots, summary and closing
     report of what the study still holds, as at a normal end. Returns the error to end with, which says whether
     they were written: the storage's error stays first, and a study that cannot be read back leaves the
@@ -82,7 +82,7 @@ def report_stopped_search(setup: SearchSetup, stopped: StorageStopped, wall_s: f
     except (StorageInternalError, OSError):
         return stopped.with_tables(f"; the study cannot be read back to write the run folder's tables: {again}")
     try:
-        report_search(setup, counts, wall_s, plots=plots, resume=resume, storage_error=stopped.reason)
+        report_search(setup, counts, wall_s, plots=plots, resume=resume, storage_error=stopped.reason, phases=phases)
     except NasutilError as exc:
         return stopped.with_tables(f"; the run folder's tables were not written ({exc}): {again}")
     except (StorageInternalError, OSError):
