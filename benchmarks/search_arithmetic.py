@@ -12,8 +12,8 @@ trial's architecture and epochs trained, as `population_search.py` records it), 
 step forward and backward in training mode; a validation or test forward in eval mode, which computes every
 edge). FLOPs are the device's arithmetic, not its time: a training step at batch 64 is paced by how many
 kernels it launches (BENCHMARKS.md, "Kernels a training step launches"), a validation forward of 1,024 images
-by its arithmetic, so validation's share of the device's time is smaller than its share of the FLOPs. No GPU
-is needed.
+mostly by its arithmetic, so validation's share of the device's time is most likely smaller than its share of
+the FLOPs. No GPU is needed. Runs of one epoch only (as `population_search.py` runs them by default).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
+
+from nasutil.errors import NasutilError
 
 #: Fashion-MNIST as the trainer splits it (`trainer.valid_fraction=0.1` of the 60,000 training images held out)
 TRAIN_IMAGES, VALID_IMAGES, TEST_IMAGES = 54_000, 6_000, 10_000
@@ -69,9 +71,17 @@ class FlopCounts:
         return self._known[arch_text]
 
 
+def rungs_of(run: dict) -> tuple[float, ...]:
+    """The rungs a recorded run cut at: none without halving, else its reduction factor's (`-fF` names one)."""
+    if run.get("halving", "none") == "none":
+        return ()
+    factor = run.get("reduction_factor")
+    return DEFAULT_RUNGS if factor is None else (1 / factor ** 2, 1 / factor)
+
+
 def arithmetic(run: dict, flops: FlopCounts) -> dict:
     """A recorded run's FLOPs in training, validation and test, and how many validations and tests it ran."""
-    rungs = DEFAULT_RUNGS if run.get("halving", "none") != "none" else ()
+    rungs = rungs_of(run)
     training = validation = at_rungs = test = 0.0
     validations = tests = 0
     for arch, epochs in run["work"]:
@@ -103,10 +113,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.runs:
         if not path.is_file():
             parser.error(f"no such file: {path}")
-        for line in path.read_text().splitlines():
-            run = json.loads(line)
-            if run.get("work") and not run.get("eager"):
-                results.append({"file": path.name, **arithmetic(run, flops)})
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            try:
+                run = json.loads(line)
+                if not run.get("work") or run.get("eager"):  # an eager run's few trials rate the eager step alone
+                    continue
+                if max(float(epochs) for _, epochs in run["work"]) > 1 + 1e-6:
+                    parser.error(f"{path}:{number}: a run of more than one epoch, which this count does not cover")
+                counted = arithmetic(run, flops)
+            except (ValueError, TypeError, AttributeError, KeyError, NasutilError) as exc:
+                parser.error(f"{path}:{number}: not a run of population_search.py's *_runs.jsonl ({exc})")
+            else:
+                results.append({"file": path.name, **counted})
                 print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in results[-1].items()
                                   if not k.endswith("_flops")}))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from test_benchmark_step_kernels import _flat, _table  # the same markdown reade
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from search_arithmetic import DEFAULT_RUNGS, FlopCounts, arithmetic, evaluations  # noqa: E402
+from search_arithmetic import DEFAULT_RUNGS, FlopCounts, arithmetic, evaluations, main, rungs_of  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "cpu" / "search_arithmetic" / "search_arithmetic.json"
 TITLE = "Validation's share of a search's arithmetic (CPU, from the recorded searches of seeds 143-147)"
@@ -40,6 +40,25 @@ def test_a_trial_is_validated_at_each_rung_it_reached_and_at_its_end(epochs, exp
 
 def test_without_halving_a_trial_is_validated_and_tested_once_at_its_end():
     assert evaluations(1.0, ()) == (1, 1)
+
+
+def test_a_run_is_counted_at_its_own_rungs():
+    assert rungs_of({"halving": "none"}) == () and rungs_of({"halving": "pareto"}) == DEFAULT_RUNGS
+    assert rungs_of({"halving": "pareto", "reduction_factor": 4}) == (1 / 16, 1 / 4)
+
+
+@pytest.mark.parametrize("line, says", [("nope", "not a run of population_search.py's"),
+                                        ('{"run": "p1", "work": [["|bad|", 1.0]], "seed": 1, "batch_size": 64}',
+                                         "not a run of population_search.py's"),
+                                        ('{"run": "p1", "work": [["|none~0|", 2.0]], "seed": 1, "batch_size": 64}',
+                                         "more than one epoch")])
+def test_a_file_that_is_not_a_record_ends_in_one_line(tmp_path, capsys, line, says):
+    (tmp_path / "runs.jsonl").write_text(line + "\n")
+    with pytest.raises(SystemExit) as ended:
+        main([str(tmp_path / "runs.jsonl"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ended.value.code == 2 and says in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_flops_of_a_run_add_up_from_its_trials():
