@@ -6,7 +6,7 @@ trial budget and settings, run in one process, warm, the order of runs alternate
 
 Each run is one `nasutil-search trainer=torch` (Fashion-MNIST by default, accuracy x predicted H200
 throughput, TPE, no pruning before training and nothing measured unless `--settings` says otherwise).
-A run is named `pP[-eager][-HALVING][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-ty][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
+A run is named `pP[-eager][-HALVING][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-ty][-vN][-j][@TRIALS][.K]`: P candidates trained at once, `eager` for
 `trainer.graphs=false` (a plain eager PyTorch step), `HALVING` a `halving` option (`pareto`, `accuracy`),
 `-fF` its rungs at 1/F^2 and 1/F of the training with reduction factor F (the defaults: F=3; `-f4` is 1/16
 and 1/4), `-sf`/`-sn` which candidates go on at the Pareto cut's rungs (`halving.select=fronts`, the
@@ -20,7 +20,8 @@ the device (`trainer.lead_rounds=L`; the default 2), `-aA` A candidates prepared
 (`halving.ask_ahead=K`; the default 16; `-kn` no limit), `-qf`/`-qr`/`-qa` the prune policy of `--settings` judging on final
 accuracies (`prune.fidelity=final`), at the first rung (`rung`) or there until enough were trained to the end (`auto`),
 `-ty` the last members taking steps a round in proportion to the steps they have left once the search asks no
-more (`trainer.finish_together=true`; by default one step a round each to the end), `-j` the study in Optuna's
+more (`trainer.finish_together=true`; by default one step a round each to the end), `-vN` validations at rungs
+on the validation split's first N images (`trainer.rung_valid_images=N`; by default all), `-j` the study in Optuna's
 journal file (`storage=journal`) instead of SQLite, `.K` a repeat of the same
 run in the same call (`p16-pareto.2`: within one seed, what the halving chooses to train moves a run's rate
 by a third), `@TRIALS` a trial budget of its own (`p16-pareto@128` against `p1` at 64: halving spends less
@@ -82,7 +83,7 @@ from nasutil.search.trainers.torch_trainer import HOST_PHASES as TRAINER_HOST_PH
 
 RUN = re.compile(r"^p(?P<population>\d+)(?P<eager>-eager)?(?:-(?P<halving>pareto|accuracy))?(?:-f(?P<factor>\d+))?(?:-s(?P<select>[fn]))?"
                  r"(?:-r(?P<round>\d+))?(?:-l(?P<lead>\d+))?(?:-a(?P<ahead>\d+))?(?:-w(?P<warm>\d+))?(?:-e(?P<eval>\d+))?(?:-h(?P<turns>\d+))?(?:-k(?P<ask>\d+|n))?(?:-q(?P<fidelity>[fra]))?"
-                 r"(?P<together>-ty)?(?P<journal>-j)?(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
+                 r"(?P<together>-ty)?(?:-v(?P<rung_images>\d+))?(?P<journal>-j)?(?:@(?P<trials>\d+))?(?:\.(?P<repeat>\d+))?$")
 
 
 HOST_PHASES = [phase for phase, _ in TRAINER_HOST_PHASES]  # a candidate's host work, as the trainer times it
@@ -112,7 +113,7 @@ def host_pace_ms() -> float:
 def parse_run(name: str) -> dict:
     match = RUN.match(name)
     if match is None:
-        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-ty][-j][@TRIALS][.K], "
+        raise SystemExit(f"run {name!r}: expected pP[-eager][-pareto|-accuracy][-fF][-sf|-sn][-rR][-lL][-aA][-wW][-eE][-hH][-kK|-kn][-qf|-qr|-qa][-ty][-vN][-j][@TRIALS][.K], "
                          "e.g. p16-pareto@128")
     spec = {"population": int(match["population"]), "eager": bool(match["eager"]),
             "halving": match["halving"] or "none", "budget": int(match["trials"]) if match["trials"] else None}
@@ -138,6 +139,10 @@ def parse_run(name: str) -> dict:
         spec["storage"] = "journal"
     if match["together"]:
         spec["finish_together"] = True
+    if match["rung_images"]:
+        if not match["halving"]:
+            raise SystemExit(f"run {name!r}: -vN needs a halving (-pareto, -accuracy): without one there are no rungs")
+        spec["rung_valid_images"] = int(match["rung_images"])
     if match["select"]:
         if match["halving"] != "pareto":
             raise SystemExit(f"run {name!r}: -sf and -sn are rules of the Pareto cut (-pareto)")
@@ -179,6 +184,8 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
         overrides.append(f"prune.fidelity={spec['prune_fidelity']}")
     if "finish_together" in spec:  # the last members in proportion to the steps they have left
         overrides.append(f"trainer.finish_together={str(spec['finish_together']).lower()}")
+    if "rung_valid_images" in spec:  # rungs validated on part of the split
+        overrides.append(f"trainer.rung_valid_images={spec['rung_valid_images']}")
     if "storage" in spec:  # the study in Optuna's journal file instead of SQLite
         overrides.append(f"storage={spec['storage']}")
     if "select" in spec:  # which candidates at a rung go on

@@ -195,6 +195,10 @@ def test_a_population_run_may_have_a_trial_budget_of_its_own():
     assert parse_run("p16-pareto-sn")["select"] == "nsga2"
     with pytest.raises(SystemExit, match="Pareto cut"):
         parse_run("p16-accuracy-sf")
+    assert parse_run("p16-pareto-qa-ty-v2000.2")["rung_valid_images"] == 2000
+    assert parse_run("p16-pareto-qa-ty")["finish_together"] and "rung_valid_images" not in parse_run("p16-pareto-qa")
+    with pytest.raises(SystemExit, match="-vN needs a halving"):
+        parse_run("p16-v2000")
 
 
 def test_the_three_seed_table_is_its_joined_result_files():

@@ -249,6 +249,52 @@ def test_a_validation_counts_the_same_in_forwards_of_any_size():
     assert model.training  # handed back in training mode, as the step expects
 
 
+class _RungRecorder:
+    """Records each rung's validation accuracy and each epoch's; cuts nothing."""
+
+    def __init__(self, rungs) -> None:
+        self.rungs, self.at_rungs, self.at_ends = tuple(rungs), [], []
+
+    def report_rung(self, fraction: float, accuracy: float) -> None:
+        self.at_rungs.append(accuracy)
+
+    def report(self, step: int, accuracy: float) -> None:
+        self.at_ends.append(accuracy)
+
+
+@pytest.mark.parametrize("population", [1, 2])
+def test_a_rung_validates_on_its_share_of_the_split_and_an_epochs_end_on_all_of_it(population):
+    """`trainer.rung_valid_images=N`: a rung's accuracy is a count over the split's first N images (a multiple of
+    100/N), an epoch's end over the whole split, one at a time and in a population alike (CPU, digits)."""
+    from nasutil.registry import get_space
+
+    trainer = shipped("trainer", "torch", dataset="digits", device="cpu", epochs=1, batch_size=16,
+                      rung_valid_images=7, population=population)
+    trainer.check("nb201")
+    images = len(trainer._load()["valid"][1])
+    assert images > 7 and "rungs validated on 7 images" in trainer.describe()
+    reporter = _RungRecorder((1 / 9, 1 / 3))
+    result = trainer.train(get_space("nb201"), "|nor_conv_3x3~0|+|skip_connect~0|nor_conv_1x1~1|+|avg_pool_3x3~0|"
+                                               "skip_connect~1|nor_conv_3x3~2|", reporter, trial_number=3)
+    assert len(reporter.at_rungs) == 2 and len(reporter.at_ends) == 1
+    assert all(abs(a * 7 / 100 - round(a * 7 / 100)) < 1e-9 for a in reporter.at_rungs)
+    assert any(0 < a < 100 for a in reporter.at_rungs)  # a count of 7 that no count over the whole split equals
+    assert abs(reporter.at_ends[0] * images / 100 - round(reporter.at_ends[0] * images / 100)) < 1e-9
+    assert result.accuracy == reporter.at_ends[0]  # the trial's accuracy is the whole split's
+
+
+def test_rung_validation_images_are_checked():
+    for bad in (0, -3, 2.5, True, "all"):
+        with pytest.raises(NasutilError, match="trainer.rung_valid_images must be"):
+            shipped("trainer", "torch", dataset="digits", rung_valid_images=bad)
+    trainer = shipped("trainer", "torch", dataset="digits", device="cpu", rung_valid_images=100_000)
+    with pytest.raises(NasutilError, match="is more than the 144 validation images of digits"):
+        trainer.check("nb201")
+    whole = shipped("trainer", "torch", dataset="digits", device="cpu")
+    data = whole._load()
+    assert data["valid_rung"] is data["valid"]  # no second copy of the split where rungs read all of it
+
+
 def test_a_population_gets_its_host_turns_from_the_trainer():
     trainer = shipped("trainer", "torch", dataset="digits", population=4, host_turns=3, round_size=2,
                       lead_rounds=5, device="cpu")

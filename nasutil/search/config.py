@@ -151,6 +151,26 @@ def evaluator_key(node: Any) -> Any:
 OmegaConf.register_new_resolver("nasutil.evaluator_key", evaluator_key, replace=True)
 
 
+#: the torch trainer's settings added after studies were named by its digest, at the value those studies ran
+#: with: at that value a setting is left out of the default study name, so such a study resumes under its name
+#: (`trainer_key`); another value names another study
+TRAINER_UNNAMED_DEFAULTS = {"finish_together": False, "rung_valid_images": None}
+TORCH_TRAINER_CLASS = "nasutil.search.trainers.torch_trainer.TorchTrainer"
+
+
+def trainer_key(node: Any) -> Any:
+    """The `trainer` group as the default study name's digest reads it: the torch trainer's settings at their
+    value from before they existed (`TRAINER_UNNAMED_DEFAULTS`) are left out."""
+    plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    if not isinstance(plain_node, dict) or plain_node.get("_target_") != TORCH_TRAINER_CLASS:
+        return node
+    return {k: v for k, v in plain_node.items()
+            if not (k in TRAINER_UNNAMED_DEFAULTS and TRAINER_UNNAMED_DEFAULTS[k] == v)}
+
+
+OmegaConf.register_new_resolver("nasutil.trainer_key", trainer_key, replace=True)
+
+
 def file_space(node: Any) -> str | None:
     """The `NAME:OPTION` of a space whose option names a file (its `option_version` tells), configured by its
     name alone; None for any other."""

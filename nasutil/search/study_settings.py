@@ -35,7 +35,7 @@ TRAINER_DEFINING = ("dataset", "fidelities", "epochs", "batch_size", "lr", "mome
 #: trainer settings that say only how, where or how fast it trains, or name it: free to change on resume
 TRAINER_RUNNING = ("name", "data_dir", "device", "amp", "channels_last", "threads", "seed", "population", "ahead",
                    "host_turns", "round_size", "lead_rounds", "warm_up_steps", "eval_batch", "capture",
-                   "memory_budget_gb", "graphs", "compile", "base_dir", "finish_together")
+                   "memory_budget_gb", "graphs", "compile", "base_dir", "finish_together", "rung_valid_images")
 #: predictor settings that choose what predicts (read from the config node, where the predictor has them)
 PREDICTOR_DEFINING = ("profile", "path")
 #: the digest of the content of what the predictor reads (`Predictor.content_digest`), where it reads a file: where

@@ -73,7 +73,8 @@ class TorchTrainer(Trainer):
                  population: int = 1, graphs: bool | str = "auto", memory_budget_gb: float | str | None = "auto",
                  compile: bool | str = "auto", ahead: int | str = "auto", host_turns: int = 4,
                  capture: str = "beside", round_size: int | None = None, lead_rounds: int = 2,
-                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH, finish_together: bool = False) -> None:
+                 warm_up_steps: int = 3, eval_batch: int = EVAL_BATCH, finish_together: bool = False,
+                 rung_valid_images: int | None = None) -> None:
         if dataset not in datasets.DATASETS:
             raise NasutilError(f"unknown dataset {dataset!r} (choose from {', '.join(datasets.DATASETS)})")
         for name, value in (("epochs", epochs), ("batch_size", batch_size), ("lr", lr), ("momentum", momentum),
@@ -154,6 +155,10 @@ class TorchTrainer(Trainer):
         if not isinstance(finish_together, bool):
             raise NasutilError(f"trainer.finish_together must be true or false, got {finish_together!r}")
         self.eval_batch, self.finish_together = eval_batch, finish_together
+        if rung_valid_images is not None and (isinstance(rung_valid_images, bool) or not isinstance(rung_valid_images, int)
+                                              or rung_valid_images < 1):
+            raise NasutilError(f"trainer.rung_valid_images must be a whole number >= 1 or null, got {rung_valid_images!r}")
+        self.rung_valid_images = rung_valid_images  # images a rung's validation reads (null: the whole split)
         self.host_turns, self.capture, self.round_size = host_turns, capture, round_size
         self.lead_rounds, self.warm_up_steps = lead_rounds, warm_up_steps
         self.max_step = self.epochs
@@ -177,6 +182,10 @@ class TorchTrainer(Trainer):
         if images // self.batch_size < 1:  # else every trial would fail with this reason
             raise NasutilError(f"trainer.batch_size {self.batch_size} is larger than the {images} training images "
                                f"of {self.dataset} (after trainer.valid_fraction={self.valid_fraction:g} held out)")
+        held_out = len(data["valid"][1])
+        if self.rung_valid_images is not None and self.rung_valid_images > held_out:
+            raise NasutilError(f"trainer.rung_valid_images={self.rung_valid_images} is more than the {held_out} "
+                               f"validation images of {self.dataset} (trainer.valid_fraction={self.valid_fraction:g})")
         if self.memory_budget is not None:
             from nasutil.registry import get_space
 
@@ -224,8 +233,12 @@ class TorchTrainer(Trainer):
             def prep(t: torch.Tensor) -> torch.Tensor:
                 return (t.to(self.device).float() / scale - mean) / std
 
+            held_out = (prep(data.train_x[valid]), data.train_y[valid].to(self.device))
             self._data = {"train": ((train_x - mean) / std, data.train_y[train].to(self.device)),
-                          "valid": (prep(data.train_x[valid]), data.train_y[valid].to(self.device)),
+                          "valid": held_out,
+                          # a rung's validation reads the split's first images, a sample drawn by the split's order
+                          "valid_rung": held_out if self.rung_valid_images is None else
+                          (held_out[0][:self.rung_valid_images], held_out[1][:self.rung_valid_images]),
                           "test": (prep(data.test_x), data.test_y.to(self.device)),
                           "num_classes": data.num_classes, "input_size": data.input_size,
                           "channels": int(data.train_x.shape[1])}
@@ -443,7 +456,8 @@ class TorchTrainer(Trainer):
                           if f"mean_{key}_ms" in done]
                 if phases:
                     together += f"; host work a candidate: {', '.join(phases)}"
-        return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{together}"
+        rungs = f", rungs validated on {self.rung_valid_images} images" if self.rung_valid_images is not None else ""
+        return f"torch, {self.dataset}, {self.epochs} epochs on {self.device}{amp}{rungs}{together}"
 
 
 #: host phases the summary names, as (`HostTimes` phase, label), in the order a candidate meets them
@@ -613,8 +627,10 @@ class _Run:
         raise (StoppedEarly); at an epoch's end the next epoch's data order."""
         t, taken = self.trainer, self.taken
         epoch_end, last = taken % self.batches == 0, taken >= self.total_steps
+        # a rung inside an epoch reads `trainer.rung_valid_images` of the split; an epoch's end reads it whole
+        split = self.data["valid"] if epoch_end else self.data.get("valid_rung", self.data["valid"])
         with self._launching(), self.step_unit.on_stream(), t.host_times.phase("validate"):
-            valid = t._correct(self.model, self.data["valid"], self.in_channels)
+            valid = t._correct(self.model, split, self.in_channels)
             test = t._correct(self.model, self.data["test"], self.in_channels) if last else None
             loss = self.step_unit.queue_loss() if epoch_end else None
             done = self.step_unit.mark()
@@ -624,7 +640,7 @@ class _Run:
         with self.step_unit.on_stream():
             if loss is not None:
                 self.train_loss = float(loss) / self.batches
-            self.valid_acc = 100.0 * int(valid) / len(self.data["valid"][1])
+            self.valid_acc = 100.0 * int(valid) / len(split[1])
             if test is not None:
                 self.test_acc = 100.0 * int(test) / len(self.data["test"][1])
         epoch = (taken - 1) // self.batches + 1
