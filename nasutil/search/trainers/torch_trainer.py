@@ -4,7 +4,9 @@ The training set is split into train and validation parts (fixed seed); validati
 each epoch is reported (so Optuna pruners can stop training early) and the last one is the
 objective. Test accuracy is recorded beside it, never used to choose. Epochs use full batches only.
 Where the reporter asks for rungs (fractions of the training, `nasutil.search.halving`), validation
-accuracy is reported there too, and the rung may cut the candidate.
+accuracy is reported there too, and the rung may cut the candidate; `rung_valid_images` lets a rung inside
+an epoch read only the split's first images (a cut ranks candidates; with halving, validations at rungs
+were 11-16% of a population's arithmetic, BENCHMARKS.md).
 
 On CUDA each candidate's whole training step is captured in a CUDA graph and replayed
 (`nasutil.colocate.training_step`): the step is launch-bound in eager PyTorch, and one graph launch
