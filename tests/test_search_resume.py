@@ -78,12 +78,13 @@ def test_prune_settings_that_act_only_at_rungs_name_a_new_study_only_with_halvin
 def test_torch_trainer_settings_added_later_name_a_new_study_only_when_set():
     """`trainer.finish_together` and `trainer.rung_valid_images` at their defaults leave the default name as it was
     before they existed, so a study made then resumes; set otherwise, they name another study."""
-    base = _study_name("trainer=torch")
+    torch = ("trainer=torch", "trainer.data_dir=data")  # the default where NASUTIL_DATA_DIR is unset: it is named too
+    base = _study_name(*torch)
     assert base == "nb201-tpe-dominated_throughput-s0-9e92213c"  # the name before the settings existed
-    assert _study_name("trainer=torch", "trainer.population=16", "halving=pareto") == \
+    assert _study_name(*torch, "trainer.population=16", "halving=pareto") == \
         "nb201-tpe-dominated_throughput-s0-6f9ed038-hb919b464"
-    changed = {_study_name("trainer=torch", o) for o in ("trainer.finish_together=true", "trainer.rung_valid_images=2000",
-                                                          "trainer.batch_size=64")}
+    changed = {_study_name(*torch, o) for o in ("trainer.finish_together=true", "trainer.rung_valid_images=2000",
+                                                 "trainer.batch_size=64")}
     assert len(changed) == 3 and base not in changed
     from nasutil.search.config import trainer_key  # a trainer of the user's own may mean anything by these keys
 
