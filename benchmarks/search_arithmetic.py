@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from nasutil.errors import NasutilError
+from nasutil.search.halving import ParetoHalving
 
 #: Fashion-MNIST as the trainer splits it (`trainer.valid_fraction=0.1` of the 60,000 training images held out)
 TRAIN_IMAGES, VALID_IMAGES, TEST_IMAGES = 54_000, 6_000, 10_000
 #: the rungs of `halving=pareto` and `halving=accuracy` with their defaults (1/9 and 1/3 of the training)
-DEFAULT_RUNGS = (1 / 9, 1 / 3)
+DEFAULT_RUNGS = ParetoHalving().rungs
 #: a trial that trained at least this share of its epoch trained to the end (epochs are stored rounded)
 WHOLE = 0.999
 
@@ -75,8 +76,8 @@ def rungs_of(run: dict) -> tuple[float, ...]:
     """The rungs a recorded run cut at: none without halving, else its reduction factor's (`-fF` names one)."""
     if run.get("halving", "none") == "none":
         return ()
-    factor = run.get("reduction_factor")
-    return DEFAULT_RUNGS if factor is None else (1 / factor ** 2, 1 / factor)
+    factor = run.get("reduction_factor")  # population_search.py's -fF: rungs at 1/F^2 and 1/F
+    return DEFAULT_RUNGS if factor is None else ParetoHalving(factor, min_fraction=1 / factor ** 2).rungs
 
 
 def arithmetic(run: dict, flops: FlopCounts) -> dict:

@@ -51,12 +51,17 @@ def halving_suffix(node: Any) -> str:
     if not isinstance(plain_node, dict) or (plain_node.get("name", "none") == "none" and "_target_" not in plain_node):
         return ""
     if plain_node.get("_target_") == PARETO_HALVING_CLASS:
-        plain_node = {k: v for k, v in plain_node.items()
-                      if not (k in PARETO_UNNAMED_DEFAULTS and PARETO_UNNAMED_DEFAULTS[k] == v)}
+        plain_node = without_unnamed_defaults(plain_node, PARETO_UNNAMED_DEFAULTS)
     return f"-h{config_digest(plain_node)}"
 
 
 OmegaConf.register_new_resolver("nasutil.halving_suffix", halving_suffix, replace=True)
+
+
+def without_unnamed_defaults(node: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """`node` less the settings that hold the value studies ran with before the setting existed (`defaults`):
+    left out of a default study name's digest, such a study keeps its name."""
+    return {k: v for k, v in node.items() if not (k in defaults and defaults[k] == v)}
 
 
 def anchors_suffix(count: Any) -> str:
@@ -164,8 +169,7 @@ def trainer_key(node: Any) -> Any:
     plain_node = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
     if not isinstance(plain_node, dict) or plain_node.get("_target_") != TORCH_TRAINER_CLASS:
         return node
-    return {k: v for k, v in plain_node.items()
-            if not (k in TRAINER_UNNAMED_DEFAULTS and TRAINER_UNNAMED_DEFAULTS[k] == v)}
+    return without_unnamed_defaults(plain_node, TRAINER_UNNAMED_DEFAULTS)
 
 
 OmegaConf.register_new_resolver("nasutil.trainer_key", trainer_key, replace=True)
