@@ -1,6 +1,6 @@
 """The population's own behaviour, with plain Python members (no torch): members leave exactly once,
 a freed place is taken while the others train, host work of one member does not hold the others back,
-members join in the order of their reservations, host work takes turns, and `quiet()` holds every
+a prepared member takes a free place before an earlier one still preparing, host work takes turns, and `quiet()` holds every
 launch back."""
 
 from __future__ import annotations
@@ -448,34 +448,56 @@ def test_host_work_that_raises_ends_only_its_member():
     assert cut_member.taken == 1 and fine.taken == 25
 
 
-def test_members_join_in_the_order_of_their_reservations():
-    """A member reserved earlier joins first, even when a later one finishes preparing first."""
-    population = Population(1, ahead=2)
+def _recording(joined: list[str], name: str, steps: int = 2, prepare=None) -> Member:
+    def step() -> None:
+        if not joined or joined[-1] != name:
+            joined.append(name)
+    return Member(step, steps, prepare=prepare)
+
+
+def test_a_prepared_member_takes_a_free_place_before_an_earlier_one_still_preparing():
+    """A place free while a member reserved earlier is still preparing goes to one that is prepared: at the start
+    of a search, joining in reservation order left most places empty while one slow member prepared."""
+    population = Population(2, ahead=1)
     errors: dict[str, BaseException] = {}
     joined: list[str] = []
-    hold = Member(lambda: time.sleep(0.002), 30)
     release_slow = threading.Event()
-
-    def member(name: str, prepare=None) -> Member:
-        def step() -> None:
-            if not joined or joined[-1] != name:
-                joined.append(name)
-        return Member(step, 2, prepare=prepare)
-
-    slow = member("slow", prepare=lambda: release_slow.wait(10))
-    fast = member("fast")
-    threads = [_start(population, hold, errors, "hold")]
-    assert _wait_until(lambda: _joined(population, hold))
-    threads.append(_start(population, slow, errors, "slow"))
-    assert _wait_until(lambda: len(population._reserved) == 2)
+    slow = _recording(joined, "slow", prepare=lambda: release_slow.wait(10))
+    fast = _recording(joined, "fast")
+    threads = [_start(population, slow, errors, "slow")]
+    assert _wait_until(lambda: len(population._reserved) == 1)
     threads.append(_start(population, fast, errors, "fast"))
-    assert _wait_until(lambda: len(population._reserved) == 3)
-    time.sleep(0.1)  # fast is prepared and the long member is done by now; slow is not prepared
-    assert "fast" not in joined
+    assert _wait_until(lambda: "fast" in joined)  # before the earlier member is prepared
+    assert not release_slow.is_set() and slow.taken == 0
     release_slow.set()
     for thread in threads:
         thread.join(timeout=30)
-    assert errors == {} and joined == ["slow", "fast"]
+    assert errors == {} and joined == ["fast", "slow"] and slow.taken == fast.taken == 2
+
+
+def test_prepared_members_waiting_for_a_place_take_it_in_the_order_of_their_reservations():
+    """With the places full, the earliest reserved of the prepared members joins first, whichever was prepared
+    first."""
+    population = Population(1, ahead=2)
+    errors: dict[str, BaseException] = {}
+    joined: list[str] = []
+    release_hold, release_first = threading.Event(), threading.Event()
+    hold = Member(lambda: (release_hold.wait(10), None)[1], 1)
+    first = _recording(joined, "first", prepare=lambda: release_first.wait(10))
+    second = _recording(joined, "second")
+    threads = [_start(population, hold, errors, "hold")]
+    assert _wait_until(lambda: _joined(population, hold))
+    threads.append(_start(population, first, errors, "first"))
+    assert _wait_until(lambda: len(population._reserved) == 2)
+    threads.append(_start(population, second, errors, "second"))
+    assert _wait_until(lambda: len(population._reserved) == 3)
+    assert _wait_until(lambda: population._reserved[2].prepared)  # second is prepared, first is not
+    release_first.set()
+    assert _wait_until(lambda: population._reserved[1].prepared)
+    release_hold.set()  # the place frees with both prepared
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == {} and joined == ["first", "second"]
 
 
 def test_reservations_beyond_size_and_ahead_wait():
