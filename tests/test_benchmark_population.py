@@ -3053,3 +3053,139 @@ def test_readme_quotes_the_weights_cast_once_runs_from_their_result_files():
             "H100") in readme
     search_doc = " ".join((ROOT / "docs" / "search.md").read_text().split())
     assert f"{fewer:.0%} fewer kernels again, {alone:.2f}x alone and {together:.2f}x together at batch 64" in search_doc
+
+
+JOIN_S148 = ROOT / "benchmarks" / "results" / "h100" / "population" / "join_s148"
+JOIN_S148_NAMES = ("population_search_b64_s148", "population_search_b256_s147", "population_search_b256_s148")
+
+
+def test_the_seed_148_table_and_notes_are_their_result_files():
+    """The table is the three searches' rows; the goals, the run with fewer rung images, the time outside the
+    trials, the host's pace against seeds 146 and 147, the survivors and the GPU tests come from their files."""
+    import re
+    import statistics
+
+    runs, flat = _default_rule_section(JOIN_S148, JOIN_S148_NAMES, "**Seed 148 at batch 64, seeds 147 and 148 at batch 256",
+                                       "**Weights cast once a step, seeds 146 and 147 on an H100")
+    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
+    by = {(r["run"], r["seed"], r["batch_size"]): r for r in runs}
+    rate = lambda run, seed, batch: by[(run, seed, batch)]["candidates_per_gpu_hour"]  # noqa: E731
+    sixteen, fewer = by[("p16-pareto-qa", 148, 64)], by[("p16-pareto-qa-v2000", 148, 64)]
+    p64, p256 = by[("p64-pareto-qa", 148, 64)], by[("p256-pareto-qa", 148, 64)]
+    plain = lambda r: float(r["row"]["speedup_over_plain_search"])  # noqa: E731
+    assert (f"16 at once ran {x(sixteen):.2f}x one at a time and {plain(sixteen):.1f}x the plain loop; 64 and 256 at "
+            f"once {x(p64):.2f}x and {x(p256):.2f}x, {rate('p64-pareto-qa', 148, 64) / rate('p16-pareto-qa', 148, 64):.2f}x "
+            f"and {rate('p256-pareto-qa', 148, 64) / rate('p16-pareto-qa', 148, 64):.2f}x the rate of 16") in flat
+    b256 = {s: [r for r in runs if r["batch_size"] == 256 and r["seed"] == s and r["run"] != "p1"] for s in (147, 148)}
+    span = lambda v: f"{min(v):.2f}-{max(v):.2f}x"  # noqa: E731
+    assert (f"the populations ran {span([x(r) for r in b256[147]])} (seed 147) and {span([x(r) for r in b256[148]])} "
+            "(seed 148)") in flat
+    of16 = {(run, s): rate(run, s, 256) / rate("p16-pareto-qa", s, 256) for run in ("p64-pareto-qa", "p256-pareto-qa")
+            for s in (147, 148)}
+    assert (f"64 at once ran {of16[('p64-pareto-qa', 147)]:.2f}x and {of16[('p64-pareto-qa', 148)]:.2f}x and 256 at once "
+            f"{of16[('p256-pareto-qa', 147)]:.2f}x and {of16[('p256-pareto-qa', 148)]:.2f}x") in flat
+    populations = [r for r in runs if r["run"] != "p1"]
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
+    low = [(r["run"], r["seed"], r["batch_size"]) for r in populations if float(r["row"]["hypervolume_ratio"]) < 0.95]
+    assert low == [("p16-pareto-qa", 147, 256)]
+    assert f"Fronts read {min(fronts):.3f}-{max(fronts):.3f} of one at a time's, below 0.95 once" in flat
+    assert f"(16 at once at batch 256 on seed 147, {float(by[low[0]]['row']['hypervolume_ratio']):.3f})" in flat
+    assert sum(r["failed"] for r in runs) == 0 and f"No trial failed in {len(runs)} runs" in flat
+    assert max(x(r) for r in populations if r["batch_size"] == 64) < 5 and max(x(r) for r in populations) < 5
+    assert max(x(r) for r in populations if r["batch_size"] == 256) < 3
+    b64 = [plain(r) for r in populations if r["batch_size"] == 64]
+    assert max(b64) < 40 and f"({min(b64):.1f}-{max(b64):.1f}x)" in flat
+    earlier = runs_with_rows(COPIES_S146, ("population_search_b64_s146", "population_search_b64_s147",
+                                           "population_search_b256_s146"))
+    then_p1 = {r["seed"]: plain(r) for r in earlier if r["run"] == "p1" and r["batch_size"] == 64}
+    assert (f"it ran {plain(by[('p1', 148, 64)]):.1f}x the loop on this seed's two sampled cells, against "
+            f"{then_p1[147]:.1f}x and {then_p1[146]:.1f}x on seeds 147 and 146") in flat
+    assert max(plain(r) for r in earlier if r["run"] != "p1") < min(b64)  # nearer 40x than any earlier seed here
+
+    assert (f"{x(fewer):.2f}x one at a time against {x(sixteen):.2f}x for 16 at once with the whole split in the same "
+            f"call, a front of {float(fewer['row']['hypervolume_ratio']):.3f} against "
+            f"{float(sixteen['row']['hypervolume_ratio']):.3f}; it trained {fewer['trained']} to the end and cut "
+            f"{fewer['cut_at_rung']} at rungs, against {sixteen['trained']} and {sixteen['cut_at_rung']}") in flat
+    assert fewer["rung_valid_images"] == 2000 and "rung_valid_images" not in sixteen
+
+    before = [r["before_first_trial_s"] for r in runs]
+    after = [r["after_last_trial_s"] for r in runs]
+    build = [r["phases_s"]["build_s"] for r in runs]
+    anchors = [r["phases_s"]["anchors_s"] for r in runs]
+    outside = [r["wall_s"] - r["span_s"] for r in runs]
+    for r in runs:  # the three stretches make up the wall time
+        assert abs(r["before_first_trial_s"] + r["span_s"] + r["after_last_trial_s"] - r["wall_s"]) < 0.01
+    two = lambda v: f"{min(v):.2f}-{max(v):.2f}"  # noqa: E731
+    assert (f"{two(before)} s before the first trial began (building the search {two(build)} s, of it the anchors' "
+            f"short search on predictions {two(anchors)} s) and {two(after)} s after the last ended, {two(outside)} s "
+            "a run") in flat
+    share = lambda rs: [(r["wall_s"] - r["span_s"]) / r["wall_s"] * 100 for r in rs]  # noqa: E731
+    pop_share, p1_share = share(populations), share([r for r in runs if r["run"] == "p1"])
+    assert (f"{min(pop_share):.1f}-{max(pop_share):.1f}% of a population's wall time and {min(p1_share):.1f}-"
+            f"{max(p1_share):.1f}% of one at a time's") in flat
+
+    pace = lambda rs: statistics.median(v for r in rs for v in (r["host_pace_before_ms"], r["host_pace_after_ms"]))  # noqa: E731
+    assert (f"read a median {pace(runs):.1f} ms over the {len(runs)} runs against {pace(earlier):.1f} ms over the "
+            f"{len(earlier)} runs of seeds 146 and 147") in flat
+    act = lambda rs, key: [r["population_activity"][key] for r in rs if r["run"] != "p1"]  # noqa: E731
+    ms = lambda v: f"{min(v):.0f}-{max(v):.0f} ms"  # noqa: E731
+    assert (f"waited {ms(act(runs, 'mean_turn_wait_ms'))} on average for its turn ({ms(act(earlier, 'mean_turn_wait_ms'))} "
+            f"there), its eager warm-up steps took {ms(act(runs, 'mean_warm_up_ms'))} "
+            f"({ms(act(earlier, 'mean_warm_up_ms'))})") in flat
+    bound, then_bound = act(runs, "device_bound"), act(earlier, "device_bound")
+    assert (f"the driver waited for the device {min(bound) * 100:.0f}-{max(bound) * 100:.0f}% of its time "
+            f"({min(then_bound) * 100:.0f}-{max(then_bound) * 100:.0f}%)") in flat
+    lean = runs_with_rows(LEAN_S143, tuple(f"population_search_b64_s{s}" for s in (143, 144, 145)))
+    p1_walls = [r["wall_s"] for r in lean + earlier + runs if r["run"] == "p1" and r["batch_size"] == 64]
+    assert max(p1_walls) == by[("p1", 148, 64)]["wall_s"] and len(p1_walls) == 6
+    assert f"One at a time took {by[('p1', 148, 64)]['wall_s']:.1f} s at batch 64, the longest of seeds 143-148" in flat
+
+    refs = [json.loads((JOIN_S148 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
+            for b, s in ((64, 148), (256, 147), (256, 148))]
+    count = sum(r["readings"] for r in refs)
+    assert sum(r["within_3pct"] for r in refs) == count
+    furthest = max((r["worst_ratio"] for r in refs), key=lambda v: abs(v - 1))
+    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
+            f"3% (the furthest {furthest:.3f})") in flat
+    log = (JOIN_S148 / "gpu_tests_population.log").read_text()
+    assert re.search(r"^7 passed", log, re.M) and "7 of 7" in flat
+    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
+                       r"training ([\d.]+) ms", log)
+    assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings, where a reading "
+            f"taken while the population trained read {queued.group(4)} ms") in flat
+    first = (JOIN_S148 / "gpu_tests_population_first.log").read_text()
+    assert re.search(r"^1 failed, 6 passed", first, re.M) and "assert 32 > 32" in first
+    assert "found at most 32 reservations at once" in flat
+
+
+def test_readme_and_the_search_guide_quote_seed_148_and_the_replays_from_their_result_files():
+    import statistics
+
+    runs = runs_with_rows(JOIN_S148, JOIN_S148_NAMES)
+    earlier = runs_with_rows(COPIES_S146, ("population_search_b64_s146", "population_search_b64_s147",
+                                           "population_search_b256_s146"))
+    pace = lambda rs: statistics.median(v for r in rs for v in (r["host_pace_before_ms"], r["host_pace_after_ms"]))  # noqa: E731
+    by = {(r["run"], r["seed"], r["batch_size"]): r for r in runs}
+    sixteen = by[("p16-pareto-qa", 148, 64)]
+    of16 = [by[(run, 148, 64)]["candidates_per_gpu_hour"] / sixteen["candidates_per_gpu_hour"]
+            for run in ("p64-pareto-qa", "p256-pareto-qa")]
+    b256 = [float(r["row"]["speedup_over_baseline"]) for r in runs if r["batch_size"] == 256 and r["run"] != "p1"]
+    outside = [r["wall_s"] - r["span_s"] for r in runs]
+    share = [(r["wall_s"] - r["span_s"]) / r["wall_s"] * 100 for r in runs if r["run"] != "p1"]
+    tail = ROOT / "benchmarks" / "results" / "h100" / "population_tail" / "extra_steps"
+    replays = [json.loads((tail / f"tail_{run}.json").read_text())["apart_over_together"]
+               for run in ("p16-pareto-qa", "p64-pareto-qa")]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"host built networks at a median {pace(runs):.1f} ms against {pace(earlier):.1f} ms on the machine of seeds "
+            f"146 and 147, 16 at once ran {float(sixteen['row']['speedup_over_baseline']):.2f}x one at a time at batch "
+            f"64 and {float(sixteen['row']['speedup_over_plain_search']):.1f}x the plain loop, 64 and 256 at once "
+            f"{min(of16):.2f}-{max(of16):.2f}x the rate of 16, and the populations {min(b256):.2f}-{max(b256):.2f}x at "
+            f"batch 256 on seeds 147 and 148; {min(outside):.2f}-{max(outside):.2f} s of every run") in readme
+    assert f"{min(share):.1f}-{max(share):.1f}% of a population's wall time" in readme
+    assert f"({replays[0]:.3f}x and {replays[1]:.3f}x)" in readme
+    guide = " ".join((ROOT / "docs" / "search.md").read_text().split())
+    assert f"took as long either way, {replays[0]:.3f}x and {replays[1]:.3f}x one step a round's time" in guide
+    fewer = by[("p16-pareto-qa-v2000", 148, 64)]
+    assert (f"2,000 images ran 16 at once {float(fewer['row']['speedup_over_baseline']):.2f}x one at a time against "
+            f"{float(sixteen['row']['speedup_over_baseline']):.2f}x with the whole split, fronts "
+            f"{float(fewer['row']['hypervolume_ratio']):.3f} and {float(sixteen['row']['hypervolume_ratio']):.3f}") in guide
