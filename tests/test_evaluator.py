@@ -368,6 +368,39 @@ def test_a_killed_worker_does_not_keep_the_device():
     turns._lock.release()
 
 
+class _Marked:
+    def to_dict(self) -> dict:
+        return {"pid": __import__("os").getpid()}
+
+
+def mark_at_interpreter_exit(payload: dict, exclusive) -> _Marked:
+    """A task that asks the worker's interpreter to write a file as it shuts down."""
+    import atexit
+    from pathlib import Path
+
+    atexit.register(Path(payload["marker"]).write_text, "the interpreter's teardown ran")
+    return _Marked()
+
+
+def test_a_stopped_worker_leaves_without_the_interpreters_teardown(tmp_path):
+    """Asked to stop, the worker ends at once with status 0: Python's shutdown (torch's modules, the device
+    context) is skipped, so its atexit handlers do not run. That shutdown held every search's end back."""
+    from nasutil.evaluator.task import Task
+    from nasutil.evaluator.worker import IsolatedWorker
+
+    marker = tmp_path / "teardown.txt"
+    worker = IsolatedWorker("cpu", timeout_s=120, warm=False)
+    try:
+        answer = worker.run(Task(f"{__name__}:mark_at_interpreter_exit", {"marker": str(marker)}, dict,
+                                 lambda why, _: {"failed": why}))
+        process = worker._proc
+    finally:
+        worker.stop()
+    assert "pid" in answer, answer
+    assert process.exitcode == 0 and not process.is_alive()
+    assert not marker.exists()
+
+
 def test_a_turn_may_be_taken_again_and_says_when_it_waits_each_time():
     """A split measurement enters its task's turn twice (the copy, then the timing): each entry waits for the
     lock, tells the parent "waiting" then "running", and lets the lock go on leaving."""

@@ -14,6 +14,7 @@ import multiprocessing as mp
 import os
 import pkgutil
 import signal
+import sys
 import time
 import traceback
 import warnings
@@ -216,13 +217,26 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
         except (EOFError, OSError):  # the parent let its end go (an Evaluator never closed, collected): done
             return
         if message is None:
-            return
+            _leave_at_once()
         runner, payload = message
         kind, answer, fatal = run_task(runner, payload,
                                        turns.turn(lambda state: conn.send(("state", state))) if turns else None)
         conn.send((kind, answer, fatal))
         if fatal:
             return
+
+
+def _leave_at_once() -> None:
+    """End the worker without the interpreter's teardown. A spawned worker that returns runs Python's whole
+    shutdown (torch's modules, the device context), which held a search's end back: a CPU worker took 0.45 s to
+    stop that way (BENCHMARKS.md, "Stopping a measuring worker"). Nothing of it is needed here: answers go back
+    through the pipe before the parent asks the worker to stop, and the operating system releases the device."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing to flush
+            pass
+    os._exit(0)
 
 
 def warm_quietly(device: str, turns: DeviceTurns | None = None) -> float | None:
