@@ -24,8 +24,7 @@ members reserved before it that are still preparing (joining in reservation orde
 on an H100 trained 4-5 members for 1.3 s at its start while up to 9 prepared members waited for one
 still preparing; its training replayed without the search around it took as long either way, BENCHMARKS.md,
 "Joining in the order of reservations"); where several prepared members wait for a place, the earliest
-reserved takes it.
-A memory budget counts every reserved member (preparing, waiting or training).
+reserved takes it. A memory budget counts every reserved member (preparing, waiting or training).
 
 Host work (preparing a member, the work its steps hand back) takes a **host turn**: at most
 `host_turns` members do it at once. The driver needs the interpreter for a moment each round, and a

@@ -20,7 +20,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, NoReturn
 
 from nasutil.evaluator.candidate import Candidate, build
 from nasutil.evaluator.config import MeasureConfig
@@ -226,9 +226,9 @@ def _worker_main(conn, device: str, turns: DeviceTurns | None, threads: int | No
             return
 
 
-def _leave_at_once() -> None:
+def _leave_at_once() -> NoReturn:
     """End the worker without the interpreter's teardown. A spawned worker that returns runs Python's whole
-    shutdown (torch's modules, the device context), which held a search's end back: a CPU worker took 0.45 s to
+    shutdown (torch's modules, the device context), which held a search's end back: a CPU worker took 0.46 s to
     stop that way (BENCHMARKS.md, "Stopping a measuring worker"). Nothing of it is needed here: answers go back
     through the pipe before the parent asks the worker to stop, and the operating system releases the device."""
     for stream in (sys.stdout, sys.stderr):
