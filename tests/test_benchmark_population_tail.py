@@ -112,3 +112,15 @@ def test_the_join_order_table_and_notes_are_their_result_files():
             f"{old[0]['span_s']:.2f} and {old[1]['span_s']:.2f} s in reservation order") in flat
     firsts = [a["members_by_tenth"][0] for r in results.values() for a in r["arms"]]
     assert f"the first tenth held {min(firsts):.1f}-{max(firsts):.1f} members at once either way" in flat
+    searches = ROOT / "benchmarks" / "results" / "h100" / "population"
+
+    def first_tenths(folder: str) -> list[float]:
+        return [r["population_activity"]["members_by_tenth"][0] for f in sorted((searches / folder).glob("*_runs.jsonl"))
+                for r in map(json.loads, f.open()) if r["run"] != "p1"]
+
+    now, then = first_tenths("join_s148"), first_tenths("lean_s143") + first_tenths("copies_s146")
+    assert (f"their first tenths held {min(now):.1f}-{max(now):.1f} members at once, as the earlier seeds' did "
+            f"({min(then):.1f}-{max(then):.1f} on seeds 143-147)") in flat
+    waits = [r["population_activity"]["mean_turn_wait_ms"] for f in sorted((searches / "join_s148").glob("*_runs.jsonl"))
+             for r in map(json.loads, f.open()) if r["run"] != "p1"]
+    assert f"waited {min(waits):.0f}-{max(waits):.0f} ms on average for its turn), not in the order" in flat
