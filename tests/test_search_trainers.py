@@ -107,6 +107,50 @@ def test_missing_dataset_folder_is_a_clear_error(tmp_path, dataset, expected, mo
         trainer.check("nb201")
 
 
+def test_a_dataset_loaded_in_the_background_fails_in_check_in_one_line(tmp_path, monkeypatch):
+    """`start_loading` reads the data on a thread of its own; where that fails, `check` still says why in one line."""
+    from nasutil import datasets
+
+    monkeypatch.setattr(datasets, "SYSTEM_IDX", {"fashion_mnist": tmp_path / "no-system-copy"})
+    trainer = shipped("trainer", "torch", dataset="fashion_mnist", data_dir=str(tmp_path))
+    trainer.start_loading()
+    trainer._preloading.join(timeout=60)
+    assert not trainer._preloading.is_alive() and trainer._data is None
+    with pytest.raises(NasutilError, match="dataset fashion_mnist not found.*never downloads"):
+        trainer.check("nb201")
+
+
+def test_check_finds_the_data_the_background_load_put_on_the_device():
+    trainer = shipped("trainer", "torch", dataset="digits", device="cpu")
+    trainer.start_loading()
+    trainer._preloading.join(timeout=60)
+    loaded = trainer._data
+    assert loaded is not None and loaded["train"][0].device.type == "cpu"
+    trainer.check("nb201")
+    assert trainer._data is loaded  # read once
+    trainer.start_loading()  # nothing to load again: no second thread
+    assert not trainer._preloading.is_alive()
+
+
+def test_a_search_whose_trainer_cannot_load_its_data_makes_no_study(tmp_path, monkeypatch):
+    """The data is checked after the anchors' short search but before the study is made: one line, no storage."""
+    import sqlite3
+
+    from nasutil import datasets
+    from nasutil.search.build import build_search
+    from nasutil.search.config import compose
+
+    monkeypatch.setattr(datasets, "SYSTEM_IDX", {"fashion_mnist": tmp_path / "no-system-copy"})
+    db = tmp_path / "study.db"
+    with pytest.raises(NasutilError, match="dataset fashion_mnist not found"):
+        build_search(compose(["trainer=torch", "trainer.dataset=fashion_mnist", f"trainer.data_dir={tmp_path}",
+                              "anchors=2", "evaluator=none", "storage=url", f"storage.url=sqlite:///{db}"]), tmp_path)
+    if db.exists():
+        with sqlite3.connect(db) as connection:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            assert "studies" not in tables or connection.execute("SELECT COUNT(*) FROM studies").fetchone()[0] == 0
+
+
 def test_pickled_cifar_is_refused_with_a_hint(tmp_path):
     (tmp_path / "cifar-10-batches-py").mkdir()
     trainer = shipped("trainer", "torch", dataset="cifar10", data_dir=str(tmp_path))

@@ -149,7 +149,7 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     if not isinstance(trainer, Trainer):
         raise NasutilError(f"trainer._target_ made a {type(trainer).__name__}, not a nasutil.search.trainers.Trainer "
                            "(subclass it: it declares what the search reads, such as concurrent_trials)")
-    trainer.check(space_spec)
+    trainer.start_loading()  # checked below, once the anchors' short search has run beside it
     early = plain(cfg.early_stopping)
     pruner = None if switched_off(early, "early_stopping") else instantiate_group(early, "early_stopping")
     if pruner is not None:
@@ -186,6 +186,12 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     constrained = bool(objectives.latency_slo_ms or objectives.min_accuracy) or pruned_as_choice != "pruned"
     anchors_wanted = anchor_count(cfg)
     stored = trials_stored(storage.storage, study_name)
+    # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
+    anchors_started = time.perf_counter()
+    anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
+               if anchors_wanted and not stored and worker == 0 else [])
+    anchors_s = time.perf_counter() - anchors_started
+    trainer.check(space_spec)  # before the study is made: a trainer that cannot serve the space touches no storage
     if not stored:
         tell_of_study_by_path(cfg, storage.storage, study_name, folder)
     sampler = _sampler(plain(cfg.sampler), sampler_seed(seed, worker, stored), constrained)
@@ -195,11 +201,6 @@ def build_search(cfg: DictConfig, folder: str | os.PathLike[str]) -> SearchSetup
     study, resumed = open_study(storage.storage, study_name, objectives.directions, objectives.names, sampler,
                                 get_space(space_spec).fingerprint or space_spec,
                                 defining_settings(cfg, objectives, predictor, target))
-    # worker 0 of a study without trials enqueues them (another worker may have made the study a moment before)
-    anchors_started = time.perf_counter()
-    anchors = (fast_end(get_space(space_spec), space_spec, predictor, target, objectives, anchors_wanted, seed)
-               if anchors_wanted and not stored and worker == 0 else [])
-    anchors_s = time.perf_counter() - anchors_started
     search = Search(study, space_spec, predictor, target, policy, trainer, objectives, measurer, pruner, pruned_as,
                     worker=worker, device=device, halving=halving, anchors=anchors)
     return SearchSetup(search, study_name, folder, storage, n_trials, seed, timeout, max_trainings,

@@ -47,6 +47,11 @@ class Trainer(ABC):
     def check(self, space_spec: str) -> None:
         """Fail before the search starts (a one-line NasutilError) if this trainer cannot serve the space."""
 
+    def start_loading(self) -> None:
+        """Begin loading what the trials will need (a dataset onto the device) in the background, so that it
+        overlaps the rest of the search's build; `check` waits for it and reports its failure. A trainer with
+        nothing slow to load does nothing."""
+
     @abstractmethod
     def train(self, space: SearchSpace, arch_text: str, reporter: Reporter, trial_number: int = 0) -> TrainResult:
         """Train the candidate, reporting accuracy at each step; the last accuracy is the objective."""

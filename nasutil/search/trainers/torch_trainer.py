@@ -169,6 +169,7 @@ class TorchTrainer(Trainer):
         self._population: Population | None = None
         self._data: dict | None = None
         self._loading = threading.Lock()
+        self._preloading: threading.Thread | None = None  # `start_loading`'s thread
         self._interrupted = threading.Event()
         self.host_times = HostTimes()  # where each candidate's host work spends its time (`activity()`)
         self._trial_phases: dict[int, dict[str, float]] = {}  # each trial's times in a population (`_stamp`)
@@ -178,8 +179,21 @@ class TorchTrainer(Trainer):
     def _device(spec: str) -> torch.device:
         return torch.device(chosen_device(spec, "trainer.device"))
 
+    def start_loading(self) -> None:
+        """The dataset read, split and moved to the device on a thread of its own while the search is built (the
+        anchors' short search on predictions meanwhile): decompressing and copying leave the interpreter to it."""
+        if self._data is None and self._preloading is None:
+            self._preloading = threading.Thread(target=self._load_quietly, name="trainer-data", daemon=True)
+            self._preloading.start()
+
+    def _load_quietly(self) -> None:
+        try:
+            self._load()
+        except Exception:  # noqa: BLE001 - `check` loads again and says why in one line
+            pass
+
     def check(self, space_spec: str) -> None:
-        data = self._load()
+        data = self._load()  # waits for `start_loading`'s thread, if any: one load at a time
         images = len(data["train"][1])
         if images // self.batch_size < 1:  # else every trial would fail with this reason
             raise NasutilError(f"trainer.batch_size {self.batch_size} is larger than the {images} training images "
