@@ -26,6 +26,11 @@ def _runs() -> dict[str, dict]:
             for code, name in (("before", "search_build_before"), ("after", "search_build"))}
 
 
+def _seed_148_runs() -> list[dict]:
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "join_s148"
+    return [json.loads(line) for f in sorted(folder.glob("*_runs.jsonl")) for line in f.open()]
+
+
 def test_the_search_build_table_and_notes_are_their_result_files():
     runs, expected = _runs(), []
     for code, run in runs.items():
@@ -41,6 +46,10 @@ def test_the_search_build_table_and_notes_are_their_result_files():
             f"the time)") in flat
     assert (f"(their sum alone {before['load_alone_s'] + before['anchors_alone_s']:.3f} s, of a {before['build_s']:.3f} s "
             "build)") in flat
+    builds = [r["phases_s"]["build_s"] for r in _seed_148_runs()]
+    anchors = [r["phases_s"]["anchors_s"] for r in _seed_148_runs()]
+    assert (f"spent {min(builds):.2f}-{max(builds):.2f} s building on an H100 in the runs of seeds 147 and 148, "
+            f"{min(anchors):.2f}-{max(anchors):.2f} s of it finding the anchors") in flat
     together = after["load_alone_s"] + after["anchors_alone_s"]
     assert together > after["build_s"]  # the build now takes less than its two parts one after the other
     assert (f"the whole build took {after['build_s']:.3f} s, less than the two parts alone one after the other "

@@ -20,6 +20,11 @@ def _section() -> str:
     return text[start:text.index("\n### ", start + 4)]
 
 
+def _seed_148_runs() -> list[dict]:
+    folder = ROOT / "benchmarks" / "results" / "h100" / "population" / "join_s148"
+    return [json.loads(line) for f in sorted(folder.glob("*_runs.jsonl")) for line in f.open()]
+
+
 def test_the_worker_stop_table_and_notes_are_their_result_files():
     runs = {code: json.loads((RESULTS / f"{name}.json").read_text())
             for code, name in (("before (5f08e54)", "worker_stop_before"), ("after", "worker_stop"))}
@@ -37,6 +42,8 @@ def test_the_worker_stop_table_and_notes_are_their_result_files():
             f"{before['nasutil']:.3f} s, and the plain process's shutdown ({after['plain']:.3f} and "
             f"{before['plain']:.3f} s in the two runs)") in flat
     assert after["nasutil"] < after["plain"] / 5  # the reference still pays the shutdown the worker skips
+    ends = [r["after_last_trial_s"] for r in _seed_148_runs()]
+    assert f"every run of seeds 147 and 148 spent {min(ends):.2f}-{max(ends):.2f} s after its last trial" in flat
 
 
 def test_worker_stop_refuses_no_repeats_in_one_line(tmp_path):
