@@ -2944,6 +2944,17 @@ def test_the_fewer_kernels_seeds_143_to_145_table_and_notes_are_their_result_fil
             f"{max(fronts16):.3f}, and {x(sixteen[(143, 256)]):.2f}x at batch 256 on seed 143") in readme
 
 
+def _survivor_agreement(folder: Path, calls: tuple[tuple[int, int], ...]) -> str:
+    """The notes' sentence on the survivors timed again by the plain loop, from `survivor_reference.py`'s files of
+    each (batch, seed): every reading within 3% is checked here, and the furthest is the one furthest from 1."""
+    refs = [json.loads((folder / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"] for b, s in calls]
+    count = sum(r["readings"] for r in refs)
+    assert sum(r["within_3pct"] for r in refs) == count
+    furthest = max((r["worst_ratio"] for r in refs), key=lambda v: abs(v - 1))
+    return (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
+            f"3% (the furthest {furthest:.3f})")
+
+
 COPIES_S146 = ROOT / "benchmarks" / "results" / "h100" / "population" / "copies_s146"
 
 
@@ -3000,13 +3011,7 @@ def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_resul
     assert (f"with {min(last):.1f}-{max(last):.1f} members at once on average in the span's last tenth, against a time "
             f"mean of {min(mean):.1f}-{max(mean):.1f} over the whole span") in flat
 
-    refs = [json.loads((COPIES_S146 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
-            for b, s in ((64, 146), (64, 147), (256, 146))]
-    count = sum(r["readings"] for r in refs)
-    assert sum(r["within_3pct"] for r in refs) == count
-    furthest = max((r["worst_ratio"] for r in refs), key=lambda v: abs(v - 1))
-    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
-            f"3% (the furthest {furthest:.3f})") in flat
+    assert _survivor_agreement(COPIES_S146, ((64, 146), (64, 147), (256, 146))) in flat
     log = (COPIES_S146 / "gpu_tests_population.log").read_text()
     assert re.search(r"^7 passed", log, re.M)
     assert re.search(r"^2 passed", (COPIES_S146 / "gpu_tests_evaluator.log").read_text(), re.M)
@@ -3140,13 +3145,7 @@ def test_the_seed_148_table_and_notes_are_their_result_files():
     assert max(p1_walls) == by[("p1", 148, 64)]["wall_s"] and len(p1_walls) == 6
     assert f"One at a time took {by[('p1', 148, 64)]['wall_s']:.1f} s at batch 64, the longest of seeds 143-148" in flat
 
-    refs = [json.loads((JOIN_S148 / f"ref_b{b}_s{s}" / "survivor_reference.json").read_text())["all"]
-            for b, s in ((64, 148), (256, 147), (256, 148))]
-    count = sum(r["readings"] for r in refs)
-    assert sum(r["within_3pct"] for r in refs) == count
-    furthest = max((r["worst_ratio"] for r in refs), key=lambda v: abs(v - 1))
-    assert (f"{sum(r['within_1pct'] for r in refs)} of the {count} readings lie within 1% of the loop's and all within "
-            f"3% (the furthest {furthest:.3f})") in flat
+    assert _survivor_agreement(JOIN_S148, ((64, 148), (256, 147), (256, 148))) in flat
     log = (JOIN_S148 / "gpu_tests_population.log").read_text()
     assert re.search(r"^7 passed", log, re.M) and "7 of 7" in flat
     queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
