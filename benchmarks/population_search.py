@@ -226,6 +226,7 @@ def search(name: str, seed: int, trials: int, args: argparse.Namespace, work: Pa
             "measurements": [_measurement(t) for t in done if t.user_attrs.get("hardware_source") == "measured"],
             "population_activity": activity, "work": run_work(ended), "timeline": timeline(ended, activity),
             "hardware": summary.get("hardware"), "phases_s": summary.get("phases_s"),
+            "measuring_activity": summary.get("measuring_activity"),
             "before_first_trial_s": (min(starts) - began).total_seconds() if starts else None,
             "after_last_trial_s": wall - (max(ends) - began).total_seconds() if ends else None}
 

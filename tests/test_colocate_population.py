@@ -534,6 +534,30 @@ def test_quiet_holds_every_launch_back():
     assert errors == {}
 
 
+def test_a_quiet_hold_counts_its_wait_for_host_work_already_in_the_gate():
+    """What a hold is made of: the wait for host work already launching (a validation, a warm-up step) to leave
+    the gate is counted apart from the hold's whole time (and, on CUDA, from the wait for queued work)."""
+    population = Population(2)
+    inside, leave = threading.Event(), threading.Event()
+
+    def launcher() -> None:
+        with population.gate.launching():
+            inside.set()
+            leave.wait(30)
+
+    thread = threading.Thread(target=launcher)
+    thread.start()
+    assert inside.wait(30)
+    threading.Timer(0.2, leave.set).start()
+    with population.quiet():
+        time.sleep(0.05)
+    thread.join(timeout=30)
+    done = population.activity()
+    assert done["quiets"] == 1 and 0.15 <= done["quiet_gate_s"] < done["quiet_s"]
+    assert done["quiet_drain_s"] < 0.05  # nothing queued on a device here
+    assert done["quiet_s"] >= done["quiet_gate_s"] + 0.05
+
+
 def test_idle_means_nobody_trains_prepares_or_waits_for_a_place():
     """What a measurement queue asks before it waits for company: a member preparing, training or queued for a
     place makes the population busy; only once the last has left is it idle (a search's end)."""

@@ -74,6 +74,7 @@ def test_the_summary_says_where_the_wall_time_went(tmp_path, anchors):
     assert set(phases) == {"build_s", "anchors_s", "run_s", "report_s"}
     assert (phases["anchors_s"] > 0) == bool(anchors) and phases["anchors_s"] <= phases["build_s"]
     assert 0 < phases["build_s"] + phases["run_s"] <= summary["wall_s"] + 0.01
+    assert summary["measuring_activity"] is None  # predicted figures: nothing was measured
 
 
 def _one_line_exit_2(capsys, *args: str) -> str:

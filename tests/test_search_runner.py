@@ -251,6 +251,9 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     assert len(results) == 3 and all(r["measured_latency_ms"] > 0 for r in results.values())
     assert entered == [1] and queue.batches == 1
     assert sorted((r["measured_batch"], r["measured_in_batch"]) for r in results.values()) == [(0, 0), (0, 1), (0, 2)]
+    spent = queue.activity()  # where the batch's time went: one settling reading and three kept, in the worker
+    assert (spent["batches"], spent["measured"], spent["settle_count"], spent["measure_count"]) == (1, 3, 1, 3)
+    assert 0 < spent["worker_phases_s"]["time_s"] < spent["settle_s"] + spent["measure_s"] <= spent["quiet_s"]
     alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
     first = alone.measure("nb201", archs[0])
     assert first["measured_latency_ms"] > 0 and alone.batches == 1

@@ -215,6 +215,8 @@ class Population:
         self.waiting_s = 0.0  # of that, the time it waited for the device to catch up (the device was busy)
         self.quiets = 0  # times the population was held quiet (a measurement on its device)
         self.quiet_s = 0.0  # the time it was held so, the wait for its queued work included
+        self.quiet_gate_s = 0.0  # of that, the wait for host work already launching to leave the gate
+        self.quiet_drain_s = 0.0  # and the wait for the device to run what was queued before the hold
         self._first_reserved: float | None = None  # when the first reservation was granted
         self._membership: list[tuple[float, int]] = []  # (time, members joined) after every join and leave
         self._epoch_offset = time.time() - time.perf_counter()  # perf_counter to the epoch (a study's clock)
@@ -394,10 +396,13 @@ class Population:
         started = time.perf_counter()
         try:
             with self.gate.closed():
+                closed = time.perf_counter()
+                self.quiet_gate_s += closed - started
                 if self.device is not None and getattr(self.device, "type", str(self.device)) == "cuda":
                     import torch
 
                     torch.cuda.synchronize(self.device)
+                self.quiet_drain_s += time.perf_counter() - closed
                 yield
         finally:
             self.quiets += 1
@@ -551,8 +556,9 @@ class Population:
         for host work and reserved ones not yet joined on average over the rounds, the mean wait of host work
         for its turn (all, and a paused member's alone), the share of the driver's time spent waiting for
         the device (near 1: the device, not the host, sets the pace), how often and how long it was held
-        quiet for measurements, the rounds stepped in proportion to the steps left and when the first ran
-        (`finish_together`), its places, and members joined over time (`_width`, `membership`)."""
+        quiet for measurements (of that, the waits for host work to leave the gate and for queued work to run),
+        the rounds stepped in proportion to the steps left and when the first ran (`finish_together`), its
+        places, and members joined over time (`_width`, `membership`)."""
         rounds = self.rounds or 1
         return {"rounds": self.rounds, "mean_together": self.member_steps / self.rounds if self.rounds else 0.0,
                 "mean_paused": self.paused_rounds / rounds, "mean_unjoined": self.unjoined_rounds / rounds,
@@ -560,7 +566,8 @@ class Population:
                 "mean_paused_wait_ms": 1e3 * self.paused_wait_s / self.paused_waits if self.paused_waits else 0.0,
                 "most_together": self.most_together, "most_reserved": self.most_reserved,
                 "memory_shortfalls": self.memory_shortfalls, "driving_s": round(self.driving_s, 3),
-                "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3), "finishing_rounds": self.finishing_rounds,
+                "quiets": self.quiets, "quiet_s": round(self.quiet_s, 3), "quiet_gate_s": round(self.quiet_gate_s, 3),
+                "quiet_drain_s": round(self.quiet_drain_s, 3), "finishing_rounds": self.finishing_rounds,
                 "finishing_from_s": self._since_origin(self._finishing_from),
                 "device_bound": self.waiting_s / self.driving_s if self.driving_s else 0.0, "places": self.size,
                 **self._width(), "membership_timeline": self.membership()}

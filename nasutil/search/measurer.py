@@ -90,6 +90,7 @@ class Measurer(HardwareMeasurer):
         self._evaluator = None
         self._evaluator_lock = threading.Lock()
         self._starting: threading.Thread | None = None
+        self.spent = MeasuringTimes()  # where measuring's time went (`activity`)
 
     @property
     def description(self) -> str:
@@ -150,8 +151,13 @@ class Measurer(HardwareMeasurer):
         evaluator = self._evaluator_now()
         candidates = [Candidate(space_spec, text) for text in arch_texts]
         if self.settle and candidates:
-            evaluator.settle(candidates[0])  # its failure, if any, is the reading's to report
+            started = time.perf_counter()
+            settled = evaluator.settle(candidates[0])  # its failure, if any, is the reading's to report
+            self.spent.add("settle", time.perf_counter() - started, settled.timing)
+        started = time.perf_counter()
         for m in evaluator.measure_many(candidates):
+            self.spent.add("measure", time.perf_counter() - started, m.timing)
+            started = time.perf_counter()
             if not m.ok:
                 out.append(NasutilError(f"measurement failed: {m.error}"))
                 continue
@@ -159,6 +165,11 @@ class Measurer(HardwareMeasurer):
                         "measured_latency_cv": m.latency_cv, "measured_throughput_per_s": m.throughput_per_s,
                         "measured_utilization": m.utilization, "measured_sm_clock_mhz": m.sm_clock_mhz})
         return out
+
+    def activity(self) -> dict[str, Any]:
+        """Where measuring's time went: each reading's seconds in this process (a settling one apart) and,
+        summed over them, the phases the worker reported (`Measurement.timing`)."""
+        return self.spent.summary()
 
     def close(self) -> None:
         starting, self._starting = self._starting, None
@@ -168,6 +179,38 @@ class Measurer(HardwareMeasurer):
             if self._evaluator is not None:
                 self._evaluator.close()
                 self._evaluator = None
+
+
+#: the phases of a worker's reading (`Measurement.timing`) that `MeasuringTimes` sums
+READING_PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "prepare_s", "time_s", "release_s",
+                  "turn_s", "clock_retries")
+
+
+class MeasuringTimes:
+    """Seconds spent on readings in this process, by kind ("settle", "measure"), and the worker's phases summed
+    over them: what a quiet hold is made of."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count: dict[str, int] = {}
+        self._seconds: dict[str, float] = {}
+        self._phases: dict[str, float] = {}
+
+    def add(self, kind: str, seconds: float, timing: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._count[kind] = self._count.get(kind, 0) + 1
+            self._seconds[kind] = self._seconds.get(kind, 0.0) + seconds
+            for key in READING_PHASES:
+                value = (timing or {}).get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self._phases[key] = self._phases.get(key, 0.0) + float(value)
+
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = {f"{kind}_count": n for kind, n in self._count.items()}
+            out.update({f"{kind}_s": round(v, 4) for kind, v in self._seconds.items()})
+            out["worker_phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
+            return out
 
 
 def optional_measurer(measure: bool | str = "auto", device: str = "cuda", dtype: str = "fp16", batch_size: int = 256,
@@ -264,6 +307,8 @@ class MeasurementQueue:
         self._waiting: list[tuple[str, str, Future]] = []
         self.batches = 0  # batches measured
         self.quiet_s = 0.0  # seconds the device was held quiet for them
+        self.measured = 0  # candidates measured in them
+        self.ready_wait_s = 0.0  # seconds batches waited for the measurer to be ready, before the hold
 
     @property
     def description(self) -> str:
@@ -304,8 +349,10 @@ class MeasurementQueue:
             if not waiting:
                 return
             try:
+                asked = time.perf_counter()
                 self.measurer.wait_ready()  # a worker starting up does not hold the population quiet
                 started = time.perf_counter()
+                self.ready_wait_s += started - asked
                 with self.quiet():
                     results: list[Any] = []
                     for spec in dict.fromkeys(s for s, _, _ in waiting):
@@ -314,6 +361,7 @@ class MeasurementQueue:
                         results += list(zip((f for _, f in mine), figures))
                 self.quiet_s += time.perf_counter() - started
                 self.batches += 1
+                self.measured += len(waiting)
             except BaseException as exc:
                 for _, _, f in waiting:
                     if not f.done():
@@ -324,6 +372,14 @@ class MeasurementQueue:
                 if isinstance(figures, dict):  # which batch, and where in it: a batch's first reading can differ
                     figures = {**figures, "measured_batch": number, "measured_in_batch": place}
                 f.set_result(figures)
+
+    def activity(self) -> dict[str, Any]:
+        """Batches measured, the candidates in them, the holds' seconds, the waits for the measurer before them, and
+        the measurer's own account where it keeps one (`Measurer.activity`)."""
+        own = {"batches": self.batches, "measured": self.measured, "quiet_s": round(self.quiet_s, 4),
+               "ready_wait_s": round(self.ready_wait_s, 4)}
+        inner = getattr(self.measurer, "activity", None)
+        return {**own, **(inner() if callable(inner) else {})}
 
     def close(self) -> None:
         self.measurer.close()

@@ -54,12 +54,19 @@ def report_search(setup: SearchSetup, counts: Counts, wall_s: float, *, interrup
                "pruned_as": s.pruned_as, "pruner": s.early.name, "predictor": setup.predictor_description(),
                "trainer": s.trainer.describe(), "trainer_activity": activity,
                "hardware": s.measuring.description if s.measuring else "predicted (no measurement)",
+               "measuring_activity": measuring_activity(s.measuring),
                "counts": {**vars(counts), "trainings": counts.trainings},
                "storage_error": storage_error,
                "phases_s": {**(phases or {}), "report_s": round(time.perf_counter() - report_started, 3)}}
     write_summary(folder / "summary.json", summary)
     print_summary(s.study, counts, folder, setup.storage, wall_s, lines, files, resume=resume, activity=activity)
     return summary
+
+
+def measuring_activity(measuring: Any) -> dict[str, Any] | None:
+    """Where measuring the trained candidates spent its time, where the measurer keeps an account of it."""
+    account = getattr(measuring, "activity", None)
+    return account() if callable(account) else None
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
