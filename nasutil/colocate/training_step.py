@@ -327,14 +327,13 @@ class TrainingStep:
         capture queues nothing, so nothing there has to follow the warm-up), all without the device-wide
         synchronize of `torch.cuda.graph`, so the other candidates' steps run on meanwhile."""
         started = time.perf_counter()
-        with self.launching():
-            with torch.no_grad():
-                saved = [t.detach().clone() for t in self._state()]
-            with self._compiling():
-                for _ in range(self.warm_up_steps):
-                    self._compute()
-            for p in self.params:
-                p.grad = None
+        with self.launching(), torch.no_grad():
+            saved = [t.detach().clone() for t in self._state()]
+        for _ in range(self.warm_up_steps):  # a step at a time: a quiet hold waits for one step, not all
+            with self.launching(), self._compiling():  # the gate before the compile lock, as everywhere
+                self._compute()
+        for p in self.params:
+            p.grad = None
         graph = torch.cuda.CUDAGraph()
         # beside the others' launches, never while the population is held quiet: a measurement there captures
         # a graph of its own, and a capture beside it fails ("operation not permitted when stream is capturing")

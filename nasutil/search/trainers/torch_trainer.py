@@ -297,16 +297,21 @@ class TorchTrainer(Trainer):
         return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
 
     @torch.no_grad()
-    def _correct(self, model: nn.Module, split: tuple[torch.Tensor, torch.Tensor], in_channels: int) -> torch.Tensor:
-        """Correct predictions on a split, counted on the device: queued, never waited for."""
+    def _correct(self, model: nn.Module, split: tuple[torch.Tensor, torch.Tensor], in_channels: int,
+                 launching: Callable[[], contextlib.AbstractContextManager] | None = None) -> torch.Tensor:
+        """Correct predictions on a split, counted on the device: queued, never waited for. `launching`: the
+        block each forward is queued in (a population's `Gate.launching`), one at a time, so that a quiet hold
+        asked meanwhile waits for one forward, not the whole split."""
+        launching = launching or contextlib.nullcontext
         model.eval()
         x, y = split
-        correct = torch.zeros((), dtype=torch.long, device=self.device)
+        with launching():
+            correct = torch.zeros((), dtype=torch.long, device=self.device)
         size = self.eval_batch
         for start in range(0, len(y), size):
-            with torch.autocast(self.device.type, enabled=self.amp, dtype=self._amp_dtype):
+            with launching(), torch.autocast(self.device.type, enabled=self.amp, dtype=self._amp_dtype):
                 logits = model(self._inputs(x[start:start + size], in_channels))
-            correct += (logits.argmax(1) == y[start:start + size]).sum()
+                correct += (logits.argmax(1) == y[start:start + size]).sum()
         model.train()
         return correct
 
@@ -645,11 +650,12 @@ class _Run:
         epoch_end, last = taken % self.batches == 0, taken >= self.total_steps
         # a rung inside an epoch reads `trainer.rung_valid_images` of the split; an epoch's end reads it whole
         split = self.data["valid"] if epoch_end else self.data.get("valid_rung", self.data["valid"])
-        with self._launching(), self.step_unit.on_stream(), t.host_times.phase("validate"):
-            valid = t._correct(self.model, split, self.in_channels)
-            test = t._correct(self.model, self.data["test"], self.in_channels) if last else None
-            loss = self.step_unit.queue_loss() if epoch_end else None
-            done = self.step_unit.mark()
+        with self.step_unit.on_stream(), t.host_times.phase("validate"):  # a forward at a time in the gate
+            valid = t._correct(self.model, split, self.in_channels, self._launching)
+            test = t._correct(self.model, self.data["test"], self.in_channels, self._launching) if last else None
+            with self._launching():
+                loss = self.step_unit.queue_loss() if epoch_end else None
+                done = self.step_unit.mark()
         with self.waiting(), t.host_times.phase("validation_wait"):  # the host turn is another's meanwhile
             if done is not None:
                 done.synchronize()
