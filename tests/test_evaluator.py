@@ -509,3 +509,33 @@ def test_workers_start_warm_by_default_and_cold_on_request():
         assert warm.measure(Candidate("nb201", arch)).ok and cold.measure(Candidate("nb201", arch)).ok
     with Evaluator(config, isolate=False) as here:
         assert here.info["warm_s"] is not None
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_staged_networks_serve_one_measurement_each_and_measure_as_built_ones(isolate):
+    """Networks staged ahead (a search's batch of survivors, built while its population still trains) are taken
+    by the measurements that follow, one each, and measure what a network built in the measurement measures;
+    a candidate staged once and measured twice is built the second time, and a new stage lets the old go."""
+    a = "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|"
+    b = "|skip_connect~0|+|none~0|none~1|+|avg_pool_3x3~0|none~1|none~2|"
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager", repeats=2, min_window_ms=0.5)
+    with Evaluator(config, isolate=isolate) as evaluator:
+        staged = evaluator.stage([Candidate("nb201", a), Candidate("nb201", a), Candidate("nb201", b)])
+        assert (staged.built, staged.error) == (3, "") and staged.seconds > 0
+        readings = [evaluator.measure(Candidate("nb201", arch)) for arch in (a, a, b, a)]
+        assert all(r.ok for r in readings)
+        assert [r.timing["staged"] for r in readings] == [1.0, 1.0, 1.0, 0.0]
+        built_in_turn = readings[3]
+        for r in readings[:2]:
+            assert (r.arch, r.flops_per_image, r.params) == (built_in_turn.arch, built_in_turn.flops_per_image,
+                                                             built_in_turn.params)
+        evaluator.stage([Candidate("nb201", a)])
+        evaluator.stage([Candidate("nb201", b)])  # the first call's network is let go
+        assert [evaluator.measure(Candidate("nb201", arch)).timing["staged"] for arch in (a, b)] == [0.0, 1.0]
+
+
+def test_staging_is_skipped_where_several_workers_share_the_candidates():
+    config = MeasureConfig(device="cpu", dtype="fp32", batch_size=2, mode="eager")
+    with Evaluator(config, workers=2) as evaluator:
+        staged = evaluator.stage([Candidate("nb201", "|nor_conv_1x1~0|+|none~0|none~1|+|skip_connect~0|none~1|none~2|")])
+    assert staged.built == 0 and "several workers" in staged.error

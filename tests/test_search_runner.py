@@ -254,6 +254,9 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     spent = queue.activity()  # where the batch's time went: one settling reading and three kept, in the worker
     assert (spent["batches"], spent["measured"], spent["settle_count"], spent["measure_count"]) == (1, 3, 1, 3)
     assert 0 < spent["worker_phases_s"]["time_s"] < spent["settle_s"] + spent["measure_s"] <= spent["quiet_s"]
+    # the four networks (the first twice: settling, then kept) were built before the hold, and each reading took one
+    assert spent["stage_count"] == 1 and spent["worker_phases_s"]["staged_built"] == 4
+    assert spent["worker_phases_s"]["staged"] == 4
     alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
     first = alone.measure("nb201", archs[0])
     assert first["measured_latency_ms"] > 0 and alone.batches == 1

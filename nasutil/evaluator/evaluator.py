@@ -18,7 +18,7 @@ from nasutil.evaluator.cache import MeasurementCache
 from nasutil.evaluator.candidate import Candidate, resolve
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
-from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, device_info, measure_task, warm_quietly
+from nasutil.evaluator.worker import DeviceTurns, IsolatedWorker, Staged, device_info, measure_task, warm_quietly
 
 
 #: the most worker processes an evaluator starts (each holds its own interpreter, torch and device context)
@@ -134,6 +134,34 @@ class Evaluator:
         finally:
             if worker is not None:
                 self._idle.put(worker)
+
+    def stage(self, candidates: Sequence[Candidate], config: MeasureConfig | None = None) -> Staged:
+        """Build the candidates' networks now, where they will be measured, so that their measurements that
+        follow do no more than the device work (a search holds its population quiet for that alone). Each
+        network serves one measurement: list a candidate twice for a settling reading and a kept one. Staged
+        networks that no measurement takes (a cache hit, a failed build) are let go by the next call. With several
+        workers, which one measures which candidate is not known: nothing is staged (`Staged.built` 0)."""
+        from nasutil.evaluator.worker import stage_candidates, stage_task
+
+        config = config or self.config
+        wanted = []
+        for candidate in candidates:
+            try:
+                wanted.append(Candidate(candidate.space, resolve(candidate, config.input_size)[0]))
+            except NasutilError:  # its measurement says why
+                continue
+        if len(self._workers) > 1:
+            return Staged(0, 0.0, "several workers: staging skipped")
+        self.info  # started before the worker is taken, so that it is free to answer
+        if not self._workers:
+            return stage_candidates(stage_task(wanted, config).payload)
+        worker = self._idle.get()
+        try:
+            if worker.device != config.device:
+                config = config.with_(device=worker.device)
+            return worker.run(stage_task(wanted, config))
+        finally:
+            self._idle.put(worker)
 
     def settle(self, candidate: Candidate, config: MeasureConfig | None = None) -> Measurement:
         """Measure the candidate on a worker and keep nothing (the cache neither read nor written), so that the

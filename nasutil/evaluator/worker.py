@@ -19,10 +19,10 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any, NoReturn
 
-from nasutil.evaluator.candidate import Candidate, build
+from nasutil.evaluator.candidate import BuiltCandidate, Candidate, build
 from nasutil.evaluator.config import MeasureConfig
 from nasutil.evaluator.measurement import Measurement
 from nasutil.evaluator.task import R, Task
@@ -101,8 +101,78 @@ def is_fatal_device_error(exc: BaseException) -> bool:
     return "CUDA error" in text or "AcceleratorError" in text or "device-side assert" in text
 
 
+#: networks built in this process ahead of their measurement (`stage_candidates`), each used once, by what they
+#: were built for: a search builds a batch of survivors while its population trains, and the population is held
+#: quiet for their device work only
+_staged: dict[tuple, list[BuiltCandidate]] = {}
+
+
+def _without_storage(config: MeasureConfig) -> bool:
+    return config.weights == "device" and not config.per_layer and config.device.startswith("cuda")
+
+
+def _staged_key(candidate: Candidate, config: MeasureConfig) -> tuple:
+    return (candidate.space, candidate.arch, config.input_size, config.num_classes, _without_storage(config),
+            config.dtype, config.channels_last)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What `stage_candidates` built: how many networks, in how many seconds, or why it could not."""
+
+    built: int
+    seconds: float
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Staged:
+        return cls(int(data["built"]), float(data["seconds"]), str(data.get("error", "")))
+
+
+def stage_candidates(payload: dict[str, Any], exclusive=None) -> Staged:
+    """Build the payload's candidates now, each cast as its measurement will cast it, for the measurements that
+    follow in this process (a candidate listed twice is built twice: a settling reading and a kept one). What an
+    earlier call staged and no measurement used is let go first. Nothing here touches the device."""
+    import torch
+
+    from nasutil.evaluator.dtypes import torch_dtype
+    from nasutil.evaluator.weights import built_without_storage
+
+    started = time.perf_counter()
+    config = MeasureConfig(**payload["config"])
+    _staged.clear()
+    built = 0
+    for fields in payload["candidates"]:
+        candidate = Candidate(**fields)
+        network = build(candidate, config.input_size, config.num_classes, without_storage=_without_storage(config))
+        if not built_without_storage(network.model):  # one built on the meta device gets its values in the turn
+            memory_format = torch.channels_last if config.channels_last else torch.contiguous_format
+            network.model.eval().to(dtype=torch_dtype(config.dtype), memory_format=memory_format)
+        _staged.setdefault(_staged_key(candidate, config), []).append(network)
+        built += 1
+    return Staged(built, time.perf_counter() - started)
+
+
+def stage_task(candidates: list[Candidate], config: MeasureConfig) -> Task[Staged]:
+    return Task("nasutil.evaluator.worker:stage_candidates",
+                {"candidates": [asdict(c) for c in candidates], "config": config.to_dict()},
+                Staged.from_dict, lambda why, device_name: Staged(0, 0.0, why))
+
+
+def _built(candidate: Candidate, config: MeasureConfig) -> tuple[BuiltCandidate, bool]:
+    """The candidate's network: one staged for it, where there is one (and whether it was), else built now."""
+    waiting = _staged.get(_staged_key(candidate, config))
+    if waiting:
+        return waiting.pop(), True
+    return build(candidate, config.input_size, config.num_classes, without_storage=_without_storage(config)), False
+
+
 def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) -> Measurement:
-    """Build and measure one candidate in this process; failures come back as failed Measurements.
+    """Build (or take the network staged for it) and measure one candidate in this process; failures come back
+    as failed Measurements.
 
     `exclusive` (a lock shared by sibling workers) is held while the candidate runs on the device."""
     import torch
@@ -112,14 +182,13 @@ def measure_task(candidate: Candidate, config: MeasureConfig, exclusive=None) ->
 
     try:
         t0 = time.perf_counter()
-        built = build(candidate, config.input_size, config.num_classes,
-                      without_storage=config.weights == "device" and not config.per_layer
-                      and config.device.startswith("cuda"))
+        built, staged = _built(candidate, config)
         build_s = time.perf_counter() - t0
         result = measure_model(built.model, config, space=built.space, arch=built.arch, arch_hash=built.arch_hash,
                                input_size=built.input_size, in_channels=built.in_channels, exclusive=exclusive,
                                counts=built.counts)
         result.timing["build_s"] = build_s
+        result.timing["staged"] = float(staged)
     except torch.cuda.OutOfMemoryError as exc:
         result = Measurement.failed(candidate.space, candidate.arch, config, f"out of memory: {_first_line(exc)}")
     except NasutilError as exc:

@@ -61,6 +61,10 @@ class HardwareMeasurer(ABC):
         """Start, in the background, what the first measurement would otherwise wait for (a worker process,
         say), so that it overlaps training instead of holding a population quiet. Optional."""
 
+    def stage(self, space_spec: str, arch_texts: list[str]) -> None:
+        """Do now, before the device is held quiet, whatever of measuring these candidates needs no device
+        (building their networks, say), so that `measure_many` right after holds it for the rest. Optional."""
+
     def wait_ready(self) -> None:
         """Return once what `prepare` starts is up (starting it here if it was not), so that a population is
         held quiet only for measuring, not for a worker's start."""
@@ -144,6 +148,19 @@ class Measurer(HardwareMeasurer):
         except Exception:  # noqa: BLE001 - the first measurement starts it again and says why it cannot
             pass
 
+    def stage(self, space_spec: str, arch_texts: list[str]) -> None:
+        """The candidates' networks built in the worker before the hold (the first twice where each call
+        settles: once for the settling reading, once for its own); a hold then covers the device work alone."""
+        from nasutil.evaluator import Candidate
+
+        texts = ([arch_texts[0]] if self.settle and arch_texts else []) + list(arch_texts)
+        started = time.perf_counter()
+        try:
+            built = self._evaluator_now().stage([Candidate(space_spec, text) for text in texts]).built
+        except Exception:  # noqa: BLE001 - staging only saves time: the measurements build what it did not
+            built = 0
+        self.spent.add("stage", time.perf_counter() - started, {"staged_built": built})
+
     def measure_many(self, space_spec: str, arch_texts: list[str]) -> list[dict[str, Any] | NasutilError]:
         from nasutil.evaluator import Candidate
 
@@ -183,7 +200,7 @@ class Measurer(HardwareMeasurer):
 
 #: the phases of a worker's reading (`Measurement.timing`) that `MeasuringTimes` sums
 READING_PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "prepare_s", "time_s", "release_s",
-                  "turn_s", "clock_retries")
+                  "turn_s", "clock_retries", "staged", "staged_built")
 
 
 class MeasuringTimes:
@@ -284,7 +301,8 @@ class TableMeasurer(HardwareMeasurer):
 
 
 class MeasurementQueue:
-    """Candidates wait here to be measured together while `quiet()` holds the device idle.
+    """Candidates wait here to be measured together while `quiet()` holds the device idle; what needs no device
+    (building their networks: `HardwareMeasurer.stage`) is done before the hold begins.
 
     A candidate's thread adds it and waits; the queue is measured once `batch` candidates wait, when the
     first of them has waited `max_wait_s`, or as soon as `idle()` says that nothing trains, prepares or waits
@@ -308,7 +326,7 @@ class MeasurementQueue:
         self.batches = 0  # batches measured
         self.quiet_s = 0.0  # seconds the device was held quiet for them
         self.measured = 0  # candidates measured in them
-        self.ready_wait_s = 0.0  # seconds batches waited for the measurer to be ready, before the hold
+        self.ready_wait_s = 0.0  # seconds batches waited for the measurer (its start, their staging), before the hold
 
     @property
     def description(self) -> str:
@@ -351,6 +369,9 @@ class MeasurementQueue:
             try:
                 asked = time.perf_counter()
                 self.measurer.wait_ready()  # a worker starting up does not hold the population quiet
+                specs = list(dict.fromkeys(s for s, _, _ in waiting))
+                if len(specs) == 1:  # the networks built before the hold (one space a batch, as a search has)
+                    self.measurer.stage(specs[0], [text for _, text, _ in waiting])
                 started = time.perf_counter()
                 self.ready_wait_s += started - asked
                 with self.quiet():
