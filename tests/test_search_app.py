@@ -67,12 +67,13 @@ def test_default_run_writes_every_output_and_prunes_before_training(tmp_path):
 @pytest.mark.parametrize("anchors", [0, 2])
 def test_the_summary_says_where_the_wall_time_went(tmp_path, anchors):
     """A short search's wall time is more than its trials: building it (the anchors' short search among it),
-    running, and the report, each in summary.json's `phases_s`."""
+    running (closing what it held among it), and the report, each in summary.json's `phases_s`."""
     assert main([*FAST, "n_trials=6", f"anchors={anchors}", f"hydra.run.dir={tmp_path}"]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     phases = summary["phases_s"]
-    assert set(phases) == {"build_s", "anchors_s", "run_s", "report_s"}
+    assert set(phases) == {"build_s", "anchors_s", "run_s", "close_s", "report_s"}
     assert (phases["anchors_s"] > 0) == bool(anchors) and phases["anchors_s"] <= phases["build_s"]
+    assert 0 <= phases["close_s"] <= phases["run_s"]
     assert 0 < phases["build_s"] + phases["run_s"] <= summary["wall_s"] + 0.01
     assert summary["measuring_activity"] is None  # predicted figures: nothing was measured
 
