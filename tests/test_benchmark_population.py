@@ -3188,3 +3188,162 @@ def test_readme_and_the_search_guide_quote_seed_148_and_the_replays_from_their_r
     assert (f"2,000 images ran 16 at once {float(fewer['row']['speedup_over_baseline']):.2f}x one at a time against "
             f"{float(sixteen['row']['speedup_over_baseline']):.2f}x with the whole split, fronts "
             f"{float(fewer['row']['hypervolume_ratio']):.3f} and {float(sixteen['row']['hypervolume_ratio']):.3f}") in guide
+
+
+STAGE_S150 = ROOT / "benchmarks" / "results" / "h100" / "population" / "stage_s150"
+STAGE_AFTER = ("population_search_b64_s150", "population_search_b64_s151")
+STAGE_BEFORE = ("before_b64_s150", "before_b64_s151")
+
+
+def hold_rows(after: list[dict], before: list[dict]) -> list[list[str]]:
+    """BENCHMARKS.md's rows of what the quiet holds cost, the code after staging and the finer gate and before them,
+    each population run's `population_activity` and `measuring_activity`, seed by seed."""
+    out = []
+    for seed in sorted({r["seed"] for r in after}):
+        for code, runs in (("after", after), ("before", before)):
+            for r in (r for r in runs if r["seed"] == seed and r["run"] != "p1"):
+                held, spent = r["population_activity"], r["measuring_activity"]
+                phases = spent["worker_phases_s"]
+                out.append([code, r["run"], str(seed), str(held["quiets"]), f"{held['quiet_s']:.2f}",
+                            f"{held['quiet_gate_s']:.3f}", str(spent["measured"]),
+                            f"{held['quiet_s'] / spent['measured']:.3f}", f"{spent['settle_s']:.2f}",
+                            f"{phases['build_s']:.3f}", f"{spent['stage_s']:.2f}" if "stage_s" in spent else "",
+                            f"{r['wall_s']:.1f}", f"{r['epochs_trained']:.1f}"])
+    return out
+
+
+def test_the_staged_holds_seeds_150_and_151_tables_and_notes_are_their_result_files():
+    """Both tables are the result files' rows; the goals, what the holds cost before and after, the time outside
+    the trials, one at a time's own measuring, the survivors against the plain loop and the GPU tests come from
+    the files."""
+    import re
+    import statistics
+
+    after, before = runs_with_rows(STAGE_S150, STAGE_AFTER), runs_with_rows(STAGE_S150, STAGE_BEFORE)
+    marker = "**Quiet holds that wait for one forward, with the survivors' networks built before them"
+    assert _table_after(marker) == settled_table_rows(after)
+    assert _table_after("What the holds cost, the code after the changes") == hold_rows(after, before)
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("**Seed 148 at batch 64, seeds 147 and 148")].split())
+
+    by = {(r["run"], r["seed"]): r for r in after}
+    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
+    plain = lambda r: float(r["row"]["speedup_over_plain_search"])  # noqa: E731
+    rate = lambda run, seed: by[(run, seed)]["candidates_per_gpu_hour"]  # noqa: E731
+    s16, s64 = [by[("p16-pareto-qa", s)] for s in (150, 151)], [by[("p64-pareto-qa", s)] for s in (150, 151)]
+    assert (f"16 at once ran {x(s16[0]):.2f}x and {x(s16[1]):.2f}x one at a time ({plain(s16[0]):.1f}x and "
+            f"{plain(s16[1]):.1f}x the plain loop), 64 at once {x(s64[0]):.2f}x and {x(s64[1]):.2f}x, "
+            f"{rate('p64-pareto-qa', 150) / rate('p16-pareto-qa', 150):.2f}x and "
+            f"{rate('p64-pareto-qa', 151) / rate('p16-pareto-qa', 151):.2f}x the rate of 16") in flat
+    populations = [r for r in after if r["run"] != "p1"]
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
+    assert min(fronts) >= 0.95 and f"fronts {min(fronts):.3f}-{max(fronts):.3f} of one at a time's" in flat
+    both = after + before
+    assert sum(r["failed"] for r in both) == 0 and f"No trial failed in {len(both)} runs" in flat
+    assert max(x(r) for r in populations) < 5 and max(plain(r) for r in populations) < 40
+
+    def spread(runs, value, fmt):
+        values = [value(r) for r in runs if r["run"] != "p1"]
+        return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+    gate = lambda r: r["population_activity"]["quiet_gate_s"]  # noqa: E731
+    gate_hold = lambda r: r["population_activity"]["quiet_gate_s"] / r["population_activity"]["quiets"]  # noqa: E731
+    each = lambda r: r["population_activity"]["quiet_s"] / r["measuring_activity"]["measured"]  # noqa: E731
+    built = lambda r: r["measuring_activity"]["worker_phases_s"]["build_s"]  # noqa: E731
+    assert (f"waited {spread(after, gate, '{:.3f}')} s a run at the gate ({spread(after, gate_hold, '{:.3f}')} s a hold) "
+            f"against {spread(before, gate, '{:.3f}')} s ({spread(before, gate_hold, '{:.3f}')} s a hold)") in flat
+    assert (f"held the population quiet {spread(after, each, '{:.3f}')} s a survivor measured against "
+            f"{spread(before, each, '{:.3f}')} s") in flat
+    assert max(each(r) for r in after if r["run"] != "p1") < min(each(r) for r in before)
+    assert (f"built networks inside the holds for {spread(after, built, '{:.3f}')} s a run against "
+            f"{spread(before, built, '{:.3f}')} s") in flat
+    staged = lambda r: r["measuring_activity"]["stage_s"]  # noqa: E731
+    settle = lambda r: r["measuring_activity"]["settle_s"]  # noqa: E731
+    share = lambda r: r["measuring_activity"]["settle_s"] / r["population_activity"]["quiet_s"] * 100  # noqa: E731
+    assert f"and {spread(after, staged, '{:.2f}')} s before them, beside the training" in flat
+    assert (f"settling readings took {spread(after, settle, '{:.2f}')} s a run ({spread(after, share, '{:.0f}')}% of the "
+            f"holds) and {spread(before, settle, '{:.2f}')} s before") in flat
+    per_epoch = lambda r: r["wall_s"] / r["epochs_trained"]  # noqa: E731
+    assert (f"per epoch trained the runs after the changes took {spread(after, per_epoch, '{:.2f}')} s and those "
+            f"before {spread(before, per_epoch, '{:.2f}')} s") in flat
+    saving = statistics.mean(map(each, before)) - statistics.mean(each(r) for r in populations)
+    runs_saving = lambda r: saving * r["measuring_activity"]["measured"]  # noqa: E731
+    of_wall = lambda r: runs_saving(r) / r["wall_s"] * 100  # noqa: E731
+    assert (f"{saving:.3f} s a survivor between the two codes' means, comes to {spread(after, runs_saving, '{:.2f}')} s a "
+            f"run after the changes, {spread(after, of_wall, '{:.1f}')}% of its wall time") in flat
+    per_hold = lambda r: r["measuring_activity"]["measured"] / r["measuring_activity"]["batches"]  # noqa: E731
+    assert f"the populations' holds measured {spread(after, per_hold, '{:.1f}')} survivors each on average" in flat
+
+    first = [r["before_first_trial_s"] for r in both]
+    last = [r["after_last_trial_s"] for r in both]
+    close = [r["phases_s"]["close_s"] for r in both]
+    two = lambda v: f"{min(v):.2f}-{max(v):.2f}"  # noqa: E731
+    assert (f"{two(first)} s before the first trial began and {two(last)} s after the last ended (of it closing the "
+            f"measuring worker {two(close)} s)") in flat
+    outside = [(r["wall_s"] - r["span_s"]) / r["wall_s"] * 100 for r in both if r["run"] != "p1"]
+    assert f"{min(outside):.1f}-{max(outside):.1f}% of a population's wall time" in flat
+    pace = statistics.median(v for r in both for v in (r["host_pace_before_ms"], r["host_pace_after_ms"]))
+    assert f"this host's pace read a median {pace:.1f} ms" in flat
+    ones = [r for r in after if r["run"] == "p1"]
+    spent = [(r["measuring_activity"]["settle_s"] + r["measuring_activity"]["measure_s"]) / r["wall_s"] * 100
+             for r in ones]
+    assert (f"one at a time spent {min(spent):.1f}% and {max(spent):.1f}% of its wall time measuring its survivors, "
+            f"half of it or more on the settling readings") in flat
+    assert all(r["measuring_activity"]["settle_s"] >= r["measuring_activity"]["measure_s"] for r in ones)
+
+    assert _survivor_agreement(STAGE_S150, ((64, 150), (64, 151))) in flat
+    log = (STAGE_S150 / "gpu_tests_population.log").read_text()
+    assert re.search(r"^7 passed", log, re.M) and "7 of 7" in flat
+    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
+                       r"training ([\d.]+) ms", log)
+    assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings, where a reading "
+            f"taken while the population trained read {queued.group(4)} ms") in flat
+
+
+def test_the_fresh_thread_figures_are_the_probe_s_log():
+    """The first eager step and validation of a cell in a fresh thread against a thread that ran others: the
+    section's medians are the log's rows, and the arms alternate from pair to pair."""
+    import statistics
+
+    rows = [json.loads(line) for line in (STAGE_S150 / "thread_caches.log").read_text().splitlines()
+            if line.startswith('{"arm"')]
+    assert [r["arm"] for r in rows[:4]] == ["fresh", "reused", "reused", "fresh"] and len(rows) == 16
+    extra = {arm: [statistics.median(r[f"first_{k}_ms"] - r[f"second_{k}_ms"] for r in rows if r["arm"] == arm)
+                   for k in ("step", "validation")] for arm in ("fresh", "reused")}
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    marker = "### A member's first eager step in a thread of its own (H100)"
+    flat = " ".join(text[text.index(marker):text.index("### A search with a population, end to end")].split())
+    assert (f"A fresh thread's first step took a median {extra['fresh'][0]:.1f} ms more than its second and its first "
+            f"validation {extra['fresh'][1]:.1f} ms more than its second; in the reused thread "
+            f"{extra['reused'][0]:.2f} ms and {extra['reused'][1]:.2f} ms") in flat
+    assert extra["reused"][0] < 1 < 10 < extra["fresh"][0]
+    runs = [r for r in runs_with_rows(STAGE_S150, STAGE_AFTER + STAGE_BEFORE) if r["run"] != "p1"]
+    warm = [r["population_activity"]["mean_warm_up_ms"] for r in runs]
+    assert f"against a warm-up of {min(warm):.0f}-{max(warm):.0f} ms a member in the populations below" in flat
+
+
+def test_readme_quotes_seeds_150_and_151_from_their_result_files():
+    after, before = runs_with_rows(STAGE_S150, STAGE_AFTER), runs_with_rows(STAGE_S150, STAGE_BEFORE)
+    each = lambda r: r["population_activity"]["quiet_s"] / r["measuring_activity"]["measured"]  # noqa: E731
+    populations = [r for r in after if r["run"] != "p1"]
+    by = {(r["run"], r["seed"]): r for r in populations}
+    x = lambda r: float(r["row"]["speedup_over_baseline"])  # noqa: E731
+    plain = lambda r: float(r["row"]["speedup_over_plain_search"])  # noqa: E731
+    s16 = [by[("p16-pareto-qa", s)] for s in (150, 151)]
+    s64 = [by[("p64-pareto-qa", s)] for s in (150, 151)]
+    of16 = [b["candidates_per_gpu_hour"] / a["candidates_per_gpu_hour"] for a, b in zip(s16, s64)]
+    fronts = [float(r["row"]["hypervolume_ratio"]) for r in populations]
+    span = lambda v, fmt: f"{fmt.format(min(v))}-{fmt.format(max(v))}"  # noqa: E731
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"a hold took {span([each(r) for r in populations], '{:.3f}')} s a survivor measured against "
+            f"{span([each(r) for r in before], '{:.3f}')} s for the code before in the same calls, and 16 at once ran "
+            f"{x(s16[0]):.2f}x and {x(s16[1]):.2f}x one at a time at batch 64 ({plain(s16[0]):.1f}x and "
+            f"{plain(s16[1]):.1f}x the plain loop), 64 at once {span(of16, '{:.2f}')}x the rate of 16, with fronts of "
+            f"{span(fronts, '{:.3f}')}") in readme
+    rows = [f"| 150, 151 | {span([x(r) for r in s16], '{:.2f}')}x | {span([plain(r) for r in s16], '{:.1f}')}x | "
+            f"{span([float(r['row']['hypervolume_ratio']) for r in s16], '{:.3f}')} | 0 |",
+            f"| 150, 151 | {span([x(r) for r in s64], '{:.2f}')}x ({span(of16, '{:.2f}')}x of 16) | "
+            f"{span([plain(r) for r in s64], '{:.1f}')}x | "
+            f"{span([float(r['row']['hypervolume_ratio']) for r in s64], '{:.3f}')} | 0 |"]
+    assert all(row in readme for row in rows), rows
+    assert sum(r["failed"] for r in after) == 0
