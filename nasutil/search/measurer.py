@@ -204,8 +204,8 @@ READING_PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "
 
 
 class MeasuringTimes:
-    """Seconds spent on readings in this process, by kind ("settle", "measure"), and the worker's phases summed
-    over them: what a quiet hold is made of."""
+    """Seconds spent measuring in this process, by kind ("stage": networks built before a hold; "settle", "measure":
+    readings), and the worker's phases summed over them: what a quiet hold is made of."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
