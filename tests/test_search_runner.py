@@ -257,6 +257,8 @@ def test_trained_candidates_are_measured_together_inside_the_quiet_block():
     # the four networks (the first twice: settling, then kept) were built before the hold, and each reading took one
     assert spent["stage_count"] == 1 and spent["worker_phases_s"]["staged_built"] == 4
     assert spent["worker_phases_s"]["staged"] == 4
+    settling = spent["settle_phases_s"]  # the settling reading's own phases, counted in the sums too
+    assert 0 < settling["time_s"] < spent["worker_phases_s"]["time_s"] and settling["staged"] == 1
     alone = MeasurementQueue(measurer, quiet, batch=8, max_wait_s=0.1)
     first = alone.measure("nb201", archs[0])
     assert first["measured_latency_ms"] > 0 and alone.batches == 1

@@ -205,13 +205,15 @@ READING_PHASES = ("build_s", "count_s", "cast_s", "allocate_s", "to_device_s", "
 
 class MeasuringTimes:
     """Seconds spent measuring in this process, by kind ("stage": networks built before a hold; "settle", "measure":
-    readings), and the worker's phases summed over them: what a quiet hold is made of."""
+    readings), and the worker's phases summed over them (`worker_phases_s`) and over the settling readings alone
+    (`settle_phases_s`): what a quiet hold is made of, and whether a settling reading's time is the worker's."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._count: dict[str, int] = {}
         self._seconds: dict[str, float] = {}
         self._phases: dict[str, float] = {}
+        self._settle_phases: dict[str, float] = {}
 
     def add(self, kind: str, seconds: float, timing: dict[str, Any] | None) -> None:
         with self._lock:
@@ -221,12 +223,15 @@ class MeasuringTimes:
                 value = (timing or {}).get(key)
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     self._phases[key] = self._phases.get(key, 0.0) + float(value)
+                    if kind == "settle":
+                        self._settle_phases[key] = self._settle_phases.get(key, 0.0) + float(value)
 
     def summary(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = {f"{kind}_count": n for kind, n in self._count.items()}
             out.update({f"{kind}_s": round(v, 4) for kind, v in self._seconds.items()})
             out["worker_phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
+            out["settle_phases_s"] = {k: round(v, 4) for k, v in self._settle_phases.items()}
             return out
 
 
