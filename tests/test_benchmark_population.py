@@ -3347,3 +3347,56 @@ def test_readme_quotes_seeds_150_and_151_from_their_result_files():
             f"{span([float(r['row']['hypervolume_ratio']) for r in s64], '{:.3f}')} | 0 |"]
     assert all(row in readme for row in rows), rows
     assert sum(r["failed"] for r in after) == 0
+
+
+def test_the_rate_model_section_is_its_result_file_and_the_file_is_the_recorded_runs():
+    """The table is rate_model.json's summary; the summary is what `rate_model.py` computes from the committed runs
+    and step timings now (a run file changed under it would change the figures)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import rate_model
+
+    saved = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "rate_model" / "rate_model.json").read_text())
+    gains = rate_model.engine_gains(rate_model.GAINS)
+    rows = []
+    for folder, names in rate_model.DEFAULT_RUNS:
+        rows += rate_model.model(rate_model.read_runs(rate_model.RESULTS / "h100" / "population" / folder, names),
+                                 gains, folder)
+    assert rows == saved["rows"] and rate_model.summary(rows, gains) == saved["summary"]
+    expected = []
+    for batch, v in saved["summary"]["by_batch"].items():
+        expected.append([batch, str(v["runs"]), f"{v['engine_gain']:.2f}x",
+                         f"{v['work_ratio'][0]:.2f}-{v['work_ratio'][1]:.2f}",
+                         f"{v['speedup'][0]:.2f}-{v['speedup'][1]:.2f}x",
+                         f"{v['speedup_over_bound'][0]:.2f}-{v['speedup_over_bound'][1]:.2f}",
+                         f"{v['median_speedup_over_bound']:.2f}", f"{v['goal']:g}x",
+                         f"{v['work_ratio_the_goal_needs']:.2f}"])
+    marker = "### What sets a population's speed-up: the engine's gain times the training halving saves"
+    assert _table_after(marker) == expected
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("### A member's first eager step")].split())
+    every = [r["speedup_over_bound"] for r in rows]
+    assert (f"over the {len(rows)} runs the speed-up came to a median {saved['summary']['median_speedup_over_bound']:.2f} "
+            f"of the bound ({min(every):.2f}-{max(every):.2f})") in flat
+    b64, b256 = saved["summary"]["by_batch"]["64"], saved["summary"]["by_batch"]["256"]
+    assert (f"a work ratio of {b64['work_ratio_the_goal_needs']:.2f} at batch 64 (5x) and "
+            f"{b256['work_ratio_the_goal_needs']:.2f} at batch 256 (3x), against {b64['work_ratio'][0]:.2f}-"
+            f"{b64['work_ratio'][1]:.2f} and {b256['work_ratio'][0]:.2f}-{b256['work_ratio'][1]:.2f}") in flat
+    assert max(b64["work_ratio"]) < b64["work_ratio_the_goal_needs"] and max(b256["work_ratio"]) < b256[
+        "work_ratio_the_goal_needs"]
+
+
+def test_readme_quotes_the_rate_model_from_its_result_file():
+    saved = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "rate_model" / "rate_model.json").read_text())
+    every = [r["speedup_over_bound"] for r in saved["rows"]]
+    b64, b256 = saved["summary"]["by_batch"]["64"], saved["summary"]["by_batch"]["256"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"Over the {len(every)} population runs of seeds 146-151 on an H100, each run's speed-up came to "
+            f"{min(every):.2f}-{max(every):.2f}x (median {saved['summary']['median_speedup_over_bound']:.2f}x) the "
+            f"product of the training halving saved (one at a time's epochs over the population's: "
+            f"{b64['work_ratio'][0]:.2f}-{b64['work_ratio'][1]:.2f} at batch 64, {b256['work_ratio'][0]:.2f}-"
+            f"{b256['work_ratio'][1]:.2f} at batch 256) and the engine's gain from running the candidates' captured "
+            f"steps together ({b64['engine_gain']:.2f}x and {b256['engine_gain']:.2f}x)") in readme
+    assert (f"5x at batch 64 needs a work ratio of {b64['work_ratio_the_goal_needs']:.2f}, 3x at batch 256 one of "
+            f"{b256['work_ratio_the_goal_needs']:.2f}") in readme
