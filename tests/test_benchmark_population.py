@@ -3400,3 +3400,21 @@ def test_readme_quotes_the_rate_model_from_its_result_file():
             f"steps together ({b64['engine_gain']:.2f}x and {b256['engine_gain']:.2f}x)") in readme
     assert (f"5x at batch 64 needs a work ratio of {b64['work_ratio_the_goal_needs']:.2f}, 3x at batch 256 one of "
             f"{b256['work_ratio_the_goal_needs']:.2f}") in readme
+
+
+def test_the_rate_model_section_s_kernel_census_is_the_step_kernels_file():
+    census = json.loads((ROOT / "benchmarks" / "results" / "h100" / "step_kernels" / "copies_after" /
+                         "step_kernels.json").read_text())["rows"][0]
+    assert (census["batch"], census["variant"]) == (64, "bf16-cl")
+    names = census["census"]["top_names_per_step"]
+    per_step = lambda part: sum(v for k, v in names.items() if part in k)  # noqa: E731
+    fills, forward = per_step("FillFunctor<int>"), per_step("batch_norm_collect_statistics_channels_last")
+    backward = per_step("batch_norm_backward_reduce_channels_last")
+    assert round(fills, 1) == round(forward + backward, 1)  # one fill before each statistics reduction
+    total, norm = census["census"]["events_per_step"], census["census"]["by_kind_per_step"]["batch norm"]
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index("**Where the engine's kernels go**"):].split())[:900]
+    assert (f"of the {total:.1f} kernels a step launched, {norm:.1f} were BatchNorm's and {fills:.1f} more were int "
+            f"fills, one before each BatchNorm statistics kernel forward ({forward:.1f} a step) and backward "
+            f"({backward:.1f})") in flat
+    assert f"BatchNorm's work is {(norm + fills) / total:.0%} of a step's launches" in flat
