@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import csv
-import time
 import gzip
 import importlib.resources
+import time
 from pathlib import Path
 
 import optuna
