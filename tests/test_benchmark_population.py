@@ -3418,3 +3418,20 @@ def test_the_rate_model_section_s_kernel_census_is_the_step_kernels_file():
             f"fills, one before each BatchNorm statistics kernel forward ({forward:.1f} a step) and backward "
             f"({backward:.1f})") in flat
     assert f"BatchNorm's work is {(norm + fills) / total:.0%} of a step's launches" in flat
+
+
+def test_the_batchnorm_compile_section_is_its_result_file():
+    saved = json.loads((ROOT / "benchmarks" / "results" / "cpu" / "batchnorm_compile" / "batchnorm_compile.json")
+                       .read_text())
+    marker = "### BatchNorm compiled once per shape, shared by every layer of that shape (CPU)"
+    text = (ROOT / "BENCHMARKS.md").read_text()
+    flat = " ".join(text[text.index(marker):text.index("### A member's first eager step")].split())
+    shapes = ", ".join("x".join(map(str, r["shape"][1:])) for r in saved["by_shape"])
+    assert (f"The {saved['layers']} BatchNorm layers of {saved['cells']} networks at batch {saved['batch']} took "
+            f"{saved['distinct_shapes']} distinct shapes ({shapes}, channels by height by width), and "
+            f"{saved['graphs_compiled']} graphs were compiled") in flat
+    assert saved["graphs_compiled"] == saved["distinct_shapes"] < saved["layers"] and not saved["warm_cache"]
+    assert f"took {saved['first_pass_s']:.1f} s and the second {saved['second_pass_s']:.1f} s" in flat
+    worst = max(v for r in saved["by_shape"] for k, v in r.items() if k.endswith("_rel_diff"))
+    assert worst < 1e-4 and f"within {worst:.1e} of the eager one" in flat
+    assert all("eager_kernels" not in r for r in saved["by_shape"]) and "has not been run yet" in flat
