@@ -11,7 +11,7 @@ population run, sets its speed-up over one at a time (same seed, same call, same
 - the engine's gain: 16 captured steps replayed together over the same graphs replayed one at a time, at the run's
   batch size (`step_kernels.json`, `graph_together` over `graph_alone`).
 
-If the search around the engine cost a population nothing more than it costs one at a time, the speed-up would be
+Were the time around the engine the same share of a population's run as of one at a time's, the speed-up would be
 their product (`bound`); `speedup_over_bound` says how near each run came. The goals divided by the engine's gain
 say what work ratio each would need. Writes rate_model.json (every run and the summary) and rate_model.csv.
 """
