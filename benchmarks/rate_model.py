@@ -96,6 +96,8 @@ def main() -> int:
     parser.add_argument("--gains", type=Path, default=GAINS, help="step_kernels.json with together and alone rates")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if not args.gains.is_file():
+        parser.error(f"--gains {args.gains} is not a file (step_kernels.py writes step_kernels.json)")
     gains = engine_gains(args.gains)
     rows = []
     for folder, names in DEFAULT_RUNS:

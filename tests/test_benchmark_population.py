@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -2955,6 +2956,20 @@ def _survivor_agreement(folder: Path, calls: tuple[tuple[int, int], ...]) -> str
             f"3% (the furthest {furthest:.3f})")
 
 
+def _queued_reading(log: str) -> re.Match:
+    """The population GPU test's survivor reading in its log: queued ms, % over the fastest quiet, the quiet
+    readings (ms, MHz), the reading taken while the population trained."""
+    return re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
+                     r"training ([\d.]+) ms", log)
+
+
+def _survivor_test_reading(log: str) -> str:
+    """The notes' sentence on the survivor test's readings, from its log."""
+    queued = _queued_reading(log)
+    return (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings, where a reading "
+            f"taken while the population trained read {queued.group(4)} ms")
+
+
 COPIES_S146 = ROOT / "benchmarks" / "results" / "h100" / "population" / "copies_s146"
 
 
@@ -3016,8 +3031,7 @@ def test_the_weights_cast_once_seeds_146_and_147_table_and_notes_are_their_resul
     assert re.search(r"^7 passed", log, re.M)
     assert re.search(r"^2 passed", (COPIES_S146 / "gpu_tests_evaluator.log").read_text(), re.M)
     assert re.search(r"^1 passed", (COPIES_S146 / "gpu_tests_weight_copies.log").read_text(), re.M)
-    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
-                       r"training ([\d.]+) ms", log)
+    queued = _queued_reading(log)
     quiet = [ms for ms, _ in ast_literal(queued.group(3))]
     assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings ({min(quiet):.4f}-"
             f"{max(quiet):.4f} ms), where a reading taken while the population trained read {queued.group(4)} "
@@ -3148,10 +3162,7 @@ def test_the_seed_148_table_and_notes_are_their_result_files():
     assert _survivor_agreement(JOIN_S148, ((64, 148), (256, 147), (256, 148))) in flat
     log = (JOIN_S148 / "gpu_tests_population.log").read_text()
     assert re.search(r"^7 passed", log, re.M) and "7 of 7" in flat
-    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
-                       r"training ([\d.]+) ms", log)
-    assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings, where a reading "
-            f"taken while the population trained read {queued.group(4)} ms") in flat
+    assert _survivor_test_reading(log) in flat
     first = (JOIN_S148 / "gpu_tests_population_first.log").read_text()
     assert re.search(r"^1 failed, 6 passed", first, re.M) and "assert 32 > 32" in first
     assert "found at most 32 reservations at once" in flat
@@ -3294,10 +3305,7 @@ def test_the_staged_holds_seeds_150_and_151_tables_and_notes_are_their_result_fi
     assert _survivor_agreement(STAGE_S150, ((64, 150), (64, 151))) in flat
     log = (STAGE_S150 / "gpu_tests_population.log").read_text()
     assert re.search(r"^7 passed", log, re.M) and "7 of 7" in flat
-    queued = re.search(r"queued ([\d.]+) ms \(\+([\d.]+)% over the fastest quiet\), quiet \(ms, MHz\) (\[.*?\]), while "
-                       r"training ([\d.]+) ms", log)
-    assert (f"read {queued.group(1)} ms, {queued.group(2)}% over the fastest of five quiet readings, where a reading "
-            f"taken while the population trained read {queued.group(4)} ms") in flat
+    assert _survivor_test_reading(log) in flat
 
 
 def test_the_fresh_thread_figures_are_the_probe_s_log():
